@@ -1,0 +1,50 @@
+//! Build script: compiles the C++ shim against the libtorch that tch links (LIBTORCH_USE_PYTORCH=1),
+//! and writes the link arguments that make the binary load that libtorch and the intended libpython.
+use std::path::PathBuf;
+
+fn main() {
+    // torch-sys exports the libtorch lib dir only to crates that depend on it directly.
+    let lib = PathBuf::from(
+        std::env::var("DEP_TCH_LIBTORCH_LIB")
+            .expect("torch-sys did not export DEP_TCH_LIBTORCH_LIB; build with LIBTORCH_USE_PYTORCH=1"),
+    );
+    let include = lib.parent().expect("libtorch lib dir has a parent").join("include");
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        .flag("-O2")
+        .file("src/torch/shim.cpp")
+        .compile("memprof_shim");
+    println!("cargo:rerun-if-changed=src/torch/shim.cpp");
+    println!("cargo:rerun-if-env-changed=LIBTORCH_USE_PYTORCH");
+    println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
+    println!("cargo:rerun-if-env-changed=PYO3_CONFIG_FILE");
+
+    // The embedded `import torch` must load these same .so files: the rpath makes the binary
+    // find them first, and --no-as-needed keeps libtorch_cuda even though Rust never calls it,
+    // otherwise libtorch caches its CPU-only CUDA stub (see shared/gpu/README.md).
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
+    println!("cargo:rustc-link-arg=-L{}", lib.display());
+    if lib.join("libtorch_cuda.so").exists() {
+        println!("cargo:rustc-link-arg=-ltorch_cuda");
+    }
+    println!("cargo:rustc-link-arg=-ltorch");
+    println!("cargo:rustc-link-arg=-ltorch_cpu");
+    println!("cargo:rustc-link-arg=-lc10");
+
+    // A pyenv or uv Python keeps libpython outside the loader's default path, where a system
+    // libpython of the same SONAME would otherwise win.
+    let config = pyo3_build_config::get();
+    if let Some(dir) = config.lib_dir() {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+    }
+    // `#[cfg(Py_3_12)]` selects the line hook (sys.monitoring, or the C trace function).
+    pyo3_build_config::use_pyo3_cfgs();
+    println!("cargo:rustc-env=MEMPROF_PYTHON_VERSION={}.{}", config.version().major, config.version().minor);
+}

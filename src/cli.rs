@@ -1,0 +1,86 @@
+//! The command line, as clap definitions only: help text, no logic.
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Line-level memory profiler for PyTorch programs: exact libtorch allocator statistics for every
+/// line of the functions you name, with no code changes.
+#[derive(Parser, Debug)]
+#[command(name = "memprof", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOptions,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options that may come before or after the subcommand (`memprof --device 1 run ...`).
+#[derive(Args, Debug, Default, Clone)]
+pub struct GlobalOptions {
+    /// Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA
+    /// device, or `cpu` when there is no GPU]
+    #[arg(long, global = true, value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats`
+    /// lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and
+    /// reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]
+    #[arg(long = "stat", global = true, value_name = "KEY")]
+    pub stats: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a Python script (or `-m module`) as `python` would, profiling the targeted functions
+    Run(RunArgs),
+    /// Render a saved YAML or JSON report as a table (or convert it)
+    Show(ShowArgs),
+    /// List every stat key with what it means
+    Stats,
+    /// Print a shell completion script
+    #[command(hide = true)]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Args, Debug)]
+#[command(trailing_var_arg = true)]
+pub struct RunArgs {
+    /// Function to profile (repeatable): `name`, `Class.method`, `outer.<locals>.inner`,
+    /// `package.module:Qual.name` or `path/to/file.py:Qual.name`; `@profile` in the script
+    /// marks functions too
+    #[arg(short = 'f', long = "function", value_name = "TARGET")]
+    pub functions: Vec<String>,
+    /// Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)
+    #[arg(short = 'm')]
+    pub module: bool,
+    /// Report format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the report to this file (atomically) instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The Python script to run (a module name with -m)
+    #[arg(value_name = "SCRIPT")]
+    pub script: PathBuf,
+    /// Arguments passed to the script as sys.argv[1:]
+    #[arg(value_name = "ARGS", allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// A report written by `memprof run --format yaml|json -o FILE`
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Yaml,
+    Json,
+}

@@ -1,0 +1,35 @@
+//! memprof: line-level memory profiler for PyTorch programs. main only parses, dispatches and
+//! turns errors into exit codes.
+mod cli;
+mod commands;
+mod config;
+mod error;
+mod interrupt;
+mod profile;
+mod python;
+mod recorder;
+mod report;
+mod stats;
+mod torch;
+mod units;
+
+use clap::Parser;
+
+fn main() {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { error::exit_code::USAGE } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let code = match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            e.code
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,305 @@
+# memprof's Python side, run inside the profiled interpreter before the user's script.
+#
+# It finds the targeted code objects (in the script, in modules as they are imported, and
+# through the `@profile` builtin), hands them to Rust (`_memprof.register`) and, on Python 3.12+,
+# switches on sys.monitoring's local events for exactly those code objects. Nothing here runs
+# per line: the hooks themselves are in Rust.
+import builtins
+import sys
+import os
+import sysconfig
+
+import _memprof
+
+_MONITORING = sys.version_info >= (3, 12)
+_TOOL = None
+_LOCAL_EVENTS = 0
+
+
+class Target:
+    """One `-f` argument: `name`, `Qual.name`, `pkg.mod:Qual.name` or `path.py:Qual.name`."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.module = None
+        self.path = None
+        qual = spec
+        head, sep, tail = spec.rpartition(":")
+        if sep and head and not head.endswith(":"):
+            qual = tail
+            if head.endswith(".py") or os.sep in head:
+                self.path = os.path.realpath(head)
+            else:
+                self.module = head
+        self.qual = qual
+        self.matched = []
+
+    def matches(self, code, module, filename):
+        if self.module is not None and module != self.module:
+            return False
+        if self.path is not None and os.path.realpath(filename) != self.path:
+            return False
+        q = code.co_qualname
+        if q == self.qual:
+            return True
+        if self.module is not None:
+            return False
+        return q.endswith("." + self.qual)
+
+    def is_scoped(self):
+        return self.module is not None or self.path is not None
+
+
+_targets = []
+_seen = set()
+_system_dirs = ()
+_script_path = None
+
+
+def _is_user_file(filename):
+    """Code a bare or qualified name may match: not the standard library or installed packages."""
+    if not filename or filename.startswith("<"):
+        return False
+    real = os.path.realpath(filename)
+    return not any(real.startswith(d) for d in _system_dirs)
+
+
+def _walk(code):
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        yield c
+        for const in c.co_consts:
+            if type(const) is type(code):
+                stack.append(const)
+
+
+def _last_line(code):
+    last = code.co_firstlineno
+    for c in _walk(code):
+        for _start, _end, line in c.co_lines():
+            if line is not None and line > last:
+                last = line
+    return last
+
+
+def activate(code, label):
+    """Profile this code object from now on."""
+    if _memprof.register(code, label, code.co_qualname, code.co_filename, code.co_firstlineno, _last_line(code)):
+        if _MONITORING:
+            sys.monitoring.set_local_events(_TOOL, code, _LOCAL_EVENTS)
+
+
+def scan(code, module, filename):
+    """Matches every function in a freshly compiled module against the targets."""
+    user = _is_user_file(filename) or filename == _script_path
+    relevant = [t for t in _targets if (t.is_scoped() or user)]
+    if not relevant:
+        return
+    for c in _walk(code):
+        if c is code:
+            continue
+        if user:
+            _seen.add(c.co_qualname)
+        for t in relevant:
+            if t.matches(c, module, filename):
+                t.matched.append(c)
+                activate(c, t.spec)
+
+
+def _underlying_code(obj):
+    """The code object of a function, method, staticmethod, property getter or wrapper chain."""
+    for _ in range(32):
+        code = getattr(obj, "__code__", None)
+        if code is not None:
+            return code
+        for attr in ("__func__", "fget", "func", "__wrapped__"):
+            inner = getattr(obj, attr, None)
+            if inner is not None:
+                obj = inner
+                break
+        else:
+            return None
+    return None
+
+
+def _resolve_in_loaded_module(target):
+    """A `module:qualname` target whose module was imported before the script started."""
+    mod = sys.modules.get(target.module)
+    if mod is None:
+        return
+    obj = mod
+    for part in target.qual.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return
+    code = _underlying_code(obj)
+    if code is not None and code not in target.matched:
+        target.matched.append(code)
+        activate(code, target.spec)
+
+
+def _install_import_hook():
+    import importlib._bootstrap_external as ext
+
+    def wrap(cls):
+        original = cls.get_code
+
+        def get_code(self, fullname):
+            code = original(self, fullname)
+            if code is not None:
+                try:
+                    scan(code, fullname, code.co_filename)
+                except Exception as e:  # never break the program's import
+                    _memprof.warn(f"could not scan module {fullname!r} for targets: {e!r}")
+            return code
+
+        get_code.__wrapped__ = original
+        cls.get_code = get_code
+
+    wrap(ext.SourceLoader)
+    wrap(ext.SourcelessFileLoader)
+
+
+def _profile_decorator(func=None):
+    """`@profile`, as kernprof and pytorch_memlab provide it: marks a function for memprof."""
+    code = _underlying_code(func)
+    if code is not None:
+        activate(code, "@profile")
+    return func
+
+
+def _thread_started(frame, event, arg):
+    _memprof.thread_started()
+    return None
+
+
+def _start_monitoring():
+    global _TOOL, _LOCAL_EVENTS
+    mon = sys.monitoring
+    for tool in (4, 3, 5):
+        if mon.get_tool(tool) is None:
+            _TOOL = tool
+            break
+    else:
+        raise RuntimeError("no free sys.monitoring tool id (3, 4 and 5 are taken)")
+    mon.use_tool_id(_TOOL, "memprof")
+    E = mon.events
+    mon.register_callback(_TOOL, E.PY_START, _memprof.on_start)
+    mon.register_callback(_TOOL, E.PY_RESUME, _memprof.on_resume)
+    mon.register_callback(_TOOL, E.LINE, _memprof.on_line)
+    mon.register_callback(_TOOL, E.PY_RETURN, _memprof.on_return)
+    mon.register_callback(_TOOL, E.PY_YIELD, _memprof.on_yield)
+    mon.register_callback(_TOOL, E.PY_UNWIND, _memprof.on_unwind)
+    _LOCAL_EVENTS = E.PY_START | E.PY_RESUME | E.LINE | E.PY_RETURN | E.PY_YIELD
+    # PY_UNWIND cannot be a local event before 3.15; the callback ignores untargeted code.
+    mon.set_events(_TOOL, E.PY_UNWIND)
+
+
+def stop():
+    if _MONITORING and _TOOL is not None:
+        mon = sys.monitoring
+        mon.set_events(_TOOL, 0)
+        for event in (mon.events.PY_START, mon.events.PY_RESUME, mon.events.LINE,
+                      mon.events.PY_RETURN, mon.events.PY_YIELD, mon.events.PY_UNWIND):
+            mon.register_callback(_TOOL, event, None)
+        mon.free_tool_id(_TOOL)
+
+
+def install(specs, script_path):
+    """Called once before the script runs."""
+    global _system_dirs, _script_path
+    _script_path = script_path
+    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        dirs.add(os.path.join(prefix, "lib"))
+    _system_dirs = tuple(os.path.realpath(d) + os.sep for d in dirs)
+    _targets.extend(Target(s) for s in specs)
+    if _MONITORING:
+        _start_monitoring()
+    _install_import_hook()
+    for t in _targets:
+        if t.module is not None:
+            _resolve_in_loaded_module(t)
+    if not hasattr(builtins, "profile"):
+        builtins.profile = _profile_decorator
+    import threading
+    threading.settrace(_thread_started)
+
+
+def compile_script(path):
+    """Reads and compiles the script as `python script.py` does, then matches its functions."""
+    import io
+    with io.open_code(path) as f:
+        source = f.read()
+    code = compile(source, path, "exec", dont_inherit=True)
+    scan(code, "__main__", path)
+    return code
+
+
+def prepare_main(path):
+    """Makes `__main__` look as it does under `python script.py`."""
+    import importlib.machinery
+    main = sys.modules["__main__"]
+    main.__file__ = path
+    main.__cached__ = None
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    sys.path.insert(0, os.path.dirname(os.path.realpath(path)))
+    return main.__dict__
+
+
+def run_module(name):
+    """`python -m name`."""
+    import runpy
+    sys.path.insert(0, os.getcwd())
+    runpy._run_module_as_main(name, alter_argv=True)
+
+
+def target_warnings():
+    """Messages about targets that matched nothing, or matched several functions."""
+    import difflib
+    out = []
+    for t in _targets:
+        if not t.matched:
+            pool = sorted(_seen)
+            near = difflib.get_close_matches(t.qual, pool, n=3, cutoff=0.5)
+            if not near:
+                near = [q for q in pool if q.rsplit(".", 1)[-1] == t.qual.rsplit(".", 1)[-1]][:3]
+            msg = f"no function matched '-f {t.spec}'"
+            if near:
+                msg += "; nearest names: " + ", ".join(near)
+            out.append(msg)
+        elif len(t.matched) > 1:
+            names = ", ".join(f"{c.co_qualname} ({os.path.basename(c.co_filename)}:{c.co_firstlineno})" for c in t.matched)
+            out.append(f"'-f {t.spec}' matched {len(t.matched)} functions, profiling all of them: {names}")
+    return out
+
+
+def torch_facts():
+    """Where the script's `import torch` would load torch from, without importing it."""
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = list(spec.submodule_search_locations)[0]
+    version = None
+    try:
+        with open(os.path.join(root, "version.py")) as f:
+            for line in f:
+                if line.startswith("__version__"):
+                    version = line.split("=", 1)[1].strip().strip("'\"")
+    except OSError:
+        pass
+    return root, version
+
+
+def device_name(index):
+    torch = sys.modules.get("torch")
+    if torch is None or index is None:
+        return None
+    try:
+        if torch.cuda.is_initialized():
+            return torch.cuda.get_device_name(index)
+    except Exception:
+        return None
+    return None

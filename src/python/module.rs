@@ -1,0 +1,55 @@
+//! The `_memprof` extension module that memprof puts into the embedded interpreter: target
+//! registration, warnings, the thread-start hook, and (on 3.12+) the sys.monitoring callbacks.
+use crate::recorder;
+use crate::torch;
+use pyo3::prelude::*;
+use std::sync::Mutex;
+
+/// Warnings raised while the script ran (shown in the report).
+pub static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Registers a targeted code object with the recorder; true if it is new.
+#[pyfunction]
+fn register(
+    code: &Bound<'_, PyAny>,
+    target: String,
+    qualname: String,
+    file: String,
+    first_line: u32,
+    last_line: u32,
+) -> bool {
+    // The code object must outlive the run: its address is the recorder's key.
+    let keep: Py<PyAny> = code.clone().unbind();
+    let ptr = keep.as_ptr() as usize;
+    let new = recorder::with(|r| r.register(ptr, qualname, file, (first_line, last_line), target)).unwrap_or(false);
+    if new {
+        super::tracing::keep_alive(keep);
+        #[cfg(not(Py_3_12))]
+        super::tracing::add_code(ptr);
+    }
+    new
+}
+
+/// Records a warning for the report.
+#[pyfunction]
+fn warn(message: String) {
+    WARNINGS.lock().unwrap_or_else(|e| e.into_inner()).push(message);
+}
+
+/// Called on each new Python thread before its `run()`: libtorch's thread-local reporter is
+/// not inherited, and on 3.10/3.11 the C trace function is per thread.
+#[pyfunction]
+fn thread_started(py: Python<'_>) -> PyResult<()> {
+    torch::attach_reporter_to_thread();
+    super::tracing::on_thread_start(py)
+}
+
+/// Creates the module.
+pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    let m = PyModule::new(py, "_memprof")?;
+    m.add_function(wrap_pyfunction!(register, &m)?)?;
+    m.add_function(wrap_pyfunction!(warn, &m)?)?;
+    m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
+    super::tracing::add_callbacks(&m)?;
+    Ok(m)
+}

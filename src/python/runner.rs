@@ -1,0 +1,257 @@
+//! Runs the user's script (or `-m module`) as `__main__`, exactly as `python` would, with the
+//! targets armed: start-up checks, exceptions and exit codes, thread shutdown and atexit.
+use super::{interpreter, module, tracing};
+use crate::error::{exit_code, Error, Result};
+use crate::interrupt;
+use crate::profile::Outcome;
+use crate::torch;
+use pyo3::exceptions::{PyKeyboardInterrupt, PySyntaxError, PySystemExit};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::ffi::CString;
+use std::path::PathBuf;
+
+const BOOTSTRAP: &str = include_str!("bootstrap.py");
+
+/// What to run.
+pub struct Program {
+    /// The script path, or the module name with `module`.
+    pub script: PathBuf,
+    pub module: bool,
+    pub args: Vec<String>,
+    pub targets: Vec<String>,
+}
+
+/// Facts gathered from Python for the report.
+pub struct RunFacts {
+    pub outcome: Outcome,
+    pub python_version: String,
+    pub torch_version: String,
+    pub device_name: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Starts Python, checks torch, runs the program under the hook, and shuts Python's side down.
+/// Returns Err only for memprof errors (exit 2); the script's own failures are in the outcome.
+pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
+    let script_text = program.script.to_string_lossy().into_owned();
+    if !program.module && !program.script.is_file() {
+        return Err(Error::usage(format!("can't open file '{script_text}': No such file or directory"))
+            .hint("pass the path of a Python script, or `-m package.module`"));
+    }
+    let mut argv = vec![if program.module { "-m".to_string() } else { script_text.clone() }];
+    argv.extend(program.args.iter().cloned());
+    let python = interpreter::find_python()?;
+    interpreter::initialize(&python, &argv)?;
+    torch::install_reporter(device_index)?;
+
+    Python::attach(|py| -> Result<RunFacts> {
+        let boot = load_bootstrap(py).map_err(|e| python_failure(py, "start", e))?;
+        check_torch(py, &boot)?;
+        let signal = py.import("signal").map_err(|e| python_failure(py, "import signal", e))?;
+        signal
+            .call_method1("signal", (signal.getattr("SIGINT").unwrap(), signal.getattr("default_int_handler").unwrap()))
+            .map_err(|e| python_failure(py, "set the SIGINT handler", e))?;
+        interrupt::install()?;
+
+        let script_abs = if program.module {
+            None
+        } else {
+            Some(std::path::absolute(&program.script)?.to_string_lossy().into_owned())
+        };
+        boot.call_method1("install", (program.targets.clone(), script_abs.clone()))
+            .map_err(|e| python_failure(py, "install the targets", e))?;
+
+        let result = match &script_abs {
+            Some(path) => {
+                let code = compile_script(py, &boot, path)?;
+                let globals = boot
+                    .call_method1("prepare_main", (path,))
+                    .map_err(|e| python_failure(py, "prepare __main__", e))?
+                    .cast_into::<PyDict>()
+                    .map_err(|_| Error::usage("__main__ has no dict"))?;
+                interrupt::set_script_running(true);
+                tracing::start_on_this_thread();
+                eval(py, &code, &globals)
+            }
+            None => {
+                interrupt::set_script_running(true);
+                tracing::start_on_this_thread();
+                boot.call_method1("run_module", (program.script.to_string_lossy().into_owned(),)).map(|_| ())
+            }
+        };
+        let mut outcome = outcome_of(py, result);
+        shutdown(py, &mut outcome);
+        interrupt::set_script_running(false);
+        crate::recorder::with(|r| r.stop());
+        tracing::stop_on_this_thread();
+        let _ = boot.call_method0("stop");
+
+        let mut warnings: Vec<String> =
+            boot.call_method0("target_warnings").and_then(|w| w.extract()).unwrap_or_default();
+        warnings.extend(module::WARNINGS.lock().unwrap_or_else(|e| e.into_inner()).drain(..));
+        let torch_version = py
+            .import("sys")
+            .and_then(|s| s.getattr("modules"))
+            .and_then(|m| m.get_item("torch"))
+            .and_then(|t| t.getattr("__version__"))
+            .and_then(|v| v.str().map(|s| s.to_string()))
+            .unwrap_or_else(|_| torch::linked_version());
+        let device_name = boot.call_method1("device_name", (device_index,)).and_then(|n| n.extract()).unwrap_or(None);
+        let python_version: String =
+            py.import("platform").and_then(|p| p.call_method0("python_version")).and_then(|v| v.extract()).unwrap_or_default();
+        flush_stdio(py);
+        Ok(RunFacts { outcome, python_version, torch_version, device_name, warnings })
+    })
+}
+
+fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    let m = module::create(py)?;
+    py.import("sys")?.getattr("modules")?.set_item("_memprof", m)?;
+    let code = CString::new(BOOTSTRAP).expect("bootstrap has no NUL");
+    PyModule::from_code(py, &code, c"<memprof>", c"_memprof_bootstrap")
+}
+
+/// Prints a Python error raised by memprof's own code and turns it into a memprof error.
+fn python_failure(py: Python<'_>, what: &str, err: PyErr) -> Error {
+    err.display(py);
+    Error::usage(format!("memprof could not {what} in the embedded Python"))
+}
+
+/// The torch that the script will import must be the libtorch this binary linked.
+fn check_torch(py: Python<'_>, boot: &Bound<'_, PyModule>) -> Result<()> {
+    let linked = torch::linked_version();
+    let facts: Option<(String, Option<String>)> =
+        boot.call_method0("torch_facts").and_then(|f| f.extract()).map_err(|e| python_failure(py, "find torch", e))?;
+    let rebuild = "rebuild memprof with that virtualenv active: `LIBTORCH_USE_PYTORCH=1 cargo install --path .`";
+    let Some((root, version)) = facts else {
+        return Err(Error::usage(format!(
+            "this Python has no torch (memprof needs torch {linked}, the version it was built with)"
+        ))
+        .hint(format!("activate the virtualenv with torch=={linked}, or `pip install torch=={linked}`")));
+    };
+    let version = version.unwrap_or_else(|| "unknown".into());
+    if version.split('+').next() != Some(linked.as_str()) {
+        return Err(Error::usage(format!(
+            "the script's torch is {version} (in {root}), but memprof was built against libtorch {linked}"
+        ))
+        .hint(rebuild));
+    }
+    let expected = std::path::Path::new(&root).join("lib").join("libc10.so");
+    if let Some(loaded) = torch::loaded_libc10() {
+        let same = match (std::fs::canonicalize(&loaded), std::fs::canonicalize(&expected)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if !same {
+            return Err(Error::usage(format!(
+                "memprof loaded libtorch from {loaded}, but the script's torch is {root}: two copies \
+                 of libtorch in one process would not share the CUDA allocator"
+            ))
+            .hint(rebuild));
+        }
+    }
+    Ok(())
+}
+
+fn compile_script<'py>(py: Python<'py>, boot: &Bound<'py, PyModule>, path: &str) -> Result<Bound<'py, PyAny>> {
+    boot.call_method1("compile_script", (path,)).map_err(|e| {
+        if e.is_instance_of::<PySyntaxError>(py) {
+            e.display(py);
+            Error::usage(format!("'{path}' is not valid Python (the syntax error is shown above)"))
+                .hint("fix the script; `python -m py_compile` shows the same error")
+        } else {
+            e.display(py);
+            Error::usage(format!("could not read '{path}'"))
+        }
+    })
+}
+
+fn eval(py: Python<'_>, code: &Bound<'_, PyAny>, globals: &Bound<'_, PyDict>) -> PyResult<()> {
+    // SAFETY: code is a code object, globals a dict; the result is a new reference or NULL.
+    let result = unsafe { ffi::PyEval_EvalCode(code.as_ptr(), globals.as_ptr(), globals.as_ptr()) };
+    if result.is_null() {
+        Err(PyErr::fetch(py))
+    } else {
+        // SAFETY: a new reference we own.
+        unsafe { ffi::Py_DECREF(result) };
+        Ok(())
+    }
+}
+
+/// Turns the script's result into an outcome, printing what Python would print.
+fn outcome_of(py: Python<'_>, result: PyResult<()>) -> Outcome {
+    let err = match result {
+        Ok(()) => return Outcome { status: "completed".into(), exit_code: 0, exception: None },
+        Err(e) => e,
+    };
+    if err.is_instance_of::<PySystemExit>(py) {
+        let code = err.value(py).getattr("code").ok();
+        let exit_code = match code {
+            None => 0,
+            Some(c) if c.is_none() => 0,
+            Some(c) => match c.extract::<i32>() {
+                Ok(n) => n,
+                Err(_) => {
+                    // `sys.exit("message")` prints the message and exits 1, as python does.
+                    if let Ok(text) = c.str() {
+                        eprintln!("{text}");
+                    }
+                    1
+                }
+            },
+        };
+        let status = if exit_code == 0 { "completed" } else { "exit" };
+        return Outcome { status: status.into(), exit_code, exception: None };
+    }
+    let description = describe(py, &err);
+    print_traceback(py, err.clone_ref(py));
+    if err.is_instance_of::<PyKeyboardInterrupt>(py) {
+        let code = interrupt::received().unwrap_or(exit_code::INTERRUPTED);
+        let status = if code == exit_code::TERMINATED { "terminated" } else { "interrupted" };
+        return Outcome { status: status.into(), exit_code: code, exception: Some(description) };
+    }
+    Outcome { status: "exception".into(), exit_code: exit_code::SCRIPT_RAISED, exception: Some(description) }
+}
+
+fn describe(py: Python<'_>, err: &PyErr) -> String {
+    let name = err.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
+    match err.value(py).str() {
+        Ok(msg) if !msg.to_string().is_empty() => format!("{name}: {msg}"),
+        _ => name,
+    }
+}
+
+/// Prints the traceback through `sys.excepthook`, as the interpreter does.
+fn print_traceback(py: Python<'_>, err: PyErr) {
+    let ty = err.get_type(py);
+    let value = err.value(py).clone();
+    let tb = err.traceback(py);
+    let hook = py.import("sys").and_then(|s| s.getattr("excepthook"));
+    let printed = hook.and_then(|h| h.call1((ty, value, tb)));
+    if printed.is_err() {
+        err.display(py);
+    }
+}
+
+/// What `Py_FinalizeEx` would run for the program: wait for non-daemon threads, then atexit.
+fn shutdown(py: Python<'_>, outcome: &mut Outcome) {
+    let threads = py.import("threading").and_then(|t| t.call_method0("_shutdown"));
+    if let Err(e) = threads {
+        if e.is_instance_of::<PyKeyboardInterrupt>(py) && outcome.status == "completed" {
+            *outcome = outcome_of(py, Err(e));
+        }
+    }
+    let _ = py.import("atexit").and_then(|a| a.call_method0("_run_exitfuncs"));
+}
+
+fn flush_stdio(py: Python<'_>) {
+    if let Ok(sys) = py.import("sys") {
+        for name in ["stdout", "stderr"] {
+            if let Ok(stream) = sys.getattr(name) {
+                let _ = stream.call_method0("flush");
+            }
+        }
+    }
+}

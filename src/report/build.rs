@@ -1,0 +1,91 @@
+//! Assembles the report model from the recorder's aggregates and the run's facts.
+use crate::profile::{DeviceInfo, FunctionProfile, LineProfile, Metadata, Outcome, Profile, StatColumn, SCHEMA, SEMANTICS};
+use crate::recorder::{FunctionRecord, Recorder};
+use std::collections::BTreeMap;
+
+/// Everything about the run that the recorder does not know.
+pub struct RunContext {
+    pub torch_version: String,
+    pub python_version: String,
+    pub device: DeviceInfo,
+    pub command_line: Vec<String>,
+    pub outcome: Outcome,
+    pub warnings: Vec<String>,
+}
+
+/// Builds the report. Source lines are read from the functions' files (empty if unreadable).
+pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
+    let columns = recorder.shown_columns();
+    let stats = columns
+        .iter()
+        .map(|c| StatColumn {
+            key: c.key.clone(),
+            is_bytes: c.is_bytes,
+            aggregation: if c.field.sums_over_hits() { "sum" } else { "max" }.to_string(),
+        })
+        .collect();
+    let mut warnings = ctx.warnings;
+    let mut functions = Vec::new();
+    for f in &recorder.functions {
+        if f.calls == 0 && f.lines.is_empty() {
+            warnings.push(format!(
+                "{} ({}:{}) was targeted by {} but never ran",
+                f.qualname,
+                f.file,
+                f.first_line,
+                f.targets.join(", ")
+            ));
+            continue;
+        }
+        functions.push(function_profile(recorder, f));
+    }
+    Profile {
+        schema: SCHEMA.to_string(),
+        metadata: Metadata {
+            memprof_version: env!("CARGO_PKG_VERSION").to_string(),
+            torch_version: ctx.torch_version,
+            python_version: ctx.python_version,
+            device: ctx.device,
+            command_line: ctx.command_line,
+            stats,
+            peak_resets: recorder.peak_reset_reason(),
+            semantics: SEMANTICS.to_string(),
+            outcome: ctx.outcome,
+        },
+        functions,
+        warnings,
+    }
+}
+
+fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile {
+    let source = std::fs::read_to_string(&f.file).unwrap_or_default();
+    let source_lines: Vec<&str> = source.lines().collect();
+    let keys: Vec<&str> = recorder.shown_columns().iter().map(|c| c.key.as_str()).collect();
+    let last = f.last_line.max(f.lines.keys().copied().max().unwrap_or(0));
+    let mut total_peak: Option<i64> = None;
+    let mut lines = Vec::new();
+    for line in f.first_line..=last {
+        let text = source_lines.get(line as usize - 1).map(|s| s.to_string()).unwrap_or_default();
+        let mut out = LineProfile { line, source: text, hits: 0, raised: 0, delta_bytes: None, stats: BTreeMap::new() };
+        if let Some(agg) = f.lines.get(&line) {
+            let (values, peak) = recorder.shown_values(agg);
+            out.hits = agg.hits;
+            out.raised = agg.raised;
+            if peak.is_some() {
+                out.delta_bytes = Some(agg.delta);
+                total_peak = total_peak.max(peak);
+                out.stats = keys.iter().map(|k| k.to_string()).zip(values.iter().copied()).collect();
+            }
+        }
+        lines.push(out);
+    }
+    FunctionProfile {
+        qualname: f.qualname.clone(),
+        file: f.file.clone(),
+        first_line: f.first_line,
+        targets: f.targets.clone(),
+        calls: f.calls,
+        peak_allocated_bytes: total_peak,
+        lines,
+    }
+}

@@ -1,0 +1,61 @@
+//! Rendering and writing reports: the table (line_profiler's shape), YAML and JSON, written to
+//! standard output or atomically to a file; and reading a saved report back for `memprof show`.
+mod build;
+mod table;
+
+pub use build::{build, RunContext};
+
+use crate::cli::Format;
+use crate::error::{Error, Result};
+use crate::profile::Profile;
+use std::io::Write;
+use std::path::Path;
+
+/// The report in `format`.
+pub fn render(profile: &Profile, format: Format) -> String {
+    match format {
+        Format::Table => table::render(profile),
+        Format::Yaml => serde_yaml::to_string(profile).expect("the profile serialises"),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(profile).expect("the profile serialises");
+            s.push('\n');
+            s
+        }
+    }
+}
+
+/// Writes `text` to `path` atomically: a temporary file beside it, then a rename, so a reader
+/// never sees half a report.
+pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| Error::usage(format!("'{}' is not a file name", path.display())))?;
+    let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::usage(format!("cannot write the report to '{}': {e}", path.display()))
+    })
+}
+
+/// Reads a report saved as YAML or JSON.
+pub fn load(path: &Path) -> Result<Profile> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::usage(format!("cannot read '{}': {e}", path.display())))?;
+    let parsed = if text.trim_start().starts_with('{') {
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    } else {
+        serde_yaml::from_str(&text).map_err(|e| e.to_string())
+    };
+    parsed.map_err(|e| {
+        Error::usage(format!("'{}' is not a memprof report: {e}", path.display()))
+            .hint("pass a file written by `memprof run --format yaml|json -o FILE`")
+    })
+}

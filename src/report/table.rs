@@ -1,0 +1,98 @@
+//! The table: one block per function in line_profiler's shape (a header naming the file, the
+//! function, the device and the function's peak; then Line #, Hits, Δ, the stats, Line Contents).
+use crate::profile::{FunctionProfile, Profile};
+use crate::units;
+use comfy_table::{CellAlignment, ContentArrangement, Table};
+use std::fmt::Write;
+
+/// Only the rule under the header, made of '=' as line_profiler draws it.
+const PRESET: &str = "     ==            ";
+
+pub fn render(p: &Profile) -> String {
+    let mut out = String::new();
+    let m = &p.metadata;
+    let device = if m.device.name.is_empty() || m.device.name == m.device.kind {
+        m.device.label()
+    } else {
+        format!("{} ({})", m.device.label(), m.device.name)
+    };
+    let _ = writeln!(out, "memprof {} · torch {} · Python {} · device {device}", m.memprof_version, m.torch_version, m.python_version);
+    if let Some(reason) = &m.peak_resets {
+        let _ = writeln!(out, "note: {reason}");
+    }
+    for f in &p.functions {
+        out.push('\n');
+        render_function(&mut out, p, f);
+    }
+    if p.functions.is_empty() {
+        let _ = writeln!(out, "\nno targeted function ran");
+    }
+    for w in &p.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    match m.outcome.status.as_str() {
+        "exception" => {
+            let _ = writeln!(out, "the script raised {}", m.outcome.exception.as_deref().unwrap_or("an exception"));
+        }
+        "interrupted" | "terminated" => {
+            let _ = writeln!(out, "the script was {}: this report covers what ran until then", m.outcome.status);
+        }
+        _ => {}
+    }
+    out
+}
+
+fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
+    let m = &p.metadata;
+    let _ = writeln!(out, "File: {}", f.file);
+    let _ = writeln!(out, "Function: {} at line {}", f.qualname, f.first_line);
+    let peak = f.peak_allocated_bytes.map(units::bytes).unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        out,
+        "Device: {} · Calls: {} · Peak allocated_bytes.all.peak: {peak}",
+        m.device.label(),
+        f.calls
+    );
+    out.push('\n');
+    let any_raised = f.lines.iter().any(|l| l.raised > 0);
+    let mut header = vec!["Line #".to_string(), "Hits".to_string(), "Δ allocated".to_string()];
+    header.extend(m.stats.iter().map(|s| s.key.clone()));
+    if any_raised {
+        header.push("Raised".into());
+    }
+    header.push("Line Contents".into());
+    let mut table = Table::new();
+    table.load_preset(PRESET).set_content_arrangement(ContentArrangement::Disabled).set_header(header);
+    for line in &f.lines {
+        let ran = line.hits > 0 || line.delta_bytes.is_some();
+        let mut row = vec![line.line.to_string()];
+        if ran {
+            row.push(line.hits.to_string());
+            row.push(line.delta_bytes.map(units::signed_bytes).unwrap_or_default());
+            for s in &m.stats {
+                let v = line.stats.get(&s.key);
+                row.push(match v {
+                    Some(&v) if s.is_bytes => units::bytes(v),
+                    Some(v) => v.to_string(),
+                    None => String::new(),
+                });
+            }
+        } else {
+            row.extend(std::iter::repeat_n(String::new(), 2 + m.stats.len()));
+        }
+        if any_raised {
+            row.push(if line.raised > 0 { line.raised.to_string() } else { String::new() });
+        }
+        row.push(line.source.clone());
+        table.add_row(row);
+    }
+    let columns = 3 + m.stats.len() + usize::from(any_raised);
+    for i in 0..columns {
+        if let Some(col) = table.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for line in table.lines() {
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}

@@ -1,0 +1,26 @@
+//! The shim's C ABI (src/torch/shim.cpp). Each function catches C++ exceptions and returns -1,
+//! leaving the message for `mp_last_error`.
+use std::os::raw::{c_char, c_int};
+
+extern "C" {
+    /// Copies the last error message of this thread, NUL-terminated, into `buf`.
+    pub fn mp_last_error(buf: *mut c_char, len: usize);
+    /// The libtorch version compiled in, e.g. "2.11.0".
+    pub fn mp_torch_version() -> *const c_char;
+    /// Path of the libc10.so this process loaded.
+    pub fn mp_libc10_path(buf: *mut c_char, len: usize) -> c_int;
+    /// Number of CUDA devices (0 without a driver); creates no CUDA context.
+    pub fn mp_cuda_device_count(out: *mut c_int) -> c_int;
+    /// 1 once the program has initialised the CUDA caching allocator.
+    pub fn mp_allocator_initialized(out: *mut c_int) -> c_int;
+    /// Writes the 122 allocator stats of `device` in src/stats.rs order.
+    pub fn mp_device_stats(device: c_int, out: *mut i64) -> c_int;
+    /// `torch.cuda.reset_peak_memory_stats(device)`.
+    pub fn mp_reset_peak_stats(device: c_int) -> c_int;
+    /// Installs the allocation reporter on this thread, counting CUDA `device` (-1: none).
+    pub fn mp_reporter_install(device: c_int) -> c_int;
+    /// Installs the reporter on this thread if it has no profiler state.
+    pub fn mp_reporter_attach_thread() -> c_int;
+    /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
+    pub fn mp_tally_take(which: c_int, out: *mut i64);
+}

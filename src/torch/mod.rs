@@ -1,0 +1,107 @@
+//! Safe access to libtorch through the shim: allocator stats, the allocation reporter, and the
+//! facts the start-up check compares (version, loaded libc10).
+mod ffi;
+
+use crate::error::{Error, Result};
+use crate::stats::CUDA_STAT_COUNT;
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+/// Number of values in one tally read (see `mp_tally_take`).
+pub const TALLY_LEN: usize = 11;
+/// Indices into a tally read.
+pub mod tally {
+    pub const ALLOCATED_CURRENT: usize = 0;
+    pub const ALLOCATED_MAX: usize = 1;
+    pub const RESERVED_CURRENT: usize = 2;
+    pub const RESERVED_MAX: usize = 3;
+    pub const BYTES_ALLOCATED: usize = 4;
+    pub const BYTES_FREED: usize = 5;
+    pub const COUNT_CURRENT: usize = 6;
+    pub const COUNT_MAX: usize = 7;
+    pub const COUNT_ALLOCATED: usize = 8;
+    pub const COUNT_FREED: usize = 9;
+}
+
+fn last_error() -> String {
+    let mut buf = [0 as std::os::raw::c_char; 512];
+    // SAFETY: the shim writes at most len bytes, NUL-terminated.
+    unsafe {
+        ffi::mp_last_error(buf.as_mut_ptr(), buf.len());
+        CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned()
+    }
+}
+
+fn check(rc: c_int, what: &str) -> Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Error::usage(format!("libtorch failed to {what}: {}", last_error())))
+    }
+}
+
+/// The libtorch version the binary was built against, e.g. `2.11.0`.
+pub fn linked_version() -> String {
+    // SAFETY: returns a static string.
+    unsafe { CStr::from_ptr(ffi::mp_torch_version()).to_string_lossy().into_owned() }
+}
+
+/// Path of the libc10.so loaded into this process.
+pub fn loaded_libc10() -> Option<String> {
+    let mut buf = [0 as std::os::raw::c_char; 4096];
+    // SAFETY: the shim writes at most len bytes, NUL-terminated.
+    unsafe {
+        (ffi::mp_libc10_path(buf.as_mut_ptr(), buf.len()) == 0)
+            .then(|| CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned())
+    }
+}
+
+/// Number of CUDA devices visible (0 without a GPU or driver).
+pub fn cuda_device_count() -> i32 {
+    let mut n: c_int = 0;
+    // SAFETY: writes one int.
+    let rc = unsafe { ffi::mp_cuda_device_count(&mut n) };
+    if rc == 0 {
+        n
+    } else {
+        0
+    }
+}
+
+/// Whether the program has initialised the CUDA caching allocator.
+pub fn allocator_initialized() -> bool {
+    let mut n: c_int = 0;
+    // SAFETY: writes one int.
+    let rc = unsafe { ffi::mp_allocator_initialized(&mut n) };
+    rc == 0 && n == 1
+}
+
+/// Reads the device's 122 allocator stats into `out`.
+pub fn device_stats(device: i32, out: &mut [i64; CUDA_STAT_COUNT]) -> Result<()> {
+    // SAFETY: out has room for the 122 values the shim writes.
+    check(unsafe { ffi::mp_device_stats(device, out.as_mut_ptr()) }, "read allocator stats")
+}
+
+/// Resets the device's peak stats to their current values.
+pub fn reset_peak_stats(device: i32) -> Result<()> {
+    // SAFETY: plain call.
+    check(unsafe { ffi::mp_reset_peak_stats(device) }, "reset peak stats")
+}
+
+/// Installs the allocation reporter on the calling thread.
+pub fn install_reporter(device: Option<i32>) -> Result<()> {
+    // SAFETY: plain call.
+    check(unsafe { ffi::mp_reporter_install(device.unwrap_or(-1)) }, "install the memory reporter")
+}
+
+/// Installs the reporter on the calling thread (a thread started by the program).
+pub fn attach_reporter_to_thread() {
+    // SAFETY: plain call; a failure only means this thread's allocations are seen through stats.
+    unsafe { ffi::mp_reporter_attach_thread() };
+}
+
+/// Reads the CPU tally (`device == false`) or the CUDA device's, restarting its maxima.
+pub fn take_tally(device: bool, out: &mut [i64; TALLY_LEN]) {
+    // SAFETY: out has room for the 11 values.
+    unsafe { ffi::mp_tally_take(i32::from(device), out.as_mut_ptr()) }
+}
