@@ -39,6 +39,7 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
         }
         functions.push(function_profile(recorder, f));
     }
+    functions.sort_by(|a, b| (&a.file, a.first_line).cmp(&(&b.file, b.first_line)));
     Profile {
         schema: SCHEMA.to_string(),
         metadata: Metadata {

@@ -1,0 +1,149 @@
+//! Helpers for the integration tests: run the real memprof binary on real Python and torch.
+//!
+//! Environment:
+//! - `MEMPROF_BIN`: the binary to test (default: the one cargo built);
+//! - `MEMPROF_TEST_DEVICE`: `cpu` (default) or `cuda`; fixtures allocate there and every run
+//!   passes `--device cpu` or `--device 0`, so the same expectations hold on both;
+//! - `VIRTUAL_ENV`: the venv with torch (default: `.venv` in the repository).
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+pub const KIB: i64 = 1024;
+pub const MIB: i64 = 1024 * 1024;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn fixture(name: &str) -> String {
+    root().join("fixtures").join(name).to_string_lossy().into_owned()
+}
+
+pub fn on_cuda() -> bool {
+    std::env::var("MEMPROF_TEST_DEVICE").map(|d| d == "cuda").unwrap_or(false)
+}
+
+pub fn device_flag() -> &'static str {
+    if on_cuda() {
+        "0"
+    } else {
+        "cpu"
+    }
+}
+
+fn venv() -> PathBuf {
+    std::env::var_os("VIRTUAL_ENV").map(PathBuf::from).unwrap_or_else(|| root().join(".venv"))
+}
+
+/// The venv's python (what `memprof` must behave like).
+pub fn python() -> PathBuf {
+    std::env::var_os("MEMPROF_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| venv().join("bin").join("python"))
+}
+
+/// A memprof command with the venv active.
+pub fn memprof() -> Command {
+    let bin = std::env::var_os("MEMPROF_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_memprof")));
+    let mut cmd = Command::new(bin);
+    let venv = venv();
+    cmd.env("VIRTUAL_ENV", &venv);
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![venv.join("bin")];
+    paths.extend(std::env::split_paths(&path));
+    cmd.env("PATH", std::env::join_paths(paths).unwrap());
+    cmd.env_remove("PYTHONPATH");
+    cmd.env("MEMPROF_TEST_DEVICE", if on_cuda() { "cuda" } else { "cpu" });
+    cmd.current_dir(root().join("fixtures"));
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+}
+
+pub fn finish(out: Output) -> Run {
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `memprof --device D run <args>`.
+pub fn run(args: &[&str]) -> Run {
+    let out = memprof().args(["--device", device_flag(), "run"]).args(args).output().expect("memprof starts");
+    finish(out)
+}
+
+/// Runs with `--format json -o FILE` (stats given) and returns the parsed report.
+pub fn profile(stats: &[&str], args: &[&str]) -> (Run, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.json");
+    let out_text = out.to_string_lossy().into_owned();
+    let mut all: Vec<&str> = Vec::new();
+    for s in stats {
+        all.push("--stat");
+        all.push(s);
+    }
+    all.extend(["--format", "json", "-o", &out_text]);
+    all.extend(args);
+    let r = run(&all);
+    let text = std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", r.stderr));
+    let v = serde_json::from_str(&text).expect("the report is JSON");
+    (r, v)
+}
+
+/// The function named `qualname` in a report.
+pub fn function<'a>(report: &'a Value, qualname: &str) -> &'a Value {
+    report["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["qualname"] == qualname)
+        .unwrap_or_else(|| panic!("{qualname} not in report: {report:#}"))
+}
+
+/// The line record whose source contains `needle`.
+pub fn line<'a>(func: &'a Value, needle: &str) -> &'a Value {
+    func["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["source"].as_str().unwrap().contains(needle))
+        .unwrap_or_else(|| panic!("no line containing {needle:?} in {func:#}"))
+}
+
+pub fn stat(line: &Value, key: &str) -> i64 {
+    line["stats"][key].as_i64().unwrap_or_else(|| panic!("{key} missing in {line:#}"))
+}
+
+pub fn delta(line: &Value) -> i64 {
+    line["delta_bytes"].as_i64().unwrap_or_else(|| panic!("delta missing in {line:#}"))
+}
+
+pub fn hits(line: &Value) -> u64 {
+    line["hits"].as_u64().unwrap()
+}
+
+pub fn python_output(script: &Path, args: &[&str]) -> Run {
+    let out = Command::new(python())
+        .arg(script)
+        .args(args)
+        .current_dir(root().join("fixtures"))
+        .env("MEMPROF_TEST_DEVICE", if on_cuda() { "cuda" } else { "cpu" })
+        .stdin(Stdio::null())
+        .output()
+        .expect("python starts");
+    finish(out)
+}
