@@ -59,6 +59,9 @@ device's peak stats at every traced line, and the report says so.\n");
 }
 
 fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
+    if let Some(path) = &args.output {
+        report::check_writable(path)?;
+    }
     let source = config::resolve_device(global.device.as_deref(), torch::cuda_device_count())?;
     let columns = config::resolve_stats(&global.stats, source)?;
     let device_index = match source {

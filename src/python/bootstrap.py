@@ -65,13 +65,11 @@ def _is_user_file(filename):
 
 
 def _walk(code):
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        yield c
-        for const in c.co_consts:
-            if type(const) is type(code):
-                stack.append(const)
+    """The code object and every code object nested in it, in source order."""
+    yield code
+    for const in code.co_consts:
+        if type(const) is type(code):
+            yield from _walk(const)
 
 
 def _last_line(code):
@@ -261,10 +259,16 @@ def target_warnings():
     out = []
     for t in _targets:
         if not t.matched:
-            pool = sorted(_seen)
-            near = difflib.get_close_matches(t.qual, pool, n=3, cutoff=0.5)
-            if not near:
-                near = [q for q in pool if q.rsplit(".", 1)[-1] == t.qual.rsplit(".", 1)[-1]][:3]
+            # Compare with whole qualified names and with their last part (`forwrd` ~ `Net.forward`).
+            by_key = {}
+            for q in sorted(_seen):
+                by_key.setdefault(q, q)
+                by_key.setdefault(q.rsplit(".", 1)[-1], q)
+            near = []
+            for key in difflib.get_close_matches(t.qual, list(by_key), n=6, cutoff=0.6):
+                if by_key[key] not in near:
+                    near.append(by_key[key])
+            near = near[:3]
             msg = f"no function matched '-f {t.spec}'"
             if near:
                 msg += "; nearest names: " + ", ".join(near)

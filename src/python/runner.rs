@@ -158,7 +158,13 @@ fn check_torch(py: Python<'_>, boot: &Bound<'_, PyModule>) -> Result<()> {
 fn compile_script<'py>(py: Python<'py>, boot: &Bound<'py, PyModule>, path: &str) -> Result<Bound<'py, PyAny>> {
     boot.call_method1("compile_script", (path,)).map_err(|e| {
         if e.is_instance_of::<PySyntaxError>(py) {
-            e.display(py);
+            // As python prints it: the file, the line and the caret, without memprof's frames.
+            let printed = py
+                .import("traceback")
+                .and_then(|t| t.call_method1("print_exception", (e.get_type(py), e.value(py), py.None())));
+            if printed.is_err() {
+                e.display(py);
+            }
             Error::usage(format!("'{path}' is not valid Python (the syntax error is shown above)"))
                 .hint("fix the script; `python -m py_compile` shows the same error")
         } else {

@@ -24,6 +24,22 @@ pub fn render(profile: &Profile, format: Format) -> String {
     }
 }
 
+/// Fails early, before a long run, if the report could not be written to `path`.
+pub fn check_writable(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if path.is_dir() {
+        return Err(Error::usage(format!("'-o {}' is a directory", path.display())).hint("pass a file name, e.g. -o report.yaml"));
+    }
+    if !dir.is_dir() {
+        return Err(Error::usage(format!("cannot write the report to '{}': the directory '{}' does not exist", path.display(), dir.display()))
+            .hint("create the directory first, or pass another -o path"));
+    }
+    Ok(())
+}
+
 /// Writes `text` to `path` atomically: a temporary file beside it, then a rename, so a reader
 /// never sees half a report.
 pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
@@ -55,7 +71,8 @@ pub fn load(path: &Path) -> Result<Profile> {
         serde_yaml::from_str(&text).map_err(|e| e.to_string())
     };
     parsed.map_err(|e| {
-        Error::usage(format!("'{}' is not a memprof report: {e}", path.display()))
+        let first = e.lines().next().unwrap_or_default().chars().take(120).collect::<String>();
+        Error::usage(format!("'{}' is not a memprof report ({first})", path.display()))
             .hint("pass a file written by `memprof run --format yaml|json -o FILE`")
     })
 }
