@@ -104,3 +104,11 @@ fn an_ambiguous_name_profiles_every_match_and_says_so() {
     assert_eq!(function(&report, "A.run")["calls"], 1);
     assert_eq!(function(&report, "B.run")["calls"], 1);
 }
+
+#[test]
+fn dataloader_workers_started_by_spawn_run_the_venv_python() {
+    let r = run(&["-f", "load", "spawn_workers.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("batches [6.0, 22.0]\n"), "{}", r.stdout);
+    assert!(r.stdout.contains("Function: load at line 6"), "{}", r.stdout);
+}

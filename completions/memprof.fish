@@ -1,0 +1,65 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_memprof_global_optspecs
+    string join \n device= stat= h/help V/version
+end
+
+function __fish_memprof_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_memprof_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_memprof_using_subcommand
+    set -l cmd (__fish_memprof_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c memprof -n "__fish_memprof_needs_command" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
+complete -c memprof -n "__fish_memprof_needs_command" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_needs_command" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_needs_command" -s V -l version -d 'Print version'
+complete -c memprof -n "__fish_memprof_needs_command" -f -a "run" -d 'Run a Python script (or `-m module`) as `python` would, profiling the targeted functions'
+complete -c memprof -n "__fish_memprof_needs_command" -f -a "show" -d 'Render a saved YAML or JSON report as a table (or convert it)'
+complete -c memprof -n "__fish_memprof_needs_command" -f -a "stats" -d 'List every stat key with what it means'
+complete -c memprof -n "__fish_memprof_needs_command" -f -a "completions" -d 'Print a shell completion script'
+complete -c memprof -n "__fish_memprof_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -s f -l function -d 'Function to profile (repeatable): `name`, `Class.method`, `outer.<locals>.inner`, `package.module:Qual.name` or `path/to/file.py:Qual.name`; `@profile` in the script marks functions too' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Report format' -r -f -a "table\t''
+yaml\t''
+json\t''"
+complete -c memprof -n "__fish_memprof_using_subcommand run" -s o -l output -d 'Write the report to this file (atomically) instead of standard output' -r -F
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -s m -d 'Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -s V -l version -d 'Print version'
+complete -c memprof -n "__fish_memprof_using_subcommand show" -l format -d 'Output format' -r -f -a "table\t''
+yaml\t''
+json\t''"
+complete -c memprof -n "__fish_memprof_using_subcommand show" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand show" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand show" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand show" -s V -l version -d 'Print version'
+complete -c memprof -n "__fish_memprof_using_subcommand stats" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand stats" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand stats" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand stats" -s V -l version -d 'Print version'
+complete -c memprof -n "__fish_memprof_using_subcommand completions" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand completions" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "run" -d 'Run a Python script (or `-m module`) as `python` would, profiling the targeted functions'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "show" -d 'Render a saved YAML or JSON report as a table (or convert it)'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "stats" -d 'List every stat key with what it means'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "completions" -d 'Print a shell completion script'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,100 @@
+//! Ctrl-C and SIGTERM: KeyboardInterrupt in the script, the report of what ran, exit 130 / 143;
+//! a second Ctrl-C exits at once.
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Starts the sleeper fixture and waits until its loop runs.
+fn start(extra: &[&str]) -> std::process::Child {
+    let mut child = memprof()
+        .args(["--device", "cpu", "run", "-f", "loop"])
+        .args(extra)
+        .arg("sleeper.py")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert_eq!(first, "ready\n");
+    // Keep reading stdout in the background so the child never blocks on a full pipe.
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    std::mem::forget(rest);
+    child
+}
+
+fn signal(child: &std::process::Child, sig: i32) {
+    // SAFETY: sends a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+#[test]
+fn ctrl_c_raises_keyboard_interrupt_and_still_writes_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let child = start(&["--format", "json", "-o", report.to_str().unwrap()]);
+    signal(&child, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("KeyboardInterrupt"), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(v["metadata"]["outcome"]["status"], "interrupted");
+    assert_eq!(v["metadata"]["outcome"]["exit_code"], 130);
+    let lp = function(&v, "loop");
+    assert!(hits(line(lp, "keep.append")) >= 4);
+    assert_eq!(line(lp, "time.sleep(0.01)")["raised"].as_u64(), Some(1), "{lp:#}");
+}
+
+#[test]
+fn sigterm_is_handled_like_ctrl_c_with_exit_143() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.yaml");
+    let child = start(&["--format", "yaml", "-o", report.to_str().unwrap()]);
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(text.contains("status: terminated"), "{text}");
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    // The script ignores the first KeyboardInterrupt and keeps running.
+    let script = dir.path().join("stubborn.py");
+    std::fs::write(
+        &script,
+        "import time\ndef loop():\n    while True:\n        try:\n            time.sleep(0.01)\n        except KeyboardInterrupt:\n            pass\nprint('ready', flush=True)\nloop()\n",
+    )
+    .unwrap();
+    let mut child = memprof()
+        .args(["--device", "cpu", "run", "-f", "loop", "--format", "json", "-o", report.to_str().unwrap()])
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert_eq!(first, "ready\n");
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&child, libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    signal(&child, libc::SIGINT);
+    let status = child.wait().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(status.code(), Some(130));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(hits(line(function(&v, "loop"), "time.sleep(0.01)")) > 0);
+}
