@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets up everything memprof needs to build and run here, idempotently:
+#   - .venv: a virtualenv with torch==2.11.0 from PyPI (the version tch 0.24 binds to);
+#   - the memprof binary, built against that venv's libtorch (LIBTORCH_USE_PYTORCH=1).
+# Usage: scripts/setup.sh [debug|release]   (default: release)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile=${1:-release}
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $("$python" --version)" >&2
+  "$python" -m venv .venv
+fi
+if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.11.0")' 2>/dev/null; then
+  echo "setup: installing torch==2.11.0 into .venv (about 5 GB with its CUDA libraries)" >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.11.0
+fi
+export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1
+if [ "$profile" = release ]; then
+  cargo build --release --locked
+else
+  cargo build --locked
+fi

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs every check: formatting, clippy, and all tests (unit tests, and
+# integration tests that run the real binary on real Python and torch, on the CPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh debug
+export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1
+cargo fmt --check
+cargo clippy --locked --all-targets -- -D warnings
+cargo test --locked
