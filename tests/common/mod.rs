@@ -4,7 +4,8 @@
 //! - `MEMPROF_BIN`: the binary to test (default: the one cargo built);
 //! - `MEMPROF_TEST_DEVICE`: `cpu` (default) or `cuda`; fixtures allocate there and every run
 //!   passes `--device cpu` or `--device 0`, so the same expectations hold on both;
-//! - `VIRTUAL_ENV`: the venv with torch (default: `.venv` in the repository).
+//! - `VIRTUAL_ENV`: the venv with torch (default: `.venv` in the repository);
+//! - `MEMPROF_REPO`: the repository, where the test binary was built elsewhere.
 #![allow(dead_code)]
 
 use serde_json::Value;
@@ -14,8 +15,9 @@ use std::process::{Command, Output, Stdio};
 pub const KIB: i64 = 1024;
 pub const MIB: i64 = 1024 * 1024;
 
+/// The repository (`MEMPROF_REPO` when the test binary runs on another machine).
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("MEMPROF_REPO").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 pub fn fixture(name: &str) -> String {

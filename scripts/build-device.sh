@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds, here, what scripts/gpu-check.sh runs on the GPU machine: the release binary for its
+# Python 3.12 and torch 2.11.0+cu130 (through ../shared/gpu/build-for-device.sh) and the
+# integration test binaries, all into .device/ (git-ignored). Then, with the device tool:
+#   run(command="scripts/gpu-check.sh", carry=[".device"])
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shared=${MEMPROF_SHARED:-../shared}
+scripts/setup.sh debug >/dev/null
+# A working copy of the shared build kit: its libpython3.12.so may arrive as a text file naming
+# its target instead of a symlink, which the linker cannot read.
+kit=target/gpu-kit
+rm -rf "$kit" && mkdir -p target && cp -r "$shared/gpu" "$kit" && chmod -R u+w "$kit"
+ln -sf libpython3.12.so.1.0 "$kit/py312/libpython3.12.so"
+"$kit/build-for-device.sh" --tests >/dev/null
+mkdir -p .device/tests
+rm -f .device/tests/*
+for t in tests/*.rs; do
+  name=$(basename "$t" .rs)
+  exe=$(ls -t target/device/release/deps/"$name"-* 2>/dev/null | grep -v '\.d$' | head -n 1)
+  [ -n "$exe" ] && cp "$exe" ".device/tests/$name"
+done
+rm -f .device/memprof-* .device/measure-* 2>/dev/null || true
+ls -la .device .device/tests

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The GPU acceptance run, in one device call (after scripts/build-device.sh here):
+#   the whole integration suite on cuda:0, the GPU-only agreement checks, and the demo.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH
+export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
+export MEMPROF_BIN=$PWD/.device/memprof MEMPROF_REPO=$PWD MEMPROF_TEST_DEVICE=cuda
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
+status=0
+for t in .device/tests/*; do
+  echo "== $(basename "$t") on cuda:0"
+  "$t" --test-threads 1 || status=1
+done
+echo "== demo: memprof run -f train_step examples/train.py --steps 3"
+.device/memprof run -f train_step examples/train.py --steps 3 || status=1
+echo "gpu-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
+exit $status

@@ -1,0 +1,59 @@
+//! Checks that only mean something on a GPU (`MEMPROF_TEST_DEVICE=cuda`): memprof's numbers
+//! against torch's own, and the program's own readings with and without memprof.
+mod common;
+use common::*;
+use serde_json::Value;
+
+/// The fixture's readings (one object per step) and torch's stat keys.
+fn readings(stdout: &str) -> (Vec<Value>, Vec<String>) {
+    let mut lines = stdout.lines();
+    let readings = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let keys = lines.find_map(|l| l.strip_prefix("KEYS ")).map(|k| serde_json::from_str(k).unwrap()).unwrap();
+    (readings, keys)
+}
+
+#[test]
+fn cuda_numbers_agree_with_torch_and_the_program_observes_the_same() {
+    if !on_cuda() {
+        eprintln!("skipped: set MEMPROF_TEST_DEVICE=cuda on a GPU machine");
+        return;
+    }
+    let plain = python_output(std::path::Path::new("observe.py"), &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let (want, keys) = readings(&plain.stdout);
+
+    let (r, report) = profile(
+        &["allocated_bytes.all.peak", "reserved_bytes.all.peak", "allocated_bytes.all.current"],
+        &["-f", "train_step", "observe.py"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (got, _) = readings(&r.stdout);
+    assert_eq!(got, want, "the program's own readings differ under memprof");
+    assert_eq!(report["metadata"]["peak_resets"], Value::Null);
+
+    // memprof's largest per-line peak is torch's max_memory_allocated over the call (the script
+    // resets the peak right before each call), and the stat keys are torch's own.
+    let step = function(&report, "train_step");
+    let max_line_peak = step["lines"].as_array().unwrap().iter().filter_map(|l| l["stats"]["allocated_bytes.all.peak"].as_i64()).max().unwrap();
+    let torch_peak = want.iter().map(|w| w["max_memory_allocated"].as_i64().unwrap()).max().unwrap();
+    assert_eq!(max_line_peak, torch_peak, "{step:#}");
+    assert_eq!(step["peak_allocated_bytes"].as_i64(), Some(torch_peak));
+    let listed = finish(memprof().arg("stats").output().unwrap()).stdout;
+    let mut ours: Vec<String> = listed.lines().skip(1).take_while(|l| !l.is_empty()).map(|l| l.split_whitespace().next().unwrap().to_string()).collect();
+    ours.sort();
+    assert_eq!(ours, keys, "memprof's CUDA keys are torch.cuda.memory_stats()'s");
+}
+
+#[test]
+fn a_peak_that_needs_resets_says_so_in_the_header() {
+    if !on_cuda() {
+        return;
+    }
+    let (r, report) = profile(&["active_bytes.all.peak", "num_alloc_retries"], &["-f", "train_step", "observe.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let note = report["metadata"]["peak_resets"].as_str().unwrap();
+    assert!(note.starts_with("active_bytes.all.peak cannot be measured from the allocator's reports"), "{note}");
+    let step = function(&report, "train_step");
+    let peak = step["lines"].as_array().unwrap().iter().filter_map(|l| l["stats"]["active_bytes.all.peak"].as_i64()).max().unwrap();
+    assert!(peak > 0);
+}
