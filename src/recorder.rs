@@ -92,6 +92,11 @@ pub struct Recorder {
     codes: HashMap<usize, u32>,
     pub functions: Vec<FunctionRecord>,
     frames: HashMap<usize, FrameState>,
+    /// Calls that returned, with their caller's frame: their last line ends when it resumes.
+    returning: Vec<(usize, FrameState)>,
+    /// Untargeted callers of targets, whose events end those windows.
+    #[cfg_attr(not(Py_3_12), allow(dead_code))]
+    watched: std::collections::HashSet<usize>,
     page_size: i64,
 }
 
@@ -200,6 +205,8 @@ impl Recorder {
             codes: HashMap::new(),
             functions: Vec::new(),
             frames: HashMap::new(),
+            returning: Vec::new(),
+            watched: std::collections::HashSet::new(),
             page_size,
         }
     }
@@ -207,11 +214,6 @@ impl Recorder {
     /// The columns shown in the report, in order.
     pub fn shown_columns(&self) -> &[StatDef] {
         &self.columns[..self.shown]
-    }
-
-    /// Index of allocated_bytes.all.peak among the measured columns.
-    pub fn total_peak_column(&self) -> usize {
-        self.total_peak_column
     }
 
     /// Why peak stats are reset, if they are.
@@ -264,13 +266,37 @@ impl Recorder {
         self.codes.get(&code).copied()
     }
 
-    /// Stops recording; later events are ignored.
+    /// Stops recording: closes the windows of calls whose caller never resumed; later events
+    /// are ignored.
     pub fn stop(&mut self) {
+        if !self.returning.is_empty() {
+            self.take_sample();
+            for (_, mut state) in std::mem::take(&mut self.returning) {
+                self.close(&mut state, false);
+            }
+        }
         self.stopped = true;
     }
 
-    /// A new call of a targeted function.
-    pub fn on_start(&mut self, frame: usize, func: u32) {
+    /// Whether calls that returned are waiting for their caller to resume.
+    #[inline]
+    pub fn has_returning(&self) -> bool {
+        !self.returning.is_empty()
+    }
+
+    /// Marks `code` as watched; true if it was not yet (the hook must then enable its events).
+    #[cfg_attr(not(Py_3_12), allow(dead_code))] // the C trace function sees every frame
+    pub fn watch(&mut self, code: usize) -> bool {
+        !self.codes.contains_key(&code) && self.watched.insert(code)
+    }
+
+    /// A new call of a targeted function; `caller` is the calling frame when calls are waiting
+    /// for their caller (a caller that calls a target again has resumed).
+    pub fn on_start(&mut self, frame: usize, func: u32, caller: Option<usize>) {
+        if let Some(caller) = caller.filter(|_| self.has_returning()) {
+            self.take_sample();
+            self.settle(caller);
+        }
         self.functions[func as usize].calls += 1;
         let state = self.new_state(func);
         self.frames.insert(frame, state);
@@ -279,6 +305,7 @@ impl Recorder {
     /// A new line starts in a targeted frame.
     pub fn on_line(&mut self, frame: usize, func: u32, line: u32) {
         self.take_sample();
+        self.settle(frame);
         let mut state = match self.frames.remove(&frame) {
             Some(s) if s.func == func => s,
             _ => self.new_state(func),
@@ -310,6 +337,7 @@ impl Recorder {
     /// A generator or coroutine frame yields: its line's execution ends, the frame stays.
     pub fn on_yield(&mut self, frame: usize) {
         self.take_sample();
+        self.settle(frame);
         if let Some(mut state) = self.frames.remove(&frame) {
             if state.open {
                 self.close(&mut state, false);
@@ -318,12 +346,41 @@ impl Recorder {
         }
     }
 
-    /// A targeted frame returns (`raised == false`) or an exception leaves it.
-    pub fn on_exit(&mut self, frame: usize, raised: bool) {
+    /// A targeted frame returns (`raised == false`) or an exception leaves it. A returning
+    /// frame's last line stays open until `caller` resumes, so that it includes the release of
+    /// the frame's locals; an exception's traceback keeps the frame alive, so that line closes
+    /// now.
+    pub fn on_exit(&mut self, frame: usize, raised: bool, caller: Option<usize>) {
         self.take_sample();
+        self.settle(frame);
         if let Some(mut state) = self.frames.remove(&frame) {
             if state.open {
-                self.close(&mut state, raised);
+                match caller {
+                    Some(caller) if !raised => self.returning.push((caller, state)),
+                    _ => self.close(&mut state, raised),
+                }
+            }
+        }
+    }
+
+    /// An event of a frame that is not targeted (a watched caller's line, return or yield, or
+    /// an exception leaving it): calls it made have now ended.
+    pub fn on_caller_event(&mut self, frame: usize) {
+        if self.returning.iter().any(|(caller, _)| *caller == frame) {
+            self.take_sample();
+            self.settle(frame);
+        }
+    }
+
+    /// Closes the windows of calls that returned to `caller`, at the current sample.
+    fn settle(&mut self, caller: usize) {
+        let mut i = 0;
+        while i < self.returning.len() {
+            if self.returning[i].0 == caller {
+                let (_, mut state) = self.returning.swap_remove(i);
+                self.close(&mut state, false);
+            } else {
+                i += 1;
             }
         }
     }
@@ -429,7 +486,8 @@ impl Recorder {
                 };
             }
         }
-        for state in self.frames.values_mut().filter(|f| f.open) {
+        let returning = self.returning.iter_mut().map(|(_, s)| s);
+        for state in self.frames.values_mut().filter(|f| f.open).chain(returning) {
             for (peak, &seen) in state.peaks.iter_mut().zip(since.iter()) {
                 *peak = (*peak).max(seen);
             }

@@ -46,9 +46,14 @@ fn each_line_gets_its_exact_bytes_and_hits_sum_amounts_and_max_levels() {
     assert_eq!(stat(del, "allocated_bytes.all.current"), 4 * MIB + 512 * KIB, "current is the value at the end");
     assert_eq!(stat(del, "allocated_bytes.all.peak"), 8 * MIB + 512 * KIB, "peak includes the value at the start");
 
+    // The last line of a call lasts until the caller resumes: it includes the release of the
+    // frame's locals (b and c), so a function's Δ adds up to what its calls left allocated.
     let ret = line(step, "return c.numel()");
     assert_eq!(hits(ret), 2);
-    assert_eq!(delta(ret), 0);
+    assert_eq!(delta(ret), -(8 * MIB + 768 * KIB));
+    assert_eq!(stat(ret, "allocated_bytes.all.current"), 0);
+    assert_eq!(stat(ret, "allocated_bytes.all.freed"), 8 * MIB + 768 * KIB);
+    assert_eq!(delta_sum(step), 0);
 
     let def = line(step, "def step");
     assert_eq!(hits(def), 0);
@@ -66,6 +71,13 @@ fn each_line_gets_its_exact_bytes_and_hits_sum_amounts_and_max_levels() {
     let del_tmp = line(lp, "del tmp");
     assert_eq!(delta(del_tmp), -64 * KIB);
     assert_eq!(stat(del_tmp, "allocated_bytes.all.freed"), 64 * KIB);
+    assert_eq!(delta(line(lp, "return len(keep)")), -6 * KIB, "the list's tensors die with the frame");
+    assert_eq!(delta_sum(lp), 0);
+}
+
+/// The sum of a function's Δ over its lines.
+fn delta_sum(func: &serde_json::Value) -> i64 {
+    func["lines"].as_array().unwrap().iter().filter_map(|l| l["delta_bytes"].as_i64()).sum()
 }
 
 #[test]
@@ -84,7 +96,11 @@ fn recursion_keeps_state_per_frame() {
     assert_eq!(delta(call), 0);
     assert_eq!(stat(call, "allocated_bytes.all.peak"), 6 * KIB);
     assert_eq!(stat(call, "allocated_bytes.all.current"), 5 * KIB);
-    assert_eq!(hits(line(rec, "return x.numel()")), 3);
+    let ret = line(rec, "return x.numel()");
+    assert_eq!(hits(ret), 3);
+    assert_eq!(delta(ret), -6 * KIB, "each frame's x is released when it returns");
+    assert_eq!(stat(ret, "allocated_bytes.all.current"), 5 * KIB);
+    assert_eq!(delta_sum(rec), 0);
 }
 
 #[test]
@@ -109,6 +125,7 @@ fn generators_and_coroutines_resume_the_line_they_yielded_from() {
     assert_eq!(delta(d), 4 * KIB);
     // The two suspended generators still hold 48 KiB.
     assert_eq!(stat(d, "allocated_bytes.all.peak"), 54 * KIB);
+    assert_eq!(delta(line(coro, "return c.numel()")), -6 * KIB);
 }
 
 #[test]
@@ -124,6 +141,8 @@ fn a_callers_line_includes_its_targeted_callee() {
     assert_eq!(stat(call, "allocated_bytes.all.peak"), 150 * KIB, "the callee's peak is inside the caller's line");
     assert_eq!(stat(call, "allocated_bytes.all.allocated"), 150 * KIB);
     assert_eq!(stat(call, "allocated_bytes.all.freed"), 50 * KIB);
+    assert_eq!(delta(line(inner, "return t")), 0, "t lives on in the caller");
+    assert_eq!(delta(line(outer, "return keep.numel()")), -100 * KIB);
 }
 
 #[test]

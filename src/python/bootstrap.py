@@ -192,6 +192,10 @@ def _start_monitoring():
     _LOCAL_EVENTS = E.PY_START | E.PY_RESUME | E.LINE | E.PY_RETURN | E.PY_YIELD
     # PY_UNWIND cannot be a local event before 3.15; the callback ignores untargeted code.
     mon.set_events(_TOOL, E.PY_UNWIND)
+    # A targeted call's last line lasts until its caller resumes (the frame's locals are released
+    # in between): memprof watches callers that are not targets for their next line or return.
+    watch_events = E.LINE | E.PY_RETURN | E.PY_YIELD
+    _memprof.set_watcher(lambda code: mon.set_local_events(_TOOL, code, watch_events))
 
 
 def stop():

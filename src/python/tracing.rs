@@ -15,29 +15,73 @@ pub fn keep_alive(code: Py<PyAny>) {
 }
 
 /// The address of the frame being executed on this thread.
+#[cfg(Py_3_12)]
 #[inline]
 fn current_frame() -> usize {
     // SAFETY: called with the GIL held, from a callback of the running frame; borrowed reference.
     unsafe { ffi::PyEval_GetFrame() as usize }
 }
 
+/// The calling frame of `frame` (its address), if it has a Python caller. The caller's frame
+/// object lives as long as the caller runs, so its address identifies it until then.
+#[inline]
+fn caller_of(frame: usize) -> Option<usize> {
+    // SAFETY: frame is the live frame of the current callback; GIL held; new reference dropped.
+    unsafe {
+        let back = ffi::PyFrame_GetBack(frame as *mut ffi::PyFrameObject);
+        if back.is_null() {
+            None
+        } else {
+            ffi::Py_DECREF(back as *mut ffi::PyObject);
+            Some(back as usize)
+        }
+    }
+}
+
+/// The code object (address) a frame runs.
+#[inline]
+fn code_of(frame: usize) -> usize {
+    // SAFETY: frame is live; GIL held; new reference dropped (the frame keeps the code alive).
+    unsafe {
+        let code = ffi::PyFrame_GetCode(frame as *mut ffi::PyFrameObject);
+        ffi::Py_DECREF(code as *mut ffi::PyObject);
+        code as usize
+    }
+}
+
 #[cfg(Py_3_12)]
 mod imp {
     use super::*;
+    use std::sync::OnceLock;
 
+    /// Bootstrap's `watch(code)`: switches on LINE, PY_RETURN and PY_YIELD for a caller.
+    static WATCHER: OnceLock<Py<PyAny>> = OnceLock::new();
+
+    #[pyfunction]
+    fn set_watcher(watcher: Py<PyAny>) {
+        let _ = WATCHER.set(watcher);
+    }
+
+    /// Runs `targeted` for a targeted code object, or tells the recorder a watched caller moved.
     #[inline]
-    fn dispatch(code: &Bound<'_, PyAny>, f: impl FnOnce(&mut recorder::Recorder, usize, u32)) {
+    fn dispatch(code: &Bound<'_, PyAny>, targeted: impl FnOnce(&mut recorder::Recorder, usize, u32)) {
         let ptr = code.as_ptr() as usize;
-        recorder::with(|r| {
-            if let Some(func) = r.function_of(ptr) {
-                f(r, current_frame(), func)
+        recorder::with(|r| match r.function_of(ptr) {
+            Some(func) => targeted(r, current_frame(), func),
+            None => {
+                if r.has_returning() {
+                    r.on_caller_event(current_frame());
+                }
             }
         });
     }
 
     #[pyfunction]
     fn on_start(code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>) {
-        dispatch(code, |r, frame, func| r.on_start(frame, func));
+        dispatch(code, |r, frame, func| {
+            let caller = if r.has_returning() { caller_of(frame) } else { None };
+            r.on_start(frame, func, caller)
+        });
     }
 
     #[pyfunction]
@@ -51,8 +95,26 @@ mod imp {
     }
 
     #[pyfunction]
-    fn on_return(code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>, _value: &Bound<'_, PyAny>) {
-        dispatch(code, |r, frame, _| r.on_exit(frame, false));
+    fn on_return(py: Python<'_>, code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>, _value: &Bound<'_, PyAny>) {
+        let mut newly_watched = None;
+        dispatch(code, |r, frame, _| {
+            let caller = caller_of(frame);
+            r.on_exit(frame, false, caller);
+            if let Some(caller) = caller {
+                let caller_code = code_of(caller);
+                if r.watch(caller_code) {
+                    newly_watched = Some(caller_code);
+                }
+            }
+        });
+        // Outside the recorder's lock: this calls into Python.
+        if let (Some(code), Some(watcher)) = (newly_watched, WATCHER.get()) {
+            // SAFETY: the caller's code object is alive (its frame is running).
+            let code = unsafe { Bound::from_borrowed_ptr(py, code as *mut ffi::PyObject) };
+            if let Err(e) = watcher.call1(py, (code,)) {
+                e.write_unraisable(py, None);
+            }
+        }
     }
 
     #[pyfunction]
@@ -62,10 +124,11 @@ mod imp {
 
     #[pyfunction]
     fn on_unwind(code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>, _exc: &Bound<'_, PyAny>) {
-        dispatch(code, |r, frame, _| r.on_exit(frame, true));
+        dispatch(code, |r, frame, _| r.on_exit(frame, true, None));
     }
 
     pub fn add_callbacks(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add_function(wrap_pyfunction!(set_watcher, m)?)?;
         m.add_function(wrap_pyfunction!(on_start, m)?)?;
         m.add_function(wrap_pyfunction!(on_resume, m)?)?;
         m.add_function(wrap_pyfunction!(on_line, m)?)?;
@@ -122,16 +185,17 @@ mod imp {
     }
 
     extern "C" fn trace(_obj: *mut ffi::PyObject, frame: *mut ffi::PyFrameObject, what: c_int, arg: *mut ffi::PyObject) -> c_int {
-        // SAFETY: the interpreter calls this with the GIL held and a live frame.
-        let code = unsafe {
-            let code = ffi::PyFrame_GetCode(frame);
-            let ptr = code as usize;
-            ffi::Py_DECREF(code as *mut ffi::PyObject);
-            ptr
-        };
+        let code = code_of(frame as usize);
         let frame_key = frame as usize;
         recorder::with(|r| {
-            let Some(func) = r.function_of(code) else { return };
+            let Some(func) = r.function_of(code) else {
+                // Every frame's events reach a C trace function: the caller's line or return
+                // ends the calls it made.
+                if r.has_returning() && (what == ffi::PyTrace_LINE || what == ffi::PyTrace_RETURN) {
+                    r.on_caller_event(frame_key);
+                }
+                return;
+            };
             match what {
                 ffi::PyTrace_LINE => {
                     // SAFETY: live frame, GIL held.
@@ -144,19 +208,20 @@ mod imp {
                     if opcode_at(code, lasti - 2) == Some(YIELD_VALUE) {
                         r.on_resume(frame_key, func);
                     } else {
-                        r.on_start(frame_key, func);
+                        let caller = if r.has_returning() { caller_of(frame_key) } else { None };
+                        r.on_start(frame_key, func, caller);
                     }
                 }
                 ffi::PyTrace_RETURN => {
                     if arg.is_null() {
-                        r.on_exit(frame_key, true);
+                        r.on_exit(frame_key, true, None);
                     } else {
                         // SAFETY: live frame, GIL held.
                         let lasti = unsafe { ffi::PyFrame_GetLasti(frame) };
                         if opcode_at(code, lasti) == Some(YIELD_VALUE) {
                             r.on_yield(frame_key);
                         } else {
-                            r.on_exit(frame_key, false);
+                            r.on_exit(frame_key, false, caller_of(frame_key));
                         }
                     }
                 }

@@ -13,7 +13,6 @@ pub const TALLY_LEN: usize = 11;
 pub mod tally {
     pub const ALLOCATED_CURRENT: usize = 0;
     pub const ALLOCATED_MAX: usize = 1;
-    pub const RESERVED_CURRENT: usize = 2;
     pub const RESERVED_MAX: usize = 3;
     pub const BYTES_ALLOCATED: usize = 4;
     pub const BYTES_FREED: usize = 5;
