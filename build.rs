@@ -4,11 +4,13 @@ use std::path::PathBuf;
 
 fn main() {
     // torch-sys exports the libtorch lib dir only to crates that depend on it directly.
-    let lib = PathBuf::from(
-        std::env::var("DEP_TCH_LIBTORCH_LIB")
-            .expect("torch-sys did not export DEP_TCH_LIBTORCH_LIB; build with LIBTORCH_USE_PYTORCH=1"),
-    );
-    let include = lib.parent().expect("libtorch lib dir has a parent").join("include");
+    let lib = PathBuf::from(std::env::var("DEP_TCH_LIBTORCH_LIB").expect(
+        "torch-sys did not export DEP_TCH_LIBTORCH_LIB; build with LIBTORCH_USE_PYTORCH=1",
+    ));
+    let include = lib
+        .parent()
+        .expect("libtorch lib dir has a parent")
+        .join("include");
     cc::Build::new()
         .cpp(true)
         .pic(true)
@@ -46,5 +48,9 @@ fn main() {
     }
     // `#[cfg(Py_3_12)]` selects the line hook (sys.monitoring, or the C trace function).
     pyo3_build_config::use_pyo3_cfgs();
-    println!("cargo:rustc-env=MEMPROF_PYTHON_VERSION={}.{}", config.version().major, config.version().minor);
+    println!(
+        "cargo:rustc-env=MEMPROF_PYTHON_VERSION={}.{}",
+        config.version().major,
+        config.version().minor
+    );
 }

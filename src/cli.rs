@@ -5,7 +5,12 @@ use std::path::PathBuf;
 /// Line-level memory profiler for PyTorch programs: exact libtorch allocator statistics for every
 /// line of the functions you name, with no code changes.
 #[derive(Parser, Debug)]
-#[command(name = "memprof", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "memprof",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalOptions,

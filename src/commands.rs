@@ -45,7 +45,10 @@ fn stats_listing() -> String {
         s.push_str(&format!("  {:width$}  {}\n", d.key, d.meaning));
     }
     s.push_str("\nOn every device:\n");
-    for d in stats::cpu_stats().iter().filter(|d| d.key == stats::HOST_RSS) {
+    for d in stats::cpu_stats()
+        .iter()
+        .filter(|d| d.key == stats::HOST_RSS)
+    {
         s.push_str(&format!("  {:width$}  {}\n", d.key, d.meaning));
     }
     s.push_str("\nCPU stats (--device cpu, or no GPU):\n");
@@ -68,32 +71,50 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         Source::Cuda(i) => Some(i),
         Source::Cpu => None,
     };
-    *recorder::RECORDER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Recorder::new(source, columns));
+    *recorder::RECORDER.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(Recorder::new(source, columns));
     let command_line: Vec<String> = std::env::args().collect();
     let device = DeviceInfo {
-        kind: if device_index.is_some() { "cuda" } else { "cpu" }.to_string(),
+        kind: if device_index.is_some() {
+            "cuda"
+        } else {
+            "cpu"
+        }
+        .to_string(),
         index: device_index,
         name: String::new(),
     };
     install_emergency_report(&args, device.clone(), command_line.clone());
-    let program =
-        Program { script: args.script.clone(), module: args.module, args: args.args.clone(), targets: args.functions.clone() };
+    let program = Program {
+        script: args.script.clone(),
+        module: args.module,
+        args: args.args.clone(),
+        targets: args.functions.clone(),
+    };
     let facts = runner::run(&program, device_index)?;
     let exit_code = facts.outcome.exit_code;
     let ctx = report::RunContext {
         torch_version: facts.torch_version,
         python_version: facts.python_version,
-        device: DeviceInfo { name: facts.device_name.unwrap_or_else(|| device.kind.clone()), ..device },
+        device: DeviceInfo {
+            name: facts.device_name.unwrap_or_else(|| device.kind.clone()),
+            ..device
+        },
         command_line,
         outcome: facts.outcome,
         warnings: facts.warnings,
     };
-    let profile = recorder::with(|r| report::build(r, ctx)).expect("the recorder exists during a run");
+    let profile =
+        recorder::with(|r| report::build(r, ctx)).expect("the recorder exists during a run");
     emit(&profile, args.format, args.output.as_deref())?;
     Ok(exit_code)
 }
 
-fn emit(profile: &crate::profile::Profile, format: Format, output: Option<&std::path::Path>) -> Result<()> {
+fn emit(
+    profile: &crate::profile::Profile,
+    format: Format,
+    output: Option<&std::path::Path>,
+) -> Result<()> {
     let text = report::render(profile, format);
     match output {
         Some(path) => {
@@ -110,15 +131,23 @@ fn install_emergency_report(args: &RunArgs, device: DeviceInfo, command_line: Ve
     let format = args.format;
     let output = args.output.clone();
     crate::interrupt::set_emergency_report(Box::new(move || {
-        let Ok(guard) = recorder::RECORDER.try_lock() else { return };
+        let Ok(guard) = recorder::RECORDER.try_lock() else {
+            return;
+        };
         let Some(r) = guard.as_ref() else { return };
         let ctx = report::RunContext {
             torch_version: torch::linked_version(),
             python_version: String::new(),
             device: device.clone(),
             command_line: command_line.clone(),
-            outcome: crate::profile::Outcome { status: "interrupted".into(), exit_code: 130, exception: None },
-            warnings: vec!["interrupted twice: this report was written without Python's help".into()],
+            outcome: crate::profile::Outcome {
+                status: "interrupted".into(),
+                exit_code: 130,
+                exception: None,
+            },
+            warnings: vec![
+                "interrupted twice: this report was written without Python's help".into(),
+            ],
         };
         let profile = report::build(r, ctx);
         let _ = emit(&profile, format, output.as_deref());

@@ -22,7 +22,11 @@ pub struct Error {
 impl Error {
     /// A usage error (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
-        Error { message: message.into(), hint: None, code: exit_code::USAGE }
+        Error {
+            message: message.into(),
+            hint: None,
+            code: exit_code::USAGE,
+        }
     }
 
     /// Adds the line that says how to fix it.

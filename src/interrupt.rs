@@ -48,7 +48,11 @@ fn on_sigint() {
     if let Some(report) = EMERGENCY_REPORT.get() {
         report();
     }
-    let code = if TERMINATED.load(Ordering::SeqCst) { exit_code::TERMINATED } else { exit_code::INTERRUPTED };
+    let code = if TERMINATED.load(Ordering::SeqCst) {
+        exit_code::TERMINATED
+    } else {
+        exit_code::INTERRUPTED
+    };
     // SAFETY: exits the process without running destructors: the main thread may be stuck.
     unsafe { libc::_exit(code) };
 }
@@ -67,7 +71,8 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 /// Installs the handlers. Python's own SIGINT handler must already be `default_int_handler`
 /// (so that PyErr_SetInterruptEx raises KeyboardInterrupt); this then takes the OS-level handler.
 pub fn install() -> Result<()> {
-    ctrlc::set_handler(on_sigint).map_err(|e| Error::usage(format!("cannot install the Ctrl-C handler: {e}")))?;
+    ctrlc::set_handler(on_sigint)
+        .map_err(|e| Error::usage(format!("cannot install the Ctrl-C handler: {e}")))?;
     // SAFETY: installs a handler that only does async-signal-safe work.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();

@@ -19,7 +19,11 @@ fn main() {
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { error::exit_code::USAGE } else { 0 };
+            let code = if e.use_stderr() {
+                error::exit_code::USAGE
+            } else {
+                0
+            };
             let _ = e.print();
             std::process::exit(code);
         }

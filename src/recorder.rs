@@ -32,7 +32,11 @@ enum Probe {
     /// The increase of the monotonic counter at `at` during the execution.
     Amount { at: usize },
     /// The running maximum kept per window; starts at the value at `current`.
-    Peak { current: usize, source: PeakSource, slot: usize },
+    Peak {
+        current: usize,
+        source: PeakSource,
+        slot: usize,
+    },
 }
 
 /// One open or suspended execution of a targeted frame.
@@ -105,10 +109,18 @@ impl Recorder {
     pub fn new(source: Source, chosen: Vec<StatDef>) -> Self {
         let cuda = matches!(source, Source::Cuda(_));
         let all = stats::stats_for(cuda);
-        let find = |key: &str| all.iter().find(|s| s.key == key).cloned().expect("known stat key");
+        let find = |key: &str| {
+            all.iter()
+                .find(|s| s.key == key)
+                .cloned()
+                .expect("known stat key")
+        };
         let shown = chosen.len();
         let mut columns = chosen;
-        let total_peak_column = match columns.iter().position(|c| c.key == "allocated_bytes.all.peak") {
+        let total_peak_column = match columns
+            .iter()
+            .position(|c| c.key == "allocated_bytes.all.peak")
+        {
             Some(i) => i,
             None => {
                 columns.push(find("allocated_bytes.all.peak"));
@@ -147,14 +159,21 @@ impl Recorder {
                             } else {
                                 tally::RESERVED_MAX
                             };
-                            PeakSource::Reports { max: tally_at + max, global: i }
+                            PeakSource::Reports {
+                                max: tally_at + max,
+                                global: i,
+                            }
                         } else {
                             reset_peaks = true;
                             PeakSource::Reset { global: i }
                         };
                         peak_slots += 1;
                         // In the shim's order `.current` directly precedes `.peak`.
-                        Probe::Peak { current: i - 1, source, slot: peak_slots - 1 }
+                        Probe::Peak {
+                            current: i - 1,
+                            source,
+                            slot: peak_slots - 1,
+                        }
                     }
                     f if f.sums_over_hits() => Probe::Amount { at: i },
                     _ => Probe::Level { at: i },
@@ -170,18 +189,26 @@ impl Recorder {
                         peak_slots += 1;
                         Probe::Peak {
                             current: tally_at + current,
-                            source: PeakSource::Tally { max: tally_at + max },
+                            source: PeakSource::Tally {
+                                max: tally_at + max,
+                            },
                             slot: peak_slots - 1,
                         }
                     }
-                    f if f.sums_over_hits() => Probe::Amount { at: cpu_index(&col.key) },
-                    _ => Probe::Level { at: cpu_index(&col.key) },
+                    f if f.sums_over_hits() => Probe::Amount {
+                        at: cpu_index(&col.key),
+                    },
+                    _ => Probe::Level {
+                        at: cpu_index(&col.key),
+                    },
                 }
             };
             probes.push(probe);
         }
         let delta_at = if cuda {
-            all.iter().position(|s| s.key == "allocated_bytes.all.current").expect("known key")
+            all.iter()
+                .position(|s| s.key == "allocated_bytes.all.current")
+                .expect("known key")
         } else {
             tally_at + tally::ALLOCATED_CURRENT
         };
@@ -236,7 +263,14 @@ impl Recorder {
 
     /// Registers a targeted code object; returns false if it was already registered (the
     /// target is then added to its list).
-    pub fn register(&mut self, code: usize, qualname: String, file: String, lines: (u32, u32), target: String) -> bool {
+    pub fn register(
+        &mut self,
+        code: usize,
+        qualname: String,
+        file: String,
+        lines: (u32, u32),
+        target: String,
+    ) -> bool {
         if let Some(&id) = self.codes.get(&code) {
             let targets = &mut self.functions[id as usize].targets;
             if !targets.contains(&target) {
@@ -411,13 +445,22 @@ impl Recorder {
     fn close(&mut self, state: &mut FrameState, raised: bool) {
         state.open = false;
         let end = &self.sample;
-        let agg = self.functions[state.func as usize].lines.entry(state.line).or_default();
+        let agg = self.functions[state.func as usize]
+            .lines
+            .entry(state.line)
+            .or_default();
         if !agg.measured {
             agg.measured = true;
             agg.values = self
                 .probes
                 .iter()
-                .map(|p| if matches!(p, Probe::Amount { .. }) { 0 } else { i64::MIN })
+                .map(|p| {
+                    if matches!(p, Probe::Amount { .. }) {
+                        0
+                    } else {
+                        i64::MIN
+                    }
+                })
                 .collect();
         }
         if !state.continuation {
@@ -446,14 +489,16 @@ impl Recorder {
             if !self.cuda_ready {
                 self.cuda_ready = torch::allocator_initialized();
             }
-            let stats: &mut [i64; CUDA_STAT_COUNT] =
-                (&mut self.sample[..CUDA_STAT_COUNT]).try_into().expect("sample layout");
+            let stats: &mut [i64; CUDA_STAT_COUNT] = (&mut self.sample[..CUDA_STAT_COUNT])
+                .try_into()
+                .expect("sample layout");
             if !self.cuda_ready || torch::device_stats(device, stats).is_err() {
                 stats.fill(0);
             }
         }
-        let t: &mut [i64; TALLY_LEN] =
-            (&mut self.sample[self.tally_at..self.tally_at + TALLY_LEN]).try_into().expect("sample layout");
+        let t: &mut [i64; TALLY_LEN] = (&mut self.sample[self.tally_at..self.tally_at + TALLY_LEN])
+            .try_into()
+            .expect("sample layout");
         torch::take_tally(matches!(self.source, Source::Cuda(_)), t);
         if let Some(at) = self.rss_at {
             self.sample[at] = read_rss_pages().map_or(0, |p| p * self.page_size);
@@ -471,7 +516,12 @@ impl Recorder {
         };
         let s = &self.sample;
         for probe in &self.probes {
-            if let Probe::Peak { current, source, slot } = *probe {
+            if let Probe::Peak {
+                current,
+                source,
+                slot,
+            } = *probe
+            {
                 since[slot] = match source {
                     PeakSource::Tally { max } => s[max].max(s[current]),
                     PeakSource::Reports { max, global } => {
@@ -497,7 +547,12 @@ impl Recorder {
                 if torch::reset_peak_stats(device).is_ok() {
                     // After a reset every device-wide peak equals its current value.
                     for probe in &self.probes {
-                        if let Probe::Peak { current, slot, source: PeakSource::Reports { .. } } = *probe {
+                        if let Probe::Peak {
+                            current,
+                            slot,
+                            source: PeakSource::Reports { .. },
+                        } = *probe
+                        {
                             self.last_global[slot] = self.sample[current];
                         }
                     }
@@ -511,7 +566,10 @@ impl Recorder {
         if !agg.measured {
             return (&[], None);
         }
-        (&agg.values[..self.shown], Some(agg.values[self.total_peak_column]))
+        (
+            &agg.values[..self.shown],
+            Some(agg.values[self.total_peak_column]),
+        )
     }
 }
 

@@ -4,15 +4,39 @@
 
 /// The 9 per-pool arrays of `c10::CachingDeviceAllocator::DeviceStats`, in the shim's order.
 const ARRAYS: [(&str, &str); 9] = [
-    ("allocation", "number of blocks handed out by the caching allocator"),
-    ("segment", "number of segments reserved from the device (cudaMalloc calls held)"),
-    ("active", "number of active blocks (allocated, or freed but still used by a stream)"),
-    ("inactive_split", "number of inactive, non-releasable blocks (fragments of split segments)"),
-    ("allocated_bytes", "bytes in blocks handed out by the caching allocator"),
-    ("reserved_bytes", "bytes reserved from the device by the caching allocator (its cache)"),
+    (
+        "allocation",
+        "number of blocks handed out by the caching allocator",
+    ),
+    (
+        "segment",
+        "number of segments reserved from the device (cudaMalloc calls held)",
+    ),
+    (
+        "active",
+        "number of active blocks (allocated, or freed but still used by a stream)",
+    ),
+    (
+        "inactive_split",
+        "number of inactive, non-releasable blocks (fragments of split segments)",
+    ),
+    (
+        "allocated_bytes",
+        "bytes in blocks handed out by the caching allocator",
+    ),
+    (
+        "reserved_bytes",
+        "bytes reserved from the device by the caching allocator (its cache)",
+    ),
     ("active_bytes", "bytes in active blocks"),
-    ("inactive_split_bytes", "bytes in inactive, non-releasable blocks"),
-    ("requested_bytes", "bytes the program asked for, before the allocator rounded them up"),
+    (
+        "inactive_split_bytes",
+        "bytes in inactive, non-releasable blocks",
+    ),
+    (
+        "requested_bytes",
+        "bytes the program asked for, before the allocator rounded them up",
+    ),
 ];
 const POOLS: [(&str, &str); 3] = [
     ("all", "all pools"),
@@ -21,15 +45,34 @@ const POOLS: [(&str, &str); 3] = [
 ];
 const FIELDS: [Field; 4] = [Field::Current, Field::Peak, Field::Allocated, Field::Freed];
 const SINGLE_STATS: [(&str, &str); 2] = [
-    ("oversize_allocations", "allocations larger than max_split_size"),
+    (
+        "oversize_allocations",
+        "allocations larger than max_split_size",
+    ),
     ("oversize_segments", "segments larger than max_split_size"),
 ];
 /// The six scalars, in the shim's order.
 const SCALARS: [(&str, &str, Field); 6] = [
-    ("num_alloc_retries", "cudaMalloc calls that failed and were retried after freeing the cache", Field::Counter),
-    ("num_ooms", "out-of-memory errors raised by the allocator", Field::Counter),
-    ("max_split_size", "blocks above this size are not split (allocator setting)", Field::Setting),
-    ("num_sync_all_streams", "synchronize_and_free_events calls", Field::Counter),
+    (
+        "num_alloc_retries",
+        "cudaMalloc calls that failed and were retried after freeing the cache",
+        Field::Counter,
+    ),
+    (
+        "num_ooms",
+        "out-of-memory errors raised by the allocator",
+        Field::Counter,
+    ),
+    (
+        "max_split_size",
+        "blocks above this size are not split (allocator setting)",
+        Field::Setting,
+    ),
+    (
+        "num_sync_all_streams",
+        "synchronize_and_free_events calls",
+        Field::Counter,
+    ),
     ("num_device_alloc", "cudaMalloc calls", Field::Counter),
     ("num_device_free", "cudaFree calls", Field::Counter),
 ];
@@ -143,8 +186,14 @@ pub const HOST_RSS: &str = "host_rss_bytes.current";
 pub fn cpu_stats() -> Vec<StatDef> {
     let mut out = Vec::new();
     for (name, what) in [
-        ("allocated_bytes", "bytes of CPU tensor storage allocated by libtorch"),
-        ("allocation", "number of CPU tensor storages allocated by libtorch"),
+        (
+            "allocated_bytes",
+            "bytes of CPU tensor storage allocated by libtorch",
+        ),
+        (
+            "allocation",
+            "number of CPU tensor storages allocated by libtorch",
+        ),
     ] {
         for field in FIELDS {
             out.push(StatDef {
@@ -185,9 +234,17 @@ pub fn stats_for(cuda: bool) -> Vec<StatDef> {
 /// Columns shown when no `--stat` is given.
 pub fn default_keys(cuda: bool) -> Vec<&'static str> {
     if cuda {
-        vec!["allocated_bytes.all.peak", "allocated_bytes.all.current", "reserved_bytes.all.peak"]
+        vec![
+            "allocated_bytes.all.peak",
+            "allocated_bytes.all.current",
+            "reserved_bytes.all.peak",
+        ]
     } else {
-        vec!["allocated_bytes.all.peak", "allocated_bytes.all.current", HOST_RSS]
+        vec![
+            "allocated_bytes.all.peak",
+            "allocated_bytes.all.current",
+            HOST_RSS,
+        ]
     }
 }
 
@@ -199,8 +256,10 @@ pub fn cuda_peak_from_reports(key: &str) -> bool {
 
 /// Up to `n` known keys closest to `wanted`, closest first.
 pub fn closest_keys<'a>(wanted: &str, known: &'a [StatDef], n: usize) -> Vec<&'a str> {
-    let mut scored: Vec<(usize, &str)> =
-        known.iter().map(|s| (edit_distance(wanted, &s.key), s.key.as_str())).collect();
+    let mut scored: Vec<(usize, &str)> = known
+        .iter()
+        .map(|s| (edit_distance(wanted, &s.key), s.key.as_str()))
+        .collect();
     scored.sort();
     scored.into_iter().take(n).map(|(_, k)| k).collect()
 }
@@ -249,8 +308,14 @@ mod tests {
     #[test]
     fn closest_keys_suggests_the_real_spelling() {
         let stats = cuda_stats();
-        assert_eq!(closest_keys("allocated.all.peak", &stats, 1), vec!["allocation.all.peak"]);
-        assert_eq!(closest_keys("reserved_bytes.all.peek", &stats, 1), vec!["reserved_bytes.all.peak"]);
+        assert_eq!(
+            closest_keys("allocated.all.peak", &stats, 1),
+            vec!["allocation.all.peak"]
+        );
+        assert_eq!(
+            closest_keys("reserved_bytes.all.peek", &stats, 1),
+            vec!["reserved_bytes.all.peak"]
+        );
     }
 
     #[test]

@@ -6,7 +6,10 @@ pub fn bytes(n: i64) -> String {
     if n.abs() < 1024 {
         return format!("{n} B");
     }
-    let opts = FormatSizeOptions::from(BINARY).decimal_places(2).decimal_zeroes(2).space_after_value(true);
+    let opts = FormatSizeOptions::from(BINARY)
+        .decimal_places(2)
+        .decimal_zeroes(2)
+        .space_after_value(true);
     format_size_i(n, opts)
 }
 

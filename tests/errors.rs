@@ -25,36 +25,72 @@ fn a_syntax_error_is_shown_as_python_shows_it() {
     assert!(r.stderr.starts_with("  File \""), "{}", r.stderr);
     assert!(r.stderr.contains("bad_syntax.py\", line 1\n    def broken(:\n               ^\nSyntaxError: invalid syntax\n"), "{}", r.stderr);
     assert!(r.stderr.contains("memprof: error: "), "{}", r.stderr);
-    assert!(!r.stderr.contains("<memprof>"), "memprof's own frames are not shown: {}", r.stderr);
+    assert!(
+        !r.stderr.contains("<memprof>"),
+        "memprof's own frames are not shown: {}",
+        r.stderr
+    );
 }
 
 #[test]
 fn bad_flags() {
     let r = bad(&["run", "--bogus", "lines.py"]);
-    assert!(r.stderr.contains("unexpected argument '--bogus'"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unexpected argument '--bogus'"),
+        "{}",
+        r.stderr
+    );
     let r = bad(&["run"]);
     assert!(r.stderr.contains("<SCRIPT>"), "{}", r.stderr);
     let r = bad(&["run", "--format", "xml", "lines.py"]);
-    assert!(r.stderr.contains("possible values: table, yaml, json"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("possible values: table, yaml, json"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
 fn an_unknown_stat_names_the_closest_keys() {
-    let r = bad(&["--device", "cpu", "--stat", "allocated.all.peak", "run", "lines.py"]);
+    let r = bad(&[
+        "--device",
+        "cpu",
+        "--stat",
+        "allocated.all.peak",
+        "run",
+        "lines.py",
+    ]);
     assert_eq!(
         r.stderr,
         "memprof: error: unknown stat 'allocated.all.peak' for --device cpu\n\
          hint: closest keys: allocation.all.peak, allocated_bytes.all.peak, allocation.all.freed (`memprof stats` lists them all)\n"
     );
-    let r = bad(&["--device", "cpu", "run", "--stat", "reserved_bytes.all.peak", "lines.py"]);
-    assert!(r.stderr.contains("'reserved_bytes.all.peak' exists only on a CUDA device"), "{}", r.stderr);
+    let r = bad(&[
+        "--device",
+        "cpu",
+        "run",
+        "--stat",
+        "reserved_bytes.all.peak",
+        "lines.py",
+    ]);
+    assert!(
+        r.stderr
+            .contains("'reserved_bytes.all.peak' exists only on a CUDA device"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
 fn a_device_that_does_not_exist_lists_those_that_do() {
     let r = bad(&["--device", "7", "run", "lines.py"]);
     if on_cuda() {
-        assert!(r.stderr.contains("'--device 7' does not exist: this machine has "), "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("'--device 7' does not exist: this machine has "),
+            "{}",
+            r.stderr
+        );
         assert!(r.stderr.contains("cuda:0"), "{}", r.stderr);
     } else {
         assert_eq!(
@@ -64,13 +100,22 @@ fn a_device_that_does_not_exist_lists_those_that_do() {
         );
     }
     let r = bad(&["run", "--device", "gpu", "lines.py"]);
-    assert!(r.stderr.contains("'--device gpu' is not a device"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("'--device gpu' is not a device"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
 fn an_unwritable_output_fails_before_the_script_runs() {
     let r = bad(&["run", "-o", "/nonexistent-dir/r.yaml", "lines.py"]);
-    assert!(r.stderr.contains("the directory '/nonexistent-dir' does not exist"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("the directory '/nonexistent-dir' does not exist"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stdout.is_empty(), "the script did not run: {}", r.stdout);
 }
 
@@ -78,25 +123,52 @@ fn an_unwritable_output_fails_before_the_script_runs() {
 fn a_python_without_torch_is_refused_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let venv = dir.path().join("venv");
-    let made = std::process::Command::new(python()).args(["-m", "venv", "--without-pip"]).arg(&venv).status().unwrap();
+    let made = std::process::Command::new(python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
     assert!(made.success());
     let r = finish(
         memprof()
             .env("VIRTUAL_ENV", &venv)
-            .env("PATH", format!("{}:/usr/bin:/bin", venv.join("bin").display()))
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", venv.join("bin").display()),
+            )
             .args(["run", "lines.py"])
             .output()
             .unwrap(),
     );
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.starts_with("memprof: error: this Python has no torch"), "{}", r.stderr);
-    assert!(r.stderr.contains("hint: activate the virtualenv with torch=="), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("memprof: error: this Python has no torch"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("hint: activate the virtualenv with torch=="),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
 fn show_refuses_what_is_not_a_report() {
     let r = bad(&["show", "lines.py"]);
-    assert!(r.stderr.starts_with("memprof: error: 'lines.py' is not a memprof report"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("memprof: error: 'lines.py' is not a memprof report"),
+        "{}",
+        r.stderr
+    );
     let r = bad(&["show", "missing.yaml"]);
-    assert!(r.stderr.starts_with("memprof: error: cannot read 'missing.yaml'"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("memprof: error: cannot read 'missing.yaml'"),
+        "{}",
+        r.stderr
+    );
 }

@@ -8,7 +8,10 @@ use serde_json::Value;
 fn readings(stdout: &str) -> (Vec<Value>, Vec<String>) {
     let mut lines = stdout.lines();
     let readings = serde_json::from_str(lines.next().unwrap()).unwrap();
-    let keys = lines.find_map(|l| l.strip_prefix("KEYS ")).map(|k| serde_json::from_str(k).unwrap()).unwrap();
+    let keys = lines
+        .find_map(|l| l.strip_prefix("KEYS "))
+        .map(|k| serde_json::from_str(k).unwrap())
+        .unwrap();
     (readings, keys)
 }
 
@@ -23,7 +26,11 @@ fn cuda_numbers_agree_with_torch_and_the_program_observes_the_same() {
     let (want, keys) = readings(&plain.stdout);
 
     let (r, report) = profile(
-        &["allocated_bytes.all.peak", "reserved_bytes.all.peak", "allocated_bytes.all.current"],
+        &[
+            "allocated_bytes.all.peak",
+            "reserved_bytes.all.peak",
+            "allocated_bytes.all.current",
+        ],
         &["-f", "train_step", "observe.py"],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -34,14 +41,44 @@ fn cuda_numbers_agree_with_torch_and_the_program_observes_the_same() {
     // memprof's largest per-line peak is torch's max_memory_allocated over the call (the script
     // resets the peak right before each call), and the stat keys are torch's own.
     let step = function(&report, "train_step");
-    let max_line_peak = step["lines"].as_array().unwrap().iter().filter_map(|l| l["stats"]["allocated_bytes.all.peak"].as_i64()).max().unwrap();
-    let torch_peak = want.iter().map(|w| w["max_memory_allocated"].as_i64().unwrap()).max().unwrap();
+    let max_line_peak = step["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["stats"]["allocated_bytes.all.peak"].as_i64())
+        .max()
+        .unwrap();
+    let torch_peak = want
+        .iter()
+        .map(|w| w["max_memory_allocated"].as_i64().unwrap())
+        .max()
+        .unwrap();
     assert_eq!(max_line_peak, torch_peak, "{step:#}");
     assert_eq!(step["peak_allocated_bytes"].as_i64(), Some(torch_peak));
+    // The lines' Δ add up to the change of memory_allocated() across the calls.
+    let delta_sum: i64 = step["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["delta_bytes"].as_i64())
+        .sum();
+    let torch_delta: i64 = want
+        .iter()
+        .map(|w| w["memory_allocated_delta"].as_i64().unwrap())
+        .sum();
+    assert_eq!(delta_sum, torch_delta, "{step:#}");
     let listed = finish(memprof().arg("stats").output().unwrap()).stdout;
-    let mut ours: Vec<String> = listed.lines().skip(1).take_while(|l| !l.is_empty()).map(|l| l.split_whitespace().next().unwrap().to_string()).collect();
+    let mut ours: Vec<String> = listed
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
     ours.sort();
-    assert_eq!(ours, keys, "memprof's CUDA keys are torch.cuda.memory_stats()'s");
+    assert_eq!(
+        ours, keys,
+        "memprof's CUDA keys are torch.cuda.memory_stats()'s"
+    );
 }
 
 #[test]
@@ -49,11 +86,23 @@ fn a_peak_that_needs_resets_says_so_in_the_header() {
     if !on_cuda() {
         return;
     }
-    let (r, report) = profile(&["active_bytes.all.peak", "num_alloc_retries"], &["-f", "train_step", "observe.py"]);
+    let (r, report) = profile(
+        &["active_bytes.all.peak", "num_alloc_retries"],
+        &["-f", "train_step", "observe.py"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let note = report["metadata"]["peak_resets"].as_str().unwrap();
-    assert!(note.starts_with("active_bytes.all.peak cannot be measured from the allocator's reports"), "{note}");
+    assert!(
+        note.starts_with("active_bytes.all.peak cannot be measured from the allocator's reports"),
+        "{note}"
+    );
     let step = function(&report, "train_step");
-    let peak = step["lines"].as_array().unwrap().iter().filter_map(|l| l["stats"]["active_bytes.all.peak"].as_i64()).max().unwrap();
+    let peak = step["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["stats"]["active_bytes.all.peak"].as_i64())
+        .max()
+        .unwrap();
     assert!(peak > 0);
 }

@@ -16,7 +16,11 @@ const STATS: &[&str] = &[
 fn each_line_gets_its_exact_bytes_and_hits_sum_amounts_and_max_levels() {
     let (r, report) = profile(STATS, &["-f", "step", "-f", "loop", "lines.py", "x"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.is_empty() || !r.stderr.contains("Traceback"), "{}", r.stderr);
+    assert!(
+        r.stderr.is_empty() || !r.stderr.contains("Traceback"),
+        "{}",
+        r.stderr
+    );
     let step = function(&report, "step");
     assert_eq!(step["calls"], 2);
     assert_eq!(step["peak_allocated_bytes"], 8 * MIB + 512 * KIB);
@@ -24,9 +28,17 @@ fn each_line_gets_its_exact_bytes_and_hits_sum_amounts_and_max_levels() {
     let a = line(step, "a = torch.empty");
     assert_eq!(hits(a), 2);
     assert_eq!(delta(a), 8 * MIB, "Δ sums over hits");
-    assert_eq!(stat(a, "allocated_bytes.all.peak"), 4 * MIB, "peak is the maximum over hits");
+    assert_eq!(
+        stat(a, "allocated_bytes.all.peak"),
+        4 * MIB,
+        "peak is the maximum over hits"
+    );
     assert_eq!(stat(a, "allocated_bytes.all.current"), 4 * MIB);
-    assert_eq!(stat(a, "allocated_bytes.all.allocated"), 8 * MIB, "amounts sum over hits");
+    assert_eq!(
+        stat(a, "allocated_bytes.all.allocated"),
+        8 * MIB,
+        "amounts sum over hits"
+    );
     assert_eq!(stat(a, "allocated_bytes.all.freed"), 0);
     assert_eq!(stat(a, "allocation.all.current"), 1);
 
@@ -43,8 +55,16 @@ fn each_line_gets_its_exact_bytes_and_hits_sum_amounts_and_max_levels() {
     let del = line(step, "del a");
     assert_eq!(delta(del), -8 * MIB);
     assert_eq!(stat(del, "allocated_bytes.all.freed"), 8 * MIB);
-    assert_eq!(stat(del, "allocated_bytes.all.current"), 4 * MIB + 512 * KIB, "current is the value at the end");
-    assert_eq!(stat(del, "allocated_bytes.all.peak"), 8 * MIB + 512 * KIB, "peak includes the value at the start");
+    assert_eq!(
+        stat(del, "allocated_bytes.all.current"),
+        4 * MIB + 512 * KIB,
+        "current is the value at the end"
+    );
+    assert_eq!(
+        stat(del, "allocated_bytes.all.peak"),
+        8 * MIB + 512 * KIB,
+        "peak includes the value at the start"
+    );
 
     // The last line of a call lasts until the caller resumes: it includes the release of the
     // frame's locals (b and c), so a function's Δ adds up to what its calls left allocated.
@@ -57,10 +77,17 @@ fn each_line_gets_its_exact_bytes_and_hits_sum_amounts_and_max_levels() {
 
     let def = line(step, "def step");
     assert_eq!(hits(def), 0);
-    assert!(def.get("delta_bytes").is_none() && def.get("stats").is_none(), "lines that never ran stay blank");
+    assert!(
+        def.get("delta_bytes").is_none() && def.get("stats").is_none(),
+        "lines that never ran stay blank"
+    );
 
     let lp = function(&report, "loop");
-    assert_eq!(hits(line(lp, "for i in range")), 4, "a for line runs once per iteration plus the exit");
+    assert_eq!(
+        hits(line(lp, "for i in range")),
+        4,
+        "a for line runs once per iteration plus the exit"
+    );
     let append = line(lp, "keep.append");
     assert_eq!(hits(append), 3);
     assert_eq!(delta(append), 6 * KIB);
@@ -71,13 +98,22 @@ fn each_line_gets_its_exact_bytes_and_hits_sum_amounts_and_max_levels() {
     let del_tmp = line(lp, "del tmp");
     assert_eq!(delta(del_tmp), -64 * KIB);
     assert_eq!(stat(del_tmp, "allocated_bytes.all.freed"), 64 * KIB);
-    assert_eq!(delta(line(lp, "return len(keep)")), -6 * KIB, "the list's tensors die with the frame");
+    assert_eq!(
+        delta(line(lp, "return len(keep)")),
+        -6 * KIB,
+        "the list's tensors die with the frame"
+    );
     assert_eq!(delta_sum(lp), 0);
 }
 
 /// The sum of a function's Δ over its lines.
 fn delta_sum(func: &serde_json::Value) -> i64 {
-    func["lines"].as_array().unwrap().iter().filter_map(|l| l["delta_bytes"].as_i64()).sum()
+    func["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["delta_bytes"].as_i64())
+        .sum()
 }
 
 #[test]
@@ -98,7 +134,11 @@ fn recursion_keeps_state_per_frame() {
     assert_eq!(stat(call, "allocated_bytes.all.current"), 5 * KIB);
     let ret = line(rec, "return x.numel()");
     assert_eq!(hits(ret), 3);
-    assert_eq!(delta(ret), -6 * KIB, "each frame's x is released when it returns");
+    assert_eq!(
+        delta(ret),
+        -6 * KIB,
+        "each frame's x is released when it returns"
+    );
     assert_eq!(stat(ret, "allocated_bytes.all.current"), 5 * KIB);
     assert_eq!(delta_sum(rec), 0);
 }
@@ -108,7 +148,10 @@ fn generators_and_coroutines_resume_the_line_they_yielded_from() {
     let (r, report) = profile(STATS, &["-f", "gen", "-f", "coro", "generators.py"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let gen = function(&report, "gen");
-    assert_eq!(gen["calls"], 2, "two generator frames, resumptions are not calls");
+    assert_eq!(
+        gen["calls"], 2,
+        "two generator frames, resumptions are not calls"
+    );
     let a = line(gen, "a = torch.empty");
     assert_eq!((hits(a), delta(a)), (2, 16 * KIB));
     let y = line(gen, "yield a.numel()");
@@ -133,15 +176,26 @@ fn a_callers_line_includes_its_targeted_callee() {
     let (r, report) = profile(STATS, &["-f", "inner", "-f", "outer", "nested.py"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let inner = function(&report, "inner");
-    assert_eq!(stat(line(inner, "u = torch.empty"), "allocated_bytes.all.peak"), 150 * KIB);
+    assert_eq!(
+        stat(line(inner, "u = torch.empty"), "allocated_bytes.all.peak"),
+        150 * KIB
+    );
     assert_eq!(delta(line(inner, "del u")), -50 * KIB);
     let outer = function(&report, "outer");
     let call = line(outer, "keep = inner()");
     assert_eq!(delta(call), 100 * KIB);
-    assert_eq!(stat(call, "allocated_bytes.all.peak"), 150 * KIB, "the callee's peak is inside the caller's line");
+    assert_eq!(
+        stat(call, "allocated_bytes.all.peak"),
+        150 * KIB,
+        "the callee's peak is inside the caller's line"
+    );
     assert_eq!(stat(call, "allocated_bytes.all.allocated"), 150 * KIB);
     assert_eq!(stat(call, "allocated_bytes.all.freed"), 50 * KIB);
-    assert_eq!(delta(line(inner, "return t")), 0, "t lives on in the caller");
+    assert_eq!(
+        delta(line(inner, "return t")),
+        0,
+        "t lives on in the caller"
+    );
     assert_eq!(delta(line(outer, "return keep.numel()")), -100 * KIB);
 }
 
@@ -161,10 +215,17 @@ fn targets_on_other_threads_are_measured() {
 fn exceptions_mark_the_lines_they_leave_from_and_still_report() {
     let (r, report) = profile(STATS, &["-f", "fail", "-f", "caught", "raises.py"]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("Traceback (most recent call last)"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Traceback (most recent call last)"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("\nValueError: boom\n"), "{}", r.stderr);
     assert_eq!(report["metadata"]["outcome"]["status"], "exception");
-    assert_eq!(report["metadata"]["outcome"]["exception"], "ValueError: boom");
+    assert_eq!(
+        report["metadata"]["outcome"]["exception"],
+        "ValueError: boom"
+    );
     let fail = function(&report, "fail");
     let raise = line(fail, "raise ValueError");
     assert_eq!((hits(raise), raise["raised"].as_u64()), (2, Some(2)));
@@ -177,5 +238,9 @@ fn exceptions_mark_the_lines_they_leave_from_and_still_report() {
         .filter(|l| l["source"].as_str().unwrap().trim() == "fail()")
         .map(|l| (hits(l), l["raised"].as_u64().unwrap_or(0)))
         .collect();
-    assert_eq!(lines, vec![(1, 0), (1, 1)], "caught inside the frame: not raised; uncaught: raised");
+    assert_eq!(
+        lines,
+        vec![(1, 0), (1, 1)],
+        "caught inside the frame: not raised; uncaught: raised"
+    );
 }

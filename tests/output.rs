@@ -15,7 +15,13 @@ fn assert_snapshot(name: &str, got: &str) {
 }
 
 fn show(file: &Path, format: &str) -> Run {
-    finish(memprof().args(["show", "--format", format]).arg(file).output().unwrap())
+    finish(
+        memprof()
+            .args(["show", "--format", format])
+            .arg(file)
+            .output()
+            .unwrap(),
+    )
 }
 
 #[test]
@@ -31,42 +37,88 @@ fn yaml_and_json_carry_the_same_report_and_show_converts_between_them() {
     let report = root().join("tests/snapshots/report.json");
     let yaml = show(&report, "yaml");
     assert_eq!(yaml.code, 0);
-    assert!(yaml.stdout.starts_with("schema: memprof.profile/1\n"), "{}", yaml.stdout);
+    assert!(
+        yaml.stdout.starts_with("schema: memprof.profile/1\n"),
+        "{}",
+        yaml.stdout
+    );
     let dir = tempfile::tempdir().unwrap();
     let yaml_file = dir.path().join("r.yaml");
     std::fs::write(&yaml_file, &yaml.stdout).unwrap();
     let json_again = show(&yaml_file, "json");
-    let original: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(json_again.json(), original);
-    assert_eq!(show(&yaml_file, "table").stdout, show(&report, "table").stdout);
+    assert_eq!(
+        show(&yaml_file, "table").stdout,
+        show(&report, "table").stdout
+    );
 }
 
 #[test]
 fn the_json_schema_has_metadata_and_bytes() {
-    let (r, v) = profile(&["allocated_bytes.all.peak", "allocation.all.current"], &["-f", "step", "lines.py"]);
+    let (r, v) = profile(
+        &["allocated_bytes.all.peak", "allocation.all.current"],
+        &["-f", "step", "lines.py"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let m = &v["metadata"];
     assert_eq!(v["schema"], "memprof.profile/1");
     assert_eq!(m["memprof_version"], env!("CARGO_PKG_VERSION"));
     assert!(m["torch_version"].as_str().unwrap().starts_with("2.11.0"));
     assert_eq!(m["device"]["type"], if on_cuda() { "cuda" } else { "cpu" });
-    assert_eq!(m["stats"][0], serde_json::json!({"key": "allocated_bytes.all.peak", "is_bytes": true, "aggregation": "max"}));
-    assert_eq!(m["stats"][1], serde_json::json!({"key": "allocation.all.current", "is_bytes": false, "aggregation": "max"}));
-    assert!(m["semantics"].as_str().unwrap().contains("amounts and delta_bytes take the sum"));
-    assert!(m["command_line"].as_array().unwrap().iter().any(|a| a == "lines.py"));
-    assert_eq!(m["outcome"], serde_json::json!({"status": "completed", "exit_code": 0, "exception": null}));
+    assert_eq!(
+        m["stats"][0],
+        serde_json::json!({"key": "allocated_bytes.all.peak", "is_bytes": true, "aggregation": "max"})
+    );
+    assert_eq!(
+        m["stats"][1],
+        serde_json::json!({"key": "allocation.all.current", "is_bytes": false, "aggregation": "max"})
+    );
+    assert!(m["semantics"]
+        .as_str()
+        .unwrap()
+        .contains("amounts and delta_bytes take the sum"));
+    assert!(m["command_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "lines.py"));
+    assert_eq!(
+        m["outcome"],
+        serde_json::json!({"status": "completed", "exit_code": 0, "exception": null})
+    );
     assert_eq!(m["peak_resets"], serde_json::Value::Null);
 }
 
 #[test]
 fn a_live_table_equals_the_table_of_its_saved_report() {
-    let stats = ["--stat", "allocated_bytes.all.peak,allocated_bytes.all.current"];
+    let stats = [
+        "--stat",
+        "allocated_bytes.all.peak,allocated_bytes.all.current",
+    ];
     let table = run(&[stats[0], stats[1], "-f", "step", "lines.py"]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("r.json");
-    let saved = run(&[stats[0], stats[1], "-f", "step", "--format", "json", "-o", file.to_str().unwrap(), "lines.py"]);
+    let saved = run(&[
+        stats[0],
+        stats[1],
+        "-f",
+        "step",
+        "--format",
+        "json",
+        "-o",
+        file.to_str().unwrap(),
+        "lines.py",
+    ]);
     assert_eq!(saved.code, 0);
-    assert!(saved.stderr.contains(&format!("memprof: report written to {}", file.display())), "{}", saved.stderr);
+    assert!(
+        saved
+            .stderr
+            .contains(&format!("memprof: report written to {}", file.display())),
+        "{}",
+        saved.stderr
+    );
     let shown = show(&file, "table");
     let live = table.stdout.split_once('\n').unwrap().1; // after the script's own line
     assert_eq!(live, shown.stdout);
@@ -75,10 +127,44 @@ fn a_live_table_equals_the_table_of_its_saved_report() {
 
 #[test]
 fn device_and_stat_work_before_and_after_the_subcommand() {
-    let before = finish(memprof().args(["--device", device_flag(), "--stat", "allocation.all.current", "run", "-f", "step", "lines.py"]).output().unwrap());
-    let after = finish(memprof().args(["run", "--device", device_flag(), "--stat", "allocation.all.current", "-f", "step", "lines.py"]).output().unwrap());
+    let before = finish(
+        memprof()
+            .args([
+                "--device",
+                device_flag(),
+                "--stat",
+                "allocation.all.current",
+                "run",
+                "-f",
+                "step",
+                "lines.py",
+            ])
+            .output()
+            .unwrap(),
+    );
+    let after = finish(
+        memprof()
+            .args([
+                "run",
+                "--device",
+                device_flag(),
+                "--stat",
+                "allocation.all.current",
+                "-f",
+                "step",
+                "lines.py",
+            ])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(before.code, 0, "{}", before.stderr);
-    assert!(before.stdout.contains("   allocation.all.current   Line Contents"), "{}", before.stdout);
+    assert!(
+        before
+            .stdout
+            .contains("   allocation.all.current   Line Contents"),
+        "{}",
+        before.stdout
+    );
     assert_eq!(before.stdout, after.stdout);
 }
 
@@ -86,14 +172,35 @@ fn device_and_stat_work_before_and_after_the_subcommand() {
 fn stats_lists_every_key_with_its_meaning() {
     let r = finish(memprof().arg("stats").output().unwrap());
     assert_eq!(r.code, 0);
-    let cuda: Vec<&str> = r.stdout.lines().skip(1).take_while(|l| !l.is_empty()).collect();
+    let cuda: Vec<&str> = r
+        .stdout
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
     assert_eq!(cuda.len(), 122);
-    assert!(cuda.iter().any(|l| l.starts_with("  num_ooms ") && l.contains("out-of-memory")));
-    assert!(cuda.iter().any(|l| l.starts_with("  oversize_allocations.peak ")));
-    assert!(cuda.iter().any(|l| l.starts_with("  allocation.large_pool.freed ")));
-    let mut keys: Vec<&str> = cuda.iter().map(|l| l.split_whitespace().next().unwrap()).collect();
-    let sorted = { let mut k = keys.clone(); k.sort(); k };
-    assert_eq!(keys, sorted, "sorted as torch.cuda.memory_stats() sorts them");
+    assert!(cuda
+        .iter()
+        .any(|l| l.starts_with("  num_ooms ") && l.contains("out-of-memory")));
+    assert!(cuda
+        .iter()
+        .any(|l| l.starts_with("  oversize_allocations.peak ")));
+    assert!(cuda
+        .iter()
+        .any(|l| l.starts_with("  allocation.large_pool.freed ")));
+    let mut keys: Vec<&str> = cuda
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    let sorted = {
+        let mut k = keys.clone();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        keys, sorted,
+        "sorted as torch.cuda.memory_stats() sorts them"
+    );
     keys.dedup();
     assert_eq!(keys.len(), 122);
     assert!(r.stdout.contains("  host_rss_bytes.current "));
@@ -101,12 +208,19 @@ fn stats_lists_every_key_with_its_meaning() {
 
 #[test]
 fn completions_are_current() {
-    for (shell, file) in [("bash", "memprof.bash"), ("zsh", "_memprof"), ("fish", "memprof.fish")] {
+    for (shell, file) in [
+        ("bash", "memprof.bash"),
+        ("zsh", "_memprof"),
+        ("fish", "memprof.fish"),
+    ] {
         let r = finish(memprof().args(["completions", shell]).output().unwrap());
         assert_eq!(r.code, 0);
         let path = root().join("completions").join(file);
         let saved = std::fs::read_to_string(&path).unwrap();
-        assert!(saved == r.stdout, "completions/{file} is stale: run `memprof completions {shell} > completions/{file}`");
+        assert!(
+            saved == r.stdout,
+            "completions/{file} is stale: run `memprof completions {shell} > completions/{file}`"
+        );
         assert!(saved.contains("device") && saved.contains("stat"), "{file}");
     }
 }

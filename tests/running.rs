@@ -4,18 +4,34 @@ use common::*;
 
 #[test]
 fn the_script_sees_what_it_sees_under_python() {
-    let expected = python_output(std::path::Path::new("like_python.py"), &["a", "-b", "--lr", "3e-4"]);
+    let expected = python_output(
+        std::path::Path::new("like_python.py"),
+        &["a", "-b", "--lr", "3e-4"],
+    );
     assert_eq!(expected.code, 0, "{}", expected.stderr);
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.yaml");
-    let got = run(&["-o", report.to_str().unwrap(), "like_python.py", "a", "-b", "--lr", "3e-4"]);
+    let got = run(&[
+        "-o",
+        report.to_str().unwrap(),
+        "like_python.py",
+        "a",
+        "-b",
+        "--lr",
+        "3e-4",
+    ]);
     assert_eq!(got.code, 0, "{}", got.stderr);
     assert_eq!(got.stdout, expected.stdout);
 }
 
 #[test]
 fn system_exit_codes_pass_through_and_atexit_runs() {
-    for (arg, code, extra) in [("none", 0, ""), ("3", 3, ""), ("0", 0, ""), ("goodbye", 1, "goodbye")] {
+    for (arg, code, extra) in [
+        ("none", 0, ""),
+        ("3", 3, ""),
+        ("0", 0, ""),
+        ("goodbye", 1, "goodbye"),
+    ] {
         let r = run(&["exits.py", arg]);
         assert_eq!(r.code, code, "sys.exit({arg}): {}", r.stderr);
         assert!(r.stdout.starts_with("atexit ran\n"), "{}", r.stdout);
@@ -28,8 +44,16 @@ fn system_exit_codes_pass_through_and_atexit_runs() {
 fn dash_m_runs_a_module_like_python_dash_m() {
     let r = run(&["-f", "Worker.run", "-m", "mypkg", "z", "--flag"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.starts_with("module argv ['z', '--flag'] 3072\n"), "{}", r.stdout);
-    assert!(r.stdout.contains("Function: Worker.run at line 9"), "{}", r.stdout);
+    assert!(
+        r.stdout.starts_with("module argv ['z', '--flag'] 3072\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("Function: Worker.run at line 9"),
+        "{}",
+        r.stdout
+    );
     assert!(r.stdout.contains("+3.00 KiB"), "{}", r.stdout);
 }
 
@@ -37,13 +61,25 @@ fn dash_m_runs_a_module_like_python_dash_m() {
 fn targets_in_imported_modules_and_installed_packages() {
     let (r, report) = profile(
         &["allocated_bytes.all.current"],
-        &["-f", "mypkg.work:Worker.run", "-f", "torch.nn.modules.linear:Linear.forward", "decorated.py"],
+        &[
+            "-f",
+            "mypkg.work:Worker.run",
+            "-f",
+            "torch.nn.modules.linear:Linear.forward",
+            "decorated.py",
+        ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let linear = function(&report, "Linear.forward");
     assert_eq!(linear["calls"], 1);
-    assert!(linear["file"].as_str().unwrap().ends_with("torch/nn/modules/linear.py"));
-    let (_, report) = profile(&["allocated_bytes.all.current"], &["-f", "mypkg.work:Worker.run", "uses_module.py"]);
+    assert!(linear["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("torch/nn/modules/linear.py"));
+    let (_, report) = profile(
+        &["allocated_bytes.all.current"],
+        &["-f", "mypkg.work:Worker.run", "uses_module.py"],
+    );
     let worker = function(&report, "Worker.run");
     assert_eq!(worker["calls"], 2);
     assert_eq!(delta(line(worker, "buf = torch.empty")), 3 * KIB);
@@ -53,11 +89,23 @@ fn targets_in_imported_modules_and_installed_packages() {
 fn methods_decorated_nested_and_at_profile_functions_are_found() {
     let (r, report) = profile(
         &["allocated_bytes.all.current"],
-        &["-f", "Net.forward", "-f", "outer.<locals>.inner", "decorated.py"],
+        &[
+            "-f",
+            "Net.forward",
+            "-f",
+            "outer.<locals>.inner",
+            "decorated.py",
+        ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(function(&report, "Net.forward")["calls"], 1);
-    assert_eq!(delta(line(function(&report, "outer.<locals>.inner"), "return torch.empty")), KIB);
+    assert_eq!(
+        delta(line(
+            function(&report, "outer.<locals>.inner"),
+            "return torch.empty"
+        )),
+        KIB
+    );
     let marked = function(&report, "marked");
     assert_eq!(marked["targets"], serde_json::json!(["@profile"]));
     assert_eq!(delta(line(marked, "return torch.empty")), 2 * KIB);
@@ -65,37 +113,87 @@ fn methods_decorated_nested_and_at_profile_functions_are_found() {
 
 #[test]
 fn a_file_qualified_target_and_a_bare_name() {
-    let (_, report) = profile(&["allocated_bytes.all.current"], &["-f", "decorated.py:marked", "-f", "inner", "decorated.py"]);
+    let (_, report) = profile(
+        &["allocated_bytes.all.current"],
+        &["-f", "decorated.py:marked", "-f", "inner", "decorated.py"],
+    );
     // The script's functions are matched when it is compiled, before `@profile` runs.
-    assert_eq!(function(&report, "marked")["targets"], serde_json::json!(["decorated.py:marked", "@profile"]));
+    assert_eq!(
+        function(&report, "marked")["targets"],
+        serde_json::json!(["decorated.py:marked", "@profile"])
+    );
     assert_eq!(function(&report, "outer.<locals>.inner")["calls"], 1);
 }
 
 #[test]
 fn unmatched_targets_warn_with_the_nearest_names_and_ambiguous_ones_profile_all() {
-    let (r, report) = profile(&["allocated_bytes.all.current"], &["-f", "forwrd", "-f", "run", "-f", "Linear.forward", "decorated.py"]);
+    let (r, report) = profile(
+        &["allocated_bytes.all.current"],
+        &[
+            "-f",
+            "forwrd",
+            "-f",
+            "run",
+            "-f",
+            "Linear.forward",
+            "decorated.py",
+        ],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let warnings: Vec<String> = serde_json::from_value(report["warnings"].clone()).unwrap();
     assert!(
-        warnings.iter().any(|w| w == "no function matched '-f forwrd'; nearest names: Net.forward, forward_like"),
+        warnings
+            .iter()
+            .any(|w| w
+                == "no function matched '-f forwrd'; nearest names: Net.forward, forward_like"),
         "{warnings:?}"
     );
-    assert!(warnings.iter().any(|w| w.starts_with("no function matched '-f Linear.forward'")), "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("no function matched '-f Linear.forward'")),
+        "{warnings:?}"
+    );
     let table = run(&["-f", "forward", "-f", "nothing_like_it", "decorated.py"]);
-    assert!(table.stdout.contains("warning: no function matched '-f nothing_like_it'\n"), "{}", table.stdout);
+    assert!(
+        table
+            .stdout
+            .contains("warning: no function matched '-f nothing_like_it'\n"),
+        "{}",
+        table.stdout
+    );
     // `-f forward` matches Net.forward only: forward_like is another name.
-    assert!(table.stdout.contains("Function: Net.forward at line 21"), "{}", table.stdout);
-    assert!(!table.stdout.contains("forward_like at"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("Function: Net.forward at line 21"),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        !table.stdout.contains("forward_like at"),
+        "{}",
+        table.stdout
+    );
     let amb = run(&["-f", "inner", "nested.py"]);
     assert!(!amb.stdout.contains("matched 2"), "{}", amb.stdout);
 }
 
 #[test]
 fn an_ambiguous_name_profiles_every_match_and_says_so() {
-    let (_, report) = profile(&["allocated_bytes.all.current"], &["-f", "step", "-f", "lines.py:step", "-f", "rec", "lines.py"]);
+    let (_, report) = profile(
+        &["allocated_bytes.all.current"],
+        &["-f", "step", "-f", "lines.py:step", "-f", "rec", "lines.py"],
+    );
     let warnings: Vec<String> = serde_json::from_value(report["warnings"].clone()).unwrap();
-    assert!(warnings.iter().any(|w| w.starts_with("no function matched '-f rec'")), "{warnings:?}");
-    let (_, report) = profile(&["allocated_bytes.all.current"], &["-f", "run", "ambiguous.py"]);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("no function matched '-f rec'")),
+        "{warnings:?}"
+    );
+    let (_, report) = profile(
+        &["allocated_bytes.all.current"],
+        &["-f", "run", "ambiguous.py"],
+    );
     let warnings: Vec<String> = serde_json::from_value(report["warnings"].clone()).unwrap();
     assert!(
         warnings.iter().any(|w| w.starts_with("'-f run' matched 2 functions, profiling all of them: A.run (ambiguous.py:5), B.run (ambiguous.py:10)")),
@@ -109,6 +207,14 @@ fn an_ambiguous_name_profiles_every_match_and_says_so() {
 fn dataloader_workers_started_by_spawn_run_the_venv_python() {
     let r = run(&["-f", "load", "spawn_workers.py"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.starts_with("batches [6.0, 22.0]\n"), "{}", r.stdout);
-    assert!(r.stdout.contains("Function: load at line 6"), "{}", r.stdout);
+    assert!(
+        r.stdout.starts_with("batches [6.0, 22.0]\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("Function: load at line 6"),
+        "{}",
+        r.stdout
+    );
 }

@@ -45,12 +45,17 @@ fn ctrl_c_raises_keyboard_interrupt_and_still_writes_the_report() {
     assert_eq!(out.status.code(), Some(130));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("KeyboardInterrupt"), "{stderr}");
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(v["metadata"]["outcome"]["status"], "interrupted");
     assert_eq!(v["metadata"]["outcome"]["exit_code"], 130);
     let lp = function(&v, "loop");
     assert!(hits(line(lp, "keep.append")) >= 4);
-    assert_eq!(line(lp, "time.sleep(0.01)")["raised"].as_u64(), Some(1), "{lp:#}");
+    assert_eq!(
+        line(lp, "time.sleep(0.01)")["raised"].as_u64(),
+        Some(1),
+        "{lp:#}"
+    );
 }
 
 #[test]
@@ -77,7 +82,17 @@ fn a_second_ctrl_c_exits_at_once() {
     )
     .unwrap();
     let mut child = memprof()
-        .args(["--device", "cpu", "run", "-f", "loop", "--format", "json", "-o", report.to_str().unwrap()])
+        .args([
+            "--device",
+            "cpu",
+            "run",
+            "-f",
+            "loop",
+            "--format",
+            "json",
+            "-o",
+            report.to_str().unwrap(),
+        ])
         .arg(&script)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -95,6 +110,7 @@ fn a_second_ctrl_c_exits_at_once() {
     let status = child.wait().unwrap();
     assert!(t.elapsed() < Duration::from_secs(5));
     assert_eq!(status.code(), Some(130));
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert!(hits(line(function(&v, "loop"), "time.sleep(0.01)")) > 0);
 }

@@ -32,8 +32,13 @@ pub fn find_python() -> Result<PathBuf> {
             }
         }
     }
-    Err(Error::usage("no Python interpreter found (no active virtualenv and no python3 on PATH)")
-        .hint(format!("activate the virtualenv that has torch (Python {})", built_for())))
+    Err(
+        Error::usage("no Python interpreter found (no active virtualenv and no python3 on PATH)")
+            .hint(format!(
+                "activate the virtualenv that has torch (Python {})",
+                built_for()
+            )),
+    )
 }
 
 fn status_error(status: &ffi::PyStatus, python: &Path) -> Error {
@@ -41,7 +46,11 @@ fn status_error(status: &ffi::PyStatus, python: &Path) -> Error {
         "unknown error".to_string()
     } else {
         // SAFETY: err_msg is a NUL-terminated static string set by CPython.
-        unsafe { std::ffi::CStr::from_ptr(status.err_msg).to_string_lossy().into_owned() }
+        unsafe {
+            std::ffi::CStr::from_ptr(status.err_msg)
+                .to_string_lossy()
+                .into_owned()
+        }
     };
     Error::usage(format!("could not start Python from '{}': {msg}", python.display())).hint(format!(
         "memprof was built for Python {}; activate a virtualenv of that version, or rebuild memprof \
@@ -56,7 +65,10 @@ pub fn initialize(python: &Path, argv: &[String]) -> Result<()> {
         .map_err(|_| Error::usage("the Python path contains a NUL byte"))?;
     let args: Vec<CString> = argv
         .iter()
-        .map(|a| CString::new(a.as_bytes()).map_err(|_| Error::usage(format!("argument {a:?} contains a NUL byte"))))
+        .map(|a| {
+            CString::new(a.as_bytes())
+                .map_err(|_| Error::usage(format!("argument {a:?} contains a NUL byte")))
+        })
         .collect::<Result<_>>()?;
     let mut arg_ptrs: Vec<*const std::os::raw::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     // SAFETY: the PyConfig API is used as documented: init, set fields, initialize, clear.
@@ -73,7 +85,11 @@ pub fn initialize(python: &Path, argv: &[String]) -> Result<()> {
             ffi::PyConfig_Clear(cfg);
             return Err(status_error(&status, python));
         }
-        let status = ffi::PyConfig_SetBytesArgv(cfg, arg_ptrs.len() as ffi::Py_ssize_t, arg_ptrs.as_mut_ptr());
+        let status = ffi::PyConfig_SetBytesArgv(
+            cfg,
+            arg_ptrs.len() as ffi::Py_ssize_t,
+            arg_ptrs.as_mut_ptr(),
+        );
         if ffi::PyStatus_Exception(status) != 0 {
             ffi::PyConfig_Clear(cfg);
             return Err(status_error(&status, python));

@@ -21,7 +21,8 @@ fn register(
     // The code object must outlive the run: its address is the recorder's key.
     let keep: Py<PyAny> = code.clone().unbind();
     let ptr = keep.as_ptr() as usize;
-    let new = recorder::with(|r| r.register(ptr, qualname, file, (first_line, last_line), target)).unwrap_or(false);
+    let new = recorder::with(|r| r.register(ptr, qualname, file, (first_line, last_line), target))
+        .unwrap_or(false);
     if new {
         super::tracing::keep_alive(keep);
         #[cfg(not(Py_3_12))]
@@ -33,7 +34,10 @@ fn register(
 /// Records a warning for the report.
 #[pyfunction]
 fn warn(message: String) {
-    WARNINGS.lock().unwrap_or_else(|e| e.into_inner()).push(message);
+    WARNINGS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(message);
 }
 
 /// Called on each new Python thread before its `run()`: libtorch's thread-local reporter is

@@ -37,10 +37,16 @@ pub struct RunFacts {
 pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
     let script_text = program.script.to_string_lossy().into_owned();
     if !program.module && !program.script.is_file() {
-        return Err(Error::usage(format!("can't open file '{script_text}': No such file or directory"))
-            .hint("pass the path of a Python script, or `-m package.module`"));
+        return Err(Error::usage(format!(
+            "can't open file '{script_text}': No such file or directory"
+        ))
+        .hint("pass the path of a Python script, or `-m package.module`"));
     }
-    let mut argv = vec![if program.module { "-m".to_string() } else { script_text.clone() }];
+    let mut argv = vec![if program.module {
+        "-m".to_string()
+    } else {
+        script_text.clone()
+    }];
     argv.extend(program.args.iter().cloned());
     let python = interpreter::find_python()?;
     interpreter::initialize(&python, &argv)?;
@@ -49,16 +55,28 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
     Python::attach(|py| -> Result<RunFacts> {
         let boot = load_bootstrap(py).map_err(|e| python_failure(py, "start", e))?;
         check_torch(py, &boot)?;
-        let signal = py.import("signal").map_err(|e| python_failure(py, "import signal", e))?;
+        let signal = py
+            .import("signal")
+            .map_err(|e| python_failure(py, "import signal", e))?;
         signal
-            .call_method1("signal", (signal.getattr("SIGINT").unwrap(), signal.getattr("default_int_handler").unwrap()))
+            .call_method1(
+                "signal",
+                (
+                    signal.getattr("SIGINT").unwrap(),
+                    signal.getattr("default_int_handler").unwrap(),
+                ),
+            )
             .map_err(|e| python_failure(py, "set the SIGINT handler", e))?;
         interrupt::install()?;
 
         let script_abs = if program.module {
             None
         } else {
-            Some(std::path::absolute(&program.script)?.to_string_lossy().into_owned())
+            Some(
+                std::path::absolute(&program.script)?
+                    .to_string_lossy()
+                    .into_owned(),
+            )
         };
         boot.call_method1("install", (program.targets.clone(), script_abs.clone()))
             .map_err(|e| python_failure(py, "install the targets", e))?;
@@ -78,7 +96,11 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             None => {
                 interrupt::set_script_running(true);
                 tracing::start_on_this_thread();
-                boot.call_method1("run_module", (program.script.to_string_lossy().into_owned(),)).map(|_| ())
+                boot.call_method1(
+                    "run_module",
+                    (program.script.to_string_lossy().into_owned(),),
+                )
+                .map(|_| ())
             }
         };
         let mut outcome = outcome_of(py, result);
@@ -88,9 +110,16 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
         tracing::stop_on_this_thread();
         let _ = boot.call_method0("stop");
 
-        let mut warnings: Vec<String> =
-            boot.call_method0("target_warnings").and_then(|w| w.extract()).unwrap_or_default();
-        warnings.extend(module::WARNINGS.lock().unwrap_or_else(|e| e.into_inner()).drain(..));
+        let mut warnings: Vec<String> = boot
+            .call_method0("target_warnings")
+            .and_then(|w| w.extract())
+            .unwrap_or_default();
+        warnings.extend(
+            module::WARNINGS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..),
+        );
         let torch_version = py
             .import("sys")
             .and_then(|s| s.getattr("modules"))
@@ -98,17 +127,31 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             .and_then(|t| t.getattr("__version__"))
             .and_then(|v| v.str().map(|s| s.to_string()))
             .unwrap_or_else(|_| torch::linked_version());
-        let device_name = boot.call_method1("device_name", (device_index,)).and_then(|n| n.extract()).unwrap_or(None);
-        let python_version: String =
-            py.import("platform").and_then(|p| p.call_method0("python_version")).and_then(|v| v.extract()).unwrap_or_default();
+        let device_name = boot
+            .call_method1("device_name", (device_index,))
+            .and_then(|n| n.extract())
+            .unwrap_or(None);
+        let python_version: String = py
+            .import("platform")
+            .and_then(|p| p.call_method0("python_version"))
+            .and_then(|v| v.extract())
+            .unwrap_or_default();
         flush_stdio(py);
-        Ok(RunFacts { outcome, python_version, torch_version, device_name, warnings })
+        Ok(RunFacts {
+            outcome,
+            python_version,
+            torch_version,
+            device_name,
+            warnings,
+        })
     })
 }
 
 fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = module::create(py)?;
-    py.import("sys")?.getattr("modules")?.set_item("_memprof", m)?;
+    py.import("sys")?
+        .getattr("modules")?
+        .set_item("_memprof", m)?;
     let code = CString::new(BOOTSTRAP).expect("bootstrap has no NUL");
     PyModule::from_code(py, &code, c"<memprof>", c"_memprof_bootstrap")
 }
@@ -122,14 +165,18 @@ fn python_failure(py: Python<'_>, what: &str, err: PyErr) -> Error {
 /// The torch that the script will import must be the libtorch this binary linked.
 fn check_torch(py: Python<'_>, boot: &Bound<'_, PyModule>) -> Result<()> {
     let linked = torch::linked_version();
-    let facts: Option<(String, Option<String>)> =
-        boot.call_method0("torch_facts").and_then(|f| f.extract()).map_err(|e| python_failure(py, "find torch", e))?;
+    let facts: Option<(String, Option<String>)> = boot
+        .call_method0("torch_facts")
+        .and_then(|f| f.extract())
+        .map_err(|e| python_failure(py, "find torch", e))?;
     let rebuild = "rebuild memprof with that virtualenv active: `LIBTORCH_USE_PYTORCH=1 cargo install --path .`";
     let Some((root, version)) = facts else {
         return Err(Error::usage(format!(
             "this Python has no torch (memprof needs torch {linked}, the version it was built with)"
         ))
-        .hint(format!("activate the virtualenv with torch=={linked}, or `pip install torch=={linked}`")));
+        .hint(format!(
+            "activate the virtualenv with torch=={linked}, or `pip install torch=={linked}`"
+        )));
     };
     let version = version.unwrap_or_else(|| "unknown".into());
     if version.split('+').next() != Some(linked.as_str()) {
@@ -140,7 +187,10 @@ fn check_torch(py: Python<'_>, boot: &Bound<'_, PyModule>) -> Result<()> {
     }
     let expected = std::path::Path::new(&root).join("lib").join("libc10.so");
     if let Some(loaded) = torch::loaded_libc10() {
-        let same = match (std::fs::canonicalize(&loaded), std::fs::canonicalize(&expected)) {
+        let same = match (
+            std::fs::canonicalize(&loaded),
+            std::fs::canonicalize(&expected),
+        ) {
             (Ok(a), Ok(b)) => a == b,
             _ => false,
         };
@@ -155,18 +205,24 @@ fn check_torch(py: Python<'_>, boot: &Bound<'_, PyModule>) -> Result<()> {
     Ok(())
 }
 
-fn compile_script<'py>(py: Python<'py>, boot: &Bound<'py, PyModule>, path: &str) -> Result<Bound<'py, PyAny>> {
+fn compile_script<'py>(
+    py: Python<'py>,
+    boot: &Bound<'py, PyModule>,
+    path: &str,
+) -> Result<Bound<'py, PyAny>> {
     boot.call_method1("compile_script", (path,)).map_err(|e| {
         if e.is_instance_of::<PySyntaxError>(py) {
             // As python prints it: the file, the line and the caret, without memprof's frames.
-            let printed = py
-                .import("traceback")
-                .and_then(|t| t.call_method1("print_exception", (e.get_type(py), e.value(py), py.None())));
+            let printed = py.import("traceback").and_then(|t| {
+                t.call_method1("print_exception", (e.get_type(py), e.value(py), py.None()))
+            });
             if printed.is_err() {
                 e.display(py);
             }
-            Error::usage(format!("'{path}' is not valid Python (the syntax error is shown above)"))
-                .hint("fix the script; `python -m py_compile` shows the same error")
+            Error::usage(format!(
+                "'{path}' is not valid Python (the syntax error is shown above)"
+            ))
+            .hint("fix the script; `python -m py_compile` shows the same error")
         } else {
             e.display(py);
             Error::usage(format!("could not read '{path}'"))
@@ -189,7 +245,13 @@ fn eval(py: Python<'_>, code: &Bound<'_, PyAny>, globals: &Bound<'_, PyDict>) ->
 /// Turns the script's result into an outcome, printing what Python would print.
 fn outcome_of(py: Python<'_>, result: PyResult<()>) -> Outcome {
     let err = match result {
-        Ok(()) => return Outcome { status: "completed".into(), exit_code: 0, exception: None },
+        Ok(()) => {
+            return Outcome {
+                status: "completed".into(),
+                exit_code: 0,
+                exception: None,
+            }
+        }
         Err(e) => e,
     };
     if err.is_instance_of::<PySystemExit>(py) {
@@ -209,20 +271,40 @@ fn outcome_of(py: Python<'_>, result: PyResult<()>) -> Outcome {
             },
         };
         let status = if exit_code == 0 { "completed" } else { "exit" };
-        return Outcome { status: status.into(), exit_code, exception: None };
+        return Outcome {
+            status: status.into(),
+            exit_code,
+            exception: None,
+        };
     }
     let description = describe(py, &err);
     print_traceback(py, err.clone_ref(py));
     if err.is_instance_of::<PyKeyboardInterrupt>(py) {
         let code = interrupt::received().unwrap_or(exit_code::INTERRUPTED);
-        let status = if code == exit_code::TERMINATED { "terminated" } else { "interrupted" };
-        return Outcome { status: status.into(), exit_code: code, exception: Some(description) };
+        let status = if code == exit_code::TERMINATED {
+            "terminated"
+        } else {
+            "interrupted"
+        };
+        return Outcome {
+            status: status.into(),
+            exit_code: code,
+            exception: Some(description),
+        };
     }
-    Outcome { status: "exception".into(), exit_code: exit_code::SCRIPT_RAISED, exception: Some(description) }
+    Outcome {
+        status: "exception".into(),
+        exit_code: exit_code::SCRIPT_RAISED,
+        exception: Some(description),
+    }
 }
 
 fn describe(py: Python<'_>, err: &PyErr) -> String {
-    let name = err.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into());
+    let name = err
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".into());
     match err.value(py).str() {
         Ok(msg) if !msg.to_string().is_empty() => format!("{name}: {msg}"),
         _ => name,
@@ -243,13 +325,17 @@ fn print_traceback(py: Python<'_>, err: PyErr) {
 
 /// What `Py_FinalizeEx` would run for the program: wait for non-daemon threads, then atexit.
 fn shutdown(py: Python<'_>, outcome: &mut Outcome) {
-    let threads = py.import("threading").and_then(|t| t.call_method0("_shutdown"));
+    let threads = py
+        .import("threading")
+        .and_then(|t| t.call_method0("_shutdown"));
     if let Err(e) = threads {
         if e.is_instance_of::<PyKeyboardInterrupt>(py) && outcome.status == "completed" {
             *outcome = outcome_of(py, Err(e));
         }
     }
-    let _ = py.import("atexit").and_then(|a| a.call_method0("_run_exitfuncs"));
+    let _ = py
+        .import("atexit")
+        .and_then(|a| a.call_method0("_run_exitfuncs"));
 }
 
 fn flush_stdio(py: Python<'_>) {

@@ -64,7 +64,10 @@ mod imp {
 
     /// Runs `targeted` for a targeted code object, or tells the recorder a watched caller moved.
     #[inline]
-    fn dispatch(code: &Bound<'_, PyAny>, targeted: impl FnOnce(&mut recorder::Recorder, usize, u32)) {
+    fn dispatch(
+        code: &Bound<'_, PyAny>,
+        targeted: impl FnOnce(&mut recorder::Recorder, usize, u32),
+    ) {
         let ptr = code.as_ptr() as usize;
         recorder::with(|r| match r.function_of(ptr) {
             Some(func) => targeted(r, current_frame(), func),
@@ -79,7 +82,11 @@ mod imp {
     #[pyfunction]
     fn on_start(code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>) {
         dispatch(code, |r, frame, func| {
-            let caller = if r.has_returning() { caller_of(frame) } else { None };
+            let caller = if r.has_returning() {
+                caller_of(frame)
+            } else {
+                None
+            };
             r.on_start(frame, func, caller)
         });
     }
@@ -95,7 +102,12 @@ mod imp {
     }
 
     #[pyfunction]
-    fn on_return(py: Python<'_>, code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>, _value: &Bound<'_, PyAny>) {
+    fn on_return(
+        py: Python<'_>,
+        code: &Bound<'_, PyAny>,
+        _offset: &Bound<'_, PyAny>,
+        _value: &Bound<'_, PyAny>,
+    ) {
         let mut newly_watched = None;
         dispatch(code, |r, frame, _| {
             let caller = caller_of(frame);
@@ -169,10 +181,17 @@ mod imp {
         Python::attach(|py| {
             // SAFETY: ptr is a live code object kept alive by KEEP.
             let code = unsafe { Bound::from_borrowed_ptr(py, ptr as *mut ffi::PyObject) };
-            let flags: i32 = code.getattr("co_flags").and_then(|f| f.extract()).unwrap_or(0);
+            let flags: i32 = code
+                .getattr("co_flags")
+                .and_then(|f| f.extract())
+                .unwrap_or(0);
             if flags & GENERATOR_FLAGS != 0 {
                 if let Ok(bytes) = code.getattr("co_code").and_then(|b| b.extract::<Vec<u8>>()) {
-                    GENERATOR_CODE.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(ptr, bytes);
+                    GENERATOR_CODE
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert_with(HashMap::new)
+                        .insert(ptr, bytes);
                 }
             }
         });
@@ -181,10 +200,17 @@ mod imp {
     fn opcode_at(code: usize, offset: c_int) -> Option<u8> {
         let guard = GENERATOR_CODE.lock().unwrap_or_else(|e| e.into_inner());
         let bytes = guard.as_ref()?.get(&code)?;
-        usize::try_from(offset).ok().and_then(|o| bytes.get(o).copied())
+        usize::try_from(offset)
+            .ok()
+            .and_then(|o| bytes.get(o).copied())
     }
 
-    extern "C" fn trace(_obj: *mut ffi::PyObject, frame: *mut ffi::PyFrameObject, what: c_int, arg: *mut ffi::PyObject) -> c_int {
+    extern "C" fn trace(
+        _obj: *mut ffi::PyObject,
+        frame: *mut ffi::PyFrameObject,
+        what: c_int,
+        arg: *mut ffi::PyObject,
+    ) -> c_int {
         let code = code_of(frame as usize);
         let frame_key = frame as usize;
         recorder::with(|r| {
@@ -208,7 +234,11 @@ mod imp {
                     if opcode_at(code, lasti - 2) == Some(YIELD_VALUE) {
                         r.on_resume(frame_key, func);
                     } else {
-                        let caller = if r.has_returning() { caller_of(frame_key) } else { None };
+                        let caller = if r.has_returning() {
+                            caller_of(frame_key)
+                        } else {
+                            None
+                        };
                         r.on_start(frame_key, func, caller);
                     }
                 }

@@ -1,5 +1,8 @@
 //! Assembles the report model from the recorder's aggregates and the run's facts.
-use crate::profile::{DeviceInfo, FunctionProfile, LineProfile, Metadata, Outcome, Profile, StatColumn, SCHEMA, SEMANTICS};
+use crate::profile::{
+    DeviceInfo, FunctionProfile, LineProfile, Metadata, Outcome, Profile, StatColumn, SCHEMA,
+    SEMANTICS,
+};
 use crate::recorder::{FunctionRecord, Recorder};
 use std::collections::BTreeMap;
 
@@ -21,7 +24,12 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
         .map(|c| StatColumn {
             key: c.key.clone(),
             is_bytes: c.is_bytes,
-            aggregation: if c.field.sums_over_hits() { "sum" } else { "max" }.to_string(),
+            aggregation: if c.field.sums_over_hits() {
+                "sum"
+            } else {
+                "max"
+            }
+            .to_string(),
         })
         .collect();
     let mut warnings = ctx.warnings;
@@ -61,13 +69,27 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
 fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile {
     let source = std::fs::read_to_string(&f.file).unwrap_or_default();
     let source_lines: Vec<&str> = source.lines().collect();
-    let keys: Vec<&str> = recorder.shown_columns().iter().map(|c| c.key.as_str()).collect();
+    let keys: Vec<&str> = recorder
+        .shown_columns()
+        .iter()
+        .map(|c| c.key.as_str())
+        .collect();
     let last = f.last_line.max(f.lines.keys().copied().max().unwrap_or(0));
     let mut total_peak: Option<i64> = None;
     let mut lines = Vec::new();
     for line in f.first_line..=last {
-        let text = source_lines.get(line as usize - 1).map(|s| s.to_string()).unwrap_or_default();
-        let mut out = LineProfile { line, source: text, hits: 0, raised: 0, delta_bytes: None, stats: BTreeMap::new() };
+        let text = source_lines
+            .get(line as usize - 1)
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        let mut out = LineProfile {
+            line,
+            source: text,
+            hits: 0,
+            raised: 0,
+            delta_bytes: None,
+            stats: BTreeMap::new(),
+        };
         if let Some(agg) = f.lines.get(&line) {
             let (values, peak) = recorder.shown_values(agg);
             out.hits = agg.hits;
@@ -75,7 +97,11 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile 
             if peak.is_some() {
                 out.delta_bytes = Some(agg.delta);
                 total_peak = total_peak.max(peak);
-                out.stats = keys.iter().map(|k| k.to_string()).zip(values.iter().copied()).collect();
+                out.stats = keys
+                    .iter()
+                    .map(|k| k.to_string())
+                    .zip(values.iter().copied())
+                    .collect();
             }
         }
         lines.push(out);

@@ -31,11 +31,18 @@ pub fn check_writable(path: &Path) -> Result<()> {
         _ => Path::new("."),
     };
     if path.is_dir() {
-        return Err(Error::usage(format!("'-o {}' is a directory", path.display())).hint("pass a file name, e.g. -o report.yaml"));
+        return Err(
+            Error::usage(format!("'-o {}' is a directory", path.display()))
+                .hint("pass a file name, e.g. -o report.yaml"),
+        );
     }
     if !dir.is_dir() {
-        return Err(Error::usage(format!("cannot write the report to '{}': the directory '{}' does not exist", path.display(), dir.display()))
-            .hint("create the directory first, or pass another -o path"));
+        return Err(Error::usage(format!(
+            "cannot write the report to '{}': the directory '{}' does not exist",
+            path.display(),
+            dir.display()
+        ))
+        .hint("create the directory first, or pass another -o path"));
     }
     Ok(())
 }
@@ -47,8 +54,14 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path.file_name().ok_or_else(|| Error::usage(format!("'{}' is not a file name", path.display())))?;
-    let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::usage(format!("'{}' is not a file name", path.display())))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(text.as_bytes())?;
@@ -57,7 +70,10 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
     })();
     result.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        Error::usage(format!("cannot write the report to '{}': {e}", path.display()))
+        Error::usage(format!(
+            "cannot write the report to '{}': {e}",
+            path.display()
+        ))
     })
 }
 
@@ -71,8 +87,17 @@ pub fn load(path: &Path) -> Result<Profile> {
         serde_yaml::from_str(&text).map_err(|e| e.to_string())
     };
     parsed.map_err(|e| {
-        let first = e.lines().next().unwrap_or_default().chars().take(120).collect::<String>();
-        Error::usage(format!("'{}' is not a memprof report ({first})", path.display()))
-            .hint("pass a file written by `memprof run --format yaml|json -o FILE`")
+        let first = e
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(120)
+            .collect::<String>();
+        Error::usage(format!(
+            "'{}' is not a memprof report ({first})",
+            path.display()
+        ))
+        .hint("pass a file written by `memprof run --format yaml|json -o FILE`")
     })
 }

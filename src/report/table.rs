@@ -16,7 +16,11 @@ pub fn render(p: &Profile) -> String {
     } else {
         format!("{} ({})", m.device.label(), m.device.name)
     };
-    let _ = writeln!(out, "memprof {} · torch {} · Python {} · device {device}", m.memprof_version, m.torch_version, m.python_version);
+    let _ = writeln!(
+        out,
+        "memprof {} · torch {} · Python {} · device {device}",
+        m.memprof_version, m.torch_version, m.python_version
+    );
     if let Some(reason) = &m.peak_resets {
         let _ = writeln!(out, "note: {reason}");
     }
@@ -32,10 +36,18 @@ pub fn render(p: &Profile) -> String {
     }
     match m.outcome.status.as_str() {
         "exception" => {
-            let _ = writeln!(out, "the script raised {}", m.outcome.exception.as_deref().unwrap_or("an exception"));
+            let _ = writeln!(
+                out,
+                "the script raised {}",
+                m.outcome.exception.as_deref().unwrap_or("an exception")
+            );
         }
         "interrupted" | "terminated" => {
-            let _ = writeln!(out, "the script was {}: this report covers what ran until then", m.outcome.status);
+            let _ = writeln!(
+                out,
+                "the script was {}: this report covers what ran until then",
+                m.outcome.status
+            );
         }
         _ => {}
     }
@@ -46,7 +58,10 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
     let m = &p.metadata;
     let _ = writeln!(out, "File: {}", f.file);
     let _ = writeln!(out, "Function: {} at line {}", f.qualname, f.first_line);
-    let peak = f.peak_allocated_bytes.map(units::bytes).unwrap_or_else(|| "-".into());
+    let peak = f
+        .peak_allocated_bytes
+        .map(units::bytes)
+        .unwrap_or_else(|| "-".into());
     let _ = writeln!(
         out,
         "Device: {} · Calls: {} · Peak allocated_bytes.all.peak: {peak}",
@@ -55,20 +70,31 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
     );
     out.push('\n');
     let any_raised = f.lines.iter().any(|l| l.raised > 0);
-    let mut header = vec!["Line #".to_string(), "Hits".to_string(), "Δ allocated".to_string()];
+    let mut header = vec![
+        "Line #".to_string(),
+        "Hits".to_string(),
+        "Δ allocated".to_string(),
+    ];
     header.extend(m.stats.iter().map(|s| s.key.clone()));
     if any_raised {
         header.push("Raised".into());
     }
     header.push("Line Contents".into());
     let mut table = Table::new();
-    table.load_preset(PRESET).set_content_arrangement(ContentArrangement::Disabled).set_header(header);
+    table
+        .load_preset(PRESET)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header);
     for line in &f.lines {
         let ran = line.hits > 0 || line.delta_bytes.is_some();
         let mut row = vec![line.line.to_string()];
         if ran {
             row.push(line.hits.to_string());
-            row.push(line.delta_bytes.map(units::signed_bytes).unwrap_or_default());
+            row.push(
+                line.delta_bytes
+                    .map(units::signed_bytes)
+                    .unwrap_or_default(),
+            );
             for s in &m.stats {
                 let v = line.stats.get(&s.key);
                 row.push(match v {
@@ -81,7 +107,11 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
             row.extend(std::iter::repeat_n(String::new(), 2 + m.stats.len()));
         }
         if any_raised {
-            row.push(if line.raised > 0 { line.raised.to_string() } else { String::new() });
+            row.push(if line.raised > 0 {
+                line.raised.to_string()
+            } else {
+                String::new()
+            });
         }
         row.push(line.source.clone());
         table.add_row(row);

@@ -35,14 +35,21 @@ fn check(rc: c_int, what: &str) -> Result<()> {
     if rc == 0 {
         Ok(())
     } else {
-        Err(Error::usage(format!("libtorch failed to {what}: {}", last_error())))
+        Err(Error::usage(format!(
+            "libtorch failed to {what}: {}",
+            last_error()
+        )))
     }
 }
 
 /// The libtorch version the binary was built against, e.g. `2.11.0`.
 pub fn linked_version() -> String {
     // SAFETY: returns a static string.
-    unsafe { CStr::from_ptr(ffi::mp_torch_version()).to_string_lossy().into_owned() }
+    unsafe {
+        CStr::from_ptr(ffi::mp_torch_version())
+            .to_string_lossy()
+            .into_owned()
+    }
 }
 
 /// Path of the libc10.so loaded into this process.
@@ -78,19 +85,28 @@ pub fn allocator_initialized() -> bool {
 /// Reads the device's 122 allocator stats into `out`.
 pub fn device_stats(device: i32, out: &mut [i64; CUDA_STAT_COUNT]) -> Result<()> {
     // SAFETY: out has room for the 122 values the shim writes.
-    check(unsafe { ffi::mp_device_stats(device, out.as_mut_ptr()) }, "read allocator stats")
+    check(
+        unsafe { ffi::mp_device_stats(device, out.as_mut_ptr()) },
+        "read allocator stats",
+    )
 }
 
 /// Resets the device's peak stats to their current values.
 pub fn reset_peak_stats(device: i32) -> Result<()> {
     // SAFETY: plain call.
-    check(unsafe { ffi::mp_reset_peak_stats(device) }, "reset peak stats")
+    check(
+        unsafe { ffi::mp_reset_peak_stats(device) },
+        "reset peak stats",
+    )
 }
 
 /// Installs the allocation reporter on the calling thread.
 pub fn install_reporter(device: Option<i32>) -> Result<()> {
     // SAFETY: plain call.
-    check(unsafe { ffi::mp_reporter_install(device.unwrap_or(-1)) }, "install the memory reporter")
+    check(
+        unsafe { ffi::mp_reporter_install(device.unwrap_or(-1)) },
+        "install the memory reporter",
+    )
 }
 
 /// Installs the reporter on the calling thread (a thread started by the program).

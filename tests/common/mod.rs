@@ -17,15 +17,23 @@ pub const MIB: i64 = 1024 * 1024;
 
 /// The repository (`MEMPROF_REPO` when the test binary runs on another machine).
 pub fn root() -> PathBuf {
-    std::env::var_os("MEMPROF_REPO").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+    std::env::var_os("MEMPROF_REPO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 pub fn fixture(name: &str) -> String {
-    root().join("fixtures").join(name).to_string_lossy().into_owned()
+    root()
+        .join("fixtures")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
 }
 
 pub fn on_cuda() -> bool {
-    std::env::var("MEMPROF_TEST_DEVICE").map(|d| d == "cuda").unwrap_or(false)
+    std::env::var("MEMPROF_TEST_DEVICE")
+        .map(|d| d == "cuda")
+        .unwrap_or(false)
 }
 
 pub fn device_flag() -> &'static str {
@@ -37,17 +45,23 @@ pub fn device_flag() -> &'static str {
 }
 
 fn venv() -> PathBuf {
-    std::env::var_os("VIRTUAL_ENV").map(PathBuf::from).unwrap_or_else(|| root().join(".venv"))
+    std::env::var_os("VIRTUAL_ENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv"))
 }
 
 /// The venv's python (what `memprof` must behave like).
 pub fn python() -> PathBuf {
-    std::env::var_os("MEMPROF_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| venv().join("bin").join("python"))
+    std::env::var_os("MEMPROF_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| venv().join("bin").join("python"))
 }
 
 /// A memprof command with the venv active.
 pub fn memprof() -> Command {
-    let bin = std::env::var_os("MEMPROF_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_memprof")));
+    let bin = std::env::var_os("MEMPROF_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_memprof")));
     let mut cmd = Command::new(bin);
     let venv = venv();
     cmd.env("VIRTUAL_ENV", &venv);
@@ -56,7 +70,10 @@ pub fn memprof() -> Command {
     paths.extend(std::env::split_paths(&path));
     cmd.env("PATH", std::env::join_paths(paths).unwrap());
     cmd.env_remove("PYTHONPATH");
-    cmd.env("MEMPROF_TEST_DEVICE", if on_cuda() { "cuda" } else { "cpu" });
+    cmd.env(
+        "MEMPROF_TEST_DEVICE",
+        if on_cuda() { "cuda" } else { "cpu" },
+    );
     cmd.current_dir(root().join("fixtures"));
     cmd.stdin(Stdio::null());
     cmd
@@ -70,7 +87,9 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!("not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        })
     }
 }
 
@@ -84,7 +103,11 @@ pub fn finish(out: Output) -> Run {
 
 /// `memprof --device D run <args>`.
 pub fn run(args: &[&str]) -> Run {
-    let out = memprof().args(["--device", device_flag(), "run"]).args(args).output().expect("memprof starts");
+    let out = memprof()
+        .args(["--device", device_flag(), "run"])
+        .args(args)
+        .output()
+        .expect("memprof starts");
     finish(out)
 }
 
@@ -101,7 +124,8 @@ pub fn profile(stats: &[&str], args: &[&str]) -> (Run, Value) {
     all.extend(["--format", "json", "-o", &out_text]);
     all.extend(args);
     let r = run(&all);
-    let text = std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", r.stderr));
+    let text = std::fs::read_to_string(&out)
+        .unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", r.stderr));
     let v = serde_json::from_str(&text).expect("the report is JSON");
     (r, v)
 }
@@ -127,11 +151,15 @@ pub fn line<'a>(func: &'a Value, needle: &str) -> &'a Value {
 }
 
 pub fn stat(line: &Value, key: &str) -> i64 {
-    line["stats"][key].as_i64().unwrap_or_else(|| panic!("{key} missing in {line:#}"))
+    line["stats"][key]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{key} missing in {line:#}"))
 }
 
 pub fn delta(line: &Value) -> i64 {
-    line["delta_bytes"].as_i64().unwrap_or_else(|| panic!("delta missing in {line:#}"))
+    line["delta_bytes"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("delta missing in {line:#}"))
 }
 
 pub fn hits(line: &Value) -> u64 {
@@ -143,7 +171,10 @@ pub fn python_output(script: &Path, args: &[&str]) -> Run {
         .arg(script)
         .args(args)
         .current_dir(root().join("fixtures"))
-        .env("MEMPROF_TEST_DEVICE", if on_cuda() { "cuda" } else { "cpu" })
+        .env(
+            "MEMPROF_TEST_DEVICE",
+            if on_cuda() { "cuda" } else { "cpu" },
+        )
         .stdin(Stdio::null())
         .output()
         .expect("python starts");
