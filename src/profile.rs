@@ -63,6 +63,15 @@ impl DeviceInfo {
             None => self.kind.clone(),
         }
     }
+
+    /// `cuda:0 (NVIDIA H100 80GB HBM3)`, or `cpu`.
+    pub fn describe(&self) -> String {
+        if self.name.is_empty() || self.name == self.kind {
+            self.label()
+        } else {
+            format!("{} ({})", self.label(), self.name)
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -244,3 +244,38 @@ fn exceptions_mark_the_lines_they_leave_from_and_still_report() {
         "caught inside the frame: not raised; uncaught: raised"
     );
 }
+
+#[test]
+fn an_out_of_memory_error_still_produces_the_report_and_marks_its_line() {
+    let mut stats = vec!["allocated_bytes.all.current"];
+    if on_cuda() {
+        stats.push("num_ooms");
+    }
+    let (r, report) = profile(&stats, &["-f", "grow", "oom.py"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let outcome = &report["metadata"]["outcome"];
+    assert_eq!(outcome["status"], "exception");
+    if on_cuda() {
+        assert!(
+            outcome["exception"]
+                .as_str()
+                .unwrap()
+                .starts_with("OutOfMemoryError: CUDA out of memory"),
+            "{outcome}"
+        );
+    }
+    let grow = function(&report, "grow");
+    let huge = line(grow, "huge = torch.empty");
+    assert_eq!(huge["raised"].as_u64(), Some(1));
+    assert_eq!(delta(huge), 0);
+    assert_eq!(
+        stat(
+            line(grow, "small = torch.empty"),
+            "allocated_bytes.all.current"
+        ),
+        KIB
+    );
+    if on_cuda() {
+        assert_eq!(stat(huge, "num_ooms"), 1);
+    }
+}

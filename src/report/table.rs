@@ -11,15 +11,13 @@ const PRESET: &str = "     ==            ";
 pub fn render(p: &Profile) -> String {
     let mut out = String::new();
     let m = &p.metadata;
-    let device = if m.device.name.is_empty() || m.device.name == m.device.kind {
-        m.device.label()
-    } else {
-        format!("{} ({})", m.device.label(), m.device.name)
-    };
     let _ = writeln!(
         out,
-        "memprof {} · torch {} · Python {} · device {device}",
-        m.memprof_version, m.torch_version, m.python_version
+        "memprof {} · torch {} · Python {} · device {}",
+        m.memprof_version,
+        m.torch_version,
+        m.python_version,
+        m.device.describe()
     );
     if let Some(reason) = &m.peak_resets {
         let _ = writeln!(out, "note: {reason}");
@@ -62,10 +60,10 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
         .peak_allocated_bytes
         .map(units::bytes)
         .unwrap_or_else(|| "-".into());
+    let device = m.device.describe();
     let _ = writeln!(
         out,
-        "Device: {} · Calls: {} · Peak allocated_bytes.all.peak: {peak}",
-        m.device.label(),
+        "Device: {device} · Calls: {} · Peak allocated_bytes.all.peak: {peak}",
         f.calls
     );
     out.push('\n');
