@@ -39,6 +39,13 @@ enum Probe {
     },
 }
 
+/// The frame a call returned to, and the code object it runs (0 where the hook does not need it).
+#[derive(Clone, Copy, Debug)]
+pub struct Caller {
+    pub frame: usize,
+    pub code: usize,
+}
+
 /// One open or suspended execution of a targeted frame.
 struct FrameState {
     func: u32,
@@ -96,11 +103,12 @@ pub struct Recorder {
     codes: HashMap<usize, u32>,
     pub functions: Vec<FunctionRecord>,
     frames: HashMap<usize, FrameState>,
-    /// Calls that returned, with their caller's frame: their last line ends when it resumes.
-    returning: Vec<(usize, FrameState)>,
-    /// Untargeted callers of targets, whose events end those windows.
-    #[cfg_attr(not(Py_3_12), allow(dead_code))]
-    watched: std::collections::HashSet<usize>,
+    /// Calls that returned, with their caller: their last line ends when it resumes.
+    returning: Vec<(Caller, FrameState)>,
+    /// Untargeted callers' code objects with calls waiting on them, and how many.
+    watched: HashMap<usize, u32>,
+    /// Code objects whose events the hook must switch on (true) or off (false).
+    watch_changes: Vec<(usize, bool)>,
     page_size: i64,
 }
 
@@ -233,7 +241,8 @@ impl Recorder {
             functions: Vec::new(),
             frames: HashMap::new(),
             returning: Vec::new(),
-            watched: std::collections::HashSet::new(),
+            watched: HashMap::new(),
+            watch_changes: Vec::new(),
             page_size,
         }
     }
@@ -305,8 +314,9 @@ impl Recorder {
     pub fn stop(&mut self) {
         if !self.returning.is_empty() {
             self.take_sample();
-            for (_, mut state) in std::mem::take(&mut self.returning) {
+            for (caller, mut state) in std::mem::take(&mut self.returning) {
                 self.close(&mut state, false);
+                self.unwatch(caller.code);
             }
         }
         self.stopped = true;
@@ -318,10 +328,41 @@ impl Recorder {
         !self.returning.is_empty()
     }
 
-    /// Marks `code` as watched; true if it was not yet (the hook must then enable its events).
-    #[cfg_attr(not(Py_3_12), allow(dead_code))] // the C trace function sees every frame
-    pub fn watch(&mut self, code: usize) -> bool {
-        !self.codes.contains_key(&code) && self.watched.insert(code)
+    /// Code objects whose events must be switched on (true) or off (false), since the last call.
+    /// Only sys.monitoring needs them (a C trace function sees every frame), and they are
+    /// applied outside the recorder's lock because that calls into Python.
+    #[inline]
+    #[cfg_attr(not(Py_3_12), allow(dead_code))]
+    pub fn take_watch_changes(&mut self) -> Option<Vec<(usize, bool)>> {
+        if self.watch_changes.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.watch_changes))
+        }
+    }
+
+    /// A call now waits on a caller running `code`: watch it while any call does.
+    fn watch(&mut self, code: usize) {
+        if code == 0 || self.codes.contains_key(&code) {
+            return;
+        }
+        let n = self.watched.entry(code).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            self.watch_changes.push((code, true));
+        }
+    }
+
+    /// A call stopped waiting on a caller running `code`; with none left, stop watching it, so
+    /// a caller's later lines (a hot loop, say) cost nothing.
+    fn unwatch(&mut self, code: usize) {
+        if let Some(n) = self.watched.get_mut(&code) {
+            *n -= 1;
+            if *n == 0 {
+                self.watched.remove(&code);
+                self.watch_changes.push((code, false));
+            }
+        }
     }
 
     /// A new call of a targeted function; `caller` is the calling frame when calls are waiting
@@ -384,13 +425,16 @@ impl Recorder {
     /// frame's last line stays open until `caller` resumes, so that it includes the release of
     /// the frame's locals; an exception's traceback keeps the frame alive, so that line closes
     /// now.
-    pub fn on_exit(&mut self, frame: usize, raised: bool, caller: Option<usize>) {
+    pub fn on_exit(&mut self, frame: usize, raised: bool, caller: Option<Caller>) {
         self.take_sample();
         self.settle(frame);
         if let Some(mut state) = self.frames.remove(&frame) {
             if state.open {
                 match caller {
-                    Some(caller) if !raised => self.returning.push((caller, state)),
+                    Some(caller) if !raised => {
+                        self.watch(caller.code);
+                        self.returning.push((caller, state));
+                    }
                     _ => self.close(&mut state, raised),
                 }
             }
@@ -400,7 +444,11 @@ impl Recorder {
     /// An event of a frame that is not targeted (a watched caller's line, return or yield, or
     /// an exception leaving it): calls it made have now ended.
     pub fn on_caller_event(&mut self, frame: usize) {
-        if self.returning.iter().any(|(caller, _)| *caller == frame) {
+        if self
+            .returning
+            .iter()
+            .any(|(caller, _)| caller.frame == frame)
+        {
             self.take_sample();
             self.settle(frame);
         }
@@ -410,9 +458,10 @@ impl Recorder {
     fn settle(&mut self, caller: usize) {
         let mut i = 0;
         while i < self.returning.len() {
-            if self.returning[i].0 == caller {
-                let (_, mut state) = self.returning.swap_remove(i);
+            if self.returning[i].0.frame == caller {
+                let (caller, mut state) = self.returning.swap_remove(i);
                 self.close(&mut state, false);
+                self.unwatch(caller.code);
             } else {
                 i += 1;
             }

@@ -195,7 +195,7 @@ def _start_monitoring():
     # A targeted call's last line lasts until its caller resumes (the frame's locals are released
     # in between): memprof watches callers that are not targets for their next line or return.
     watch_events = E.LINE | E.PY_RETURN | E.PY_YIELD
-    _memprof.set_watcher(lambda code: mon.set_local_events(_TOOL, code, watch_events))
+    _memprof.set_watcher(lambda code, on: mon.set_local_events(_TOOL, code, watch_events if on else 0))
 
 
 def stop():

@@ -54,7 +54,7 @@ mod imp {
     use super::*;
     use std::sync::OnceLock;
 
-    /// Bootstrap's `watch(code)`: switches on LINE, PY_RETURN and PY_YIELD for a caller.
+    /// Bootstrap's `watch(code, on)`: switches a caller's LINE, PY_RETURN and PY_YIELD on or off.
     static WATCHER: OnceLock<Py<PyAny>> = OnceLock::new();
 
     #[pyfunction]
@@ -62,26 +62,44 @@ mod imp {
         let _ = WATCHER.set(watcher);
     }
 
-    /// Runs `targeted` for a targeted code object, or tells the recorder a watched caller moved.
+    /// Runs `targeted` for a targeted code object, or tells the recorder a watched caller moved;
+    /// then switches callers' events on or off as the recorder asks. That calls into Python, so
+    /// it happens outside the recorder's lock.
     #[inline]
     fn dispatch(
+        py: Python<'_>,
         code: &Bound<'_, PyAny>,
         targeted: impl FnOnce(&mut recorder::Recorder, usize, u32),
     ) {
         let ptr = code.as_ptr() as usize;
-        recorder::with(|r| match r.function_of(ptr) {
-            Some(func) => targeted(r, current_frame(), func),
-            None => {
-                if r.has_returning() {
-                    r.on_caller_event(current_frame());
+        let changes = recorder::with(|r| {
+            match r.function_of(ptr) {
+                Some(func) => targeted(r, current_frame(), func),
+                None => {
+                    if r.has_returning() {
+                        r.on_caller_event(current_frame());
+                    }
                 }
             }
-        });
+            r.take_watch_changes()
+        })
+        .flatten();
+        let (Some(changes), Some(watcher)) = (changes, WATCHER.get()) else {
+            return;
+        };
+        for (code, on) in changes {
+            // SAFETY: a watched caller's code object is alive while it runs and until its last
+            // waiting call ends, which is when it is switched off.
+            let code = unsafe { Bound::from_borrowed_ptr(py, code as *mut ffi::PyObject) };
+            if let Err(e) = watcher.call1(py, (code, on)) {
+                e.write_unraisable(py, None);
+            }
+        }
     }
 
     #[pyfunction]
-    fn on_start(code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>) {
-        dispatch(code, |r, frame, func| {
+    fn on_start(py: Python<'_>, code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>) {
+        dispatch(py, code, |r, frame, func| {
             let caller = if r.has_returning() {
                 caller_of(frame)
             } else {
@@ -92,13 +110,13 @@ mod imp {
     }
 
     #[pyfunction]
-    fn on_resume(code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>) {
-        dispatch(code, |r, frame, func| r.on_resume(frame, func));
+    fn on_resume(py: Python<'_>, code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>) {
+        dispatch(py, code, |r, frame, func| r.on_resume(frame, func));
     }
 
     #[pyfunction]
-    fn on_line(code: &Bound<'_, PyAny>, line: u32) {
-        dispatch(code, |r, frame, func| r.on_line(frame, func, line));
+    fn on_line(py: Python<'_>, code: &Bound<'_, PyAny>, line: u32) {
+        dispatch(py, code, |r, frame, func| r.on_line(frame, func, line));
     }
 
     #[pyfunction]
@@ -108,35 +126,33 @@ mod imp {
         _offset: &Bound<'_, PyAny>,
         _value: &Bound<'_, PyAny>,
     ) {
-        let mut newly_watched = None;
-        dispatch(code, |r, frame, _| {
-            let caller = caller_of(frame);
+        dispatch(py, code, |r, frame, _| {
+            let caller = caller_of(frame).map(|f| recorder::Caller {
+                frame: f,
+                code: code_of(f),
+            });
             r.on_exit(frame, false, caller);
-            if let Some(caller) = caller {
-                let caller_code = code_of(caller);
-                if r.watch(caller_code) {
-                    newly_watched = Some(caller_code);
-                }
-            }
         });
-        // Outside the recorder's lock: this calls into Python.
-        if let (Some(code), Some(watcher)) = (newly_watched, WATCHER.get()) {
-            // SAFETY: the caller's code object is alive (its frame is running).
-            let code = unsafe { Bound::from_borrowed_ptr(py, code as *mut ffi::PyObject) };
-            if let Err(e) = watcher.call1(py, (code,)) {
-                e.write_unraisable(py, None);
-            }
-        }
     }
 
     #[pyfunction]
-    fn on_yield(code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>, _value: &Bound<'_, PyAny>) {
-        dispatch(code, |r, frame, _| r.on_yield(frame));
+    fn on_yield(
+        py: Python<'_>,
+        code: &Bound<'_, PyAny>,
+        _offset: &Bound<'_, PyAny>,
+        _value: &Bound<'_, PyAny>,
+    ) {
+        dispatch(py, code, |r, frame, _| r.on_yield(frame));
     }
 
     #[pyfunction]
-    fn on_unwind(code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>, _exc: &Bound<'_, PyAny>) {
-        dispatch(code, |r, frame, _| r.on_exit(frame, true, None));
+    fn on_unwind(
+        py: Python<'_>,
+        code: &Bound<'_, PyAny>,
+        _offset: &Bound<'_, PyAny>,
+        _exc: &Bound<'_, PyAny>,
+    ) {
+        dispatch(py, code, |r, frame, _| r.on_exit(frame, true, None));
     }
 
     pub fn add_callbacks(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -251,7 +267,10 @@ mod imp {
                         if opcode_at(code, lasti) == Some(YIELD_VALUE) {
                             r.on_yield(frame_key);
                         } else {
-                            r.on_exit(frame_key, false, caller_of(frame_key));
+                            // Code 0: a C trace function sees every frame, nothing to watch.
+                            let caller = caller_of(frame_key)
+                                .map(|f| recorder::Caller { frame: f, code: 0 });
+                            r.on_exit(frame_key, false, caller);
                         }
                     }
                 }
