@@ -20,5 +20,6 @@ for t in tests/*.rs; do
   exe=$(ls -t target/device/release/deps/"$name"-* 2>/dev/null | grep -v '\.d$' | head -n 1)
   [ -n "$exe" ] && cp "$exe" ".device/tests/$name"
 done
-rm -f .device/memprof-* .device/measure-* 2>/dev/null || true
+# The baselines for benches/run.sh: pytorch_memlab 0.3.2 (+ calmsize) and line_profiler 5.1.
+mkdir -p .device/wheels && cp "$shared"/gpu/wheels/*.whl .device/wheels/
 ls -la .device .device/tests

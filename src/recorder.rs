@@ -1,6 +1,7 @@
 //! Turns the hook's events on targeted frames (start, line, yield, resume, return, unwind) into
 //! per-line measurements: per-frame state, sampling of the allocator, and aggregation over hits.
 //! It knows nothing of Python: the hooks hand it frame and code addresses.
+use crate::host::RssReader;
 use crate::stats::{self, Field, StatDef, CUDA_STAT_COUNT};
 use crate::torch::{self, tally, TALLY_LEN};
 use std::collections::HashMap;
@@ -109,7 +110,7 @@ pub struct Recorder {
     watched: HashMap<usize, u32>,
     /// Code objects whose events the hook must switch on (true) or off (false).
     watch_changes: Vec<(usize, bool)>,
-    page_size: i64,
+    rss: RssReader,
 }
 
 impl Recorder {
@@ -220,8 +221,6 @@ impl Recorder {
         } else {
             tally_at + tally::ALLOCATED_CURRENT
         };
-        // SAFETY: sysconf has no preconditions.
-        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as i64;
         Recorder {
             source,
             columns,
@@ -243,7 +242,7 @@ impl Recorder {
             returning: Vec::new(),
             watched: HashMap::new(),
             watch_changes: Vec::new(),
-            page_size,
+            rss: RssReader::new(),
         }
     }
 
@@ -550,7 +549,7 @@ impl Recorder {
             .expect("sample layout");
         torch::take_tally(matches!(self.source, Source::Cuda(_)), t);
         if let Some(at) = self.rss_at {
-            self.sample[at] = read_rss_pages().map_or(0, |p| p * self.page_size);
+            self.sample[at] = self.rss.bytes();
         }
         if self.peak_slots == 0 {
             return;
@@ -620,12 +619,6 @@ impl Recorder {
             Some(agg.values[self.total_peak_column]),
         )
     }
-}
-
-/// Resident pages of this process, from /proc/self/statm.
-fn read_rss_pages() -> Option<i64> {
-    let text = std::fs::read_to_string("/proc/self/statm").ok()?;
-    text.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The one recorder of this process. Hooks run with the GIL held, so the lock is uncontended

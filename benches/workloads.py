@@ -1,0 +1,134 @@
+"""The benchmark workloads, one case per process.
+
+    python3 benches/workloads.py CASE --profiler none|memlab|line_profiler
+    memprof run -f TARGET benches/workloads.py CASE --profiler memprof
+
+memprof profiles from outside (as users run it); pytorch_memlab 0.3.2 and line_profiler wrap the
+same target in-process, as their users do. Prints one JSON line: the timings of the repeats that
+follow the warm-up, and the process's footprint.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+
+# Case 1: a tight pure-Python loop, every line traced.
+def tight(n):
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
+# Case 4: Python-heavy code that is not targeted, while a rarely called function is.
+def small(x):
+    return x + 1
+
+
+def heavy(n):
+    t = 0
+    for i in range(n):
+        t = small(t)
+    return t
+
+
+def rare():
+    return torch.zeros(1)
+
+
+def train_step(model, optimizer, images, labels):
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(images), labels)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def resnet_setup():
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    images = torch.randn(32, 3, 224, 224, device="cuda")
+    labels = torch.randint(0, 1000, (32,), device="cuda")
+    return model, optimizer, images, labels
+
+
+def timed(fn, warmup, repeats, sync=False):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if sync:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        if sync:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def wrap(profiler, *functions):
+    """Starts pytorch_memlab's or line_profiler's line profiler on `functions`."""
+    if profiler == "memlab":
+        from pytorch_memlab import LineProfiler
+        prof = LineProfiler(*functions)
+        prof.enable()
+        return prof
+    if profiler == "line_profiler":
+        from line_profiler import LineProfiler
+        prof = LineProfiler(*functions)
+        prof.enable_by_count()
+        return prof
+    return None
+
+
+def rss_bytes():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=["loop", "resnet", "bottleneck", "untargeted"])
+    p.add_argument("--profiler", default="none")
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--repeats", type=int, default=20)
+    args = p.parse_args()
+    out = {"case": args.case, "profiler": args.profiler}
+    if args.case == "loop":
+        wrap(args.profiler, tight)
+        out["times"] = timed(lambda: tight(args.n), 1, args.repeats)
+        out["line_events"] = 2 * args.n + 2
+    elif args.case == "untargeted":
+        rare()  # called once, before the measured code; it is the target
+        wrap(args.profiler, rare)
+        out["times"] = timed(lambda: heavy(args.n), 1, args.repeats)
+    else:
+        model, optimizer, images, labels = resnet_setup()
+        if args.case == "resnet":
+            wrap(args.profiler, train_step)
+        else:
+            import torchvision
+            wrap(args.profiler, torchvision.models.resnet.Bottleneck.forward)
+        out["times"] = timed(lambda: train_step(model, optimizer, images, labels), 5, args.repeats, sync=True)
+        torch.cuda.synchronize()
+        free, total = torch.cuda.mem_get_info()
+        out["gpu_used_bytes"] = total - free
+        out["memory_reserved"] = torch.cuda.memory_reserved()
+        out["memory_allocated"] = torch.cuda.memory_allocated()
+    out["rss_bytes"] = rss_bytes()
+    sys.stdout.flush()
+    print("BENCH " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
