@@ -2,10 +2,14 @@
 # The whole benchmark and agreement run, in one call on the GPU machine (after
 # scripts/build-device.sh here, which also copies the baseline wheels into .device/wheels):
 #   run(command="benches/run.sh", carry=[".device"])
-# Raw results and the summary go to $OUT (or /tmp/memprof-bench); the summary is also printed.
+# Every process is pinned to one CPU core, and the variants of a case run interleaved, ROUNDS
+# times (default 3): a case's time is the median over rounds of each process's median of its
+# repeats after warm-up. Raw results and the summary go to $OUT (or /tmp/memprof-bench).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/memprof-bench}
+rounds=${ROUNDS:-3}
+only=${1:-all}
 mkdir -p "$out"
 export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
@@ -13,51 +17,65 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .device/wheels
 export PYTHONPATH=/tmp/site
 mp=$PWD/.device/memprof
 w=benches/workloads.py
+pin="taskset -c 3"
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; python3 --version; } | tee "$out/machine.txt"
 
-bench() { # name, then the command
+bench() { # name, then the command; appends this round's BENCH line to $out/name.txt
   local name=$1; shift
-  "$@" >"$out/$name.txt" 2>&1 || echo "$name failed: $(tail -3 "$out/$name.txt")"
-  grep -h '^BENCH' "$out/$name.txt" | cut -c1-160
+  $pin "$@" >"$out/$name.log" 2>&1 || echo "$name failed: $(tail -3 "$out/$name.log")"
+  grep -h '^BENCH' "$out/$name.log" >>"$out/$name.txt"
 }
 memprof_on() { # name target, then workload args
   local name=$1 target=$2; shift 2
   bench "$name" "$mp" run -f "$target" --format json -o "$out/$name.json" "$w" "$@" --profiler memprof
 }
+rm -f "$out"/*.txt
 
-# 1. tight loop (pytorch_memlab gets fewer iterations: about 190 µs a line)
-bench loop-none python3 "$w" loop --n 1000000 --repeats 5
-memprof_on loop-memprof tight loop --n 1000000 --repeats 5
-bench loop-line_profiler python3 "$w" loop --profiler line_profiler --n 1000000 --repeats 5
-bench loop-memlab python3 "$w" loop --profiler memlab --n 2000 --repeats 3
-# 2-3. resnet50 training step
-for case in resnet bottleneck; do
-  bench $case-none python3 "$w" $case
-  bench $case-memlab python3 "$w" $case --profiler memlab
+for round in $(seq "$rounds"); do
+  echo "round $round"
+  if [ "$only" = all ] || [ "$only" = loop ]; then
+    bench loop-none python3 "$w" loop --n 1000000 --repeats 5
+    memprof_on loop-memprof tight loop --n 1000000 --repeats 5
+    bench loop-line_profiler python3 "$w" loop --profiler line_profiler --n 1000000 --repeats 5
+    [ "$round" = 1 ] && bench loop-memlab python3 "$w" loop --profiler memlab --n 2000 --repeats 3
+  fi
+  if [ "$only" = all ] || [ "$only" = resnet ]; then
+    for case in resnet bottleneck; do
+      bench $case-none python3 "$w" $case
+      [ "$round" = 1 ] && bench $case-memlab python3 "$w" $case --profiler memlab
+    done
+    memprof_on resnet-memprof train_step resnet
+    memprof_on bottleneck-memprof torchvision.models.resnet:Bottleneck.forward bottleneck
+  fi
+  if [ "$only" = all ] || [ "$only" = untargeted ]; then
+    bench untargeted-none python3 "$w" untargeted --repeats 7
+    memprof_on untargeted-memprof rare untargeted --repeats 7
+    bench untargeted-unwind python3 "$w" untargeted --repeats 7 --monitor-unwind
+    bench untargeted-embedded "$mp" run -o "$out/untargeted-embedded.yaml" "$w" untargeted --repeats 7
+    [ "$round" = 1 ] && bench untargeted-memlab python3 "$w" untargeted --profiler memlab --repeats 3
+  fi
 done
-memprof_on resnet-memprof train_step resnet
-memprof_on bottleneck-memprof torchvision.models.resnet:Bottleneck.forward bottleneck
-# 4. untargeted Python-heavy code
-bench untargeted-none python3 "$w" untargeted --repeats 5
-memprof_on untargeted-memprof rare untargeted --repeats 5
-bench untargeted-memlab python3 "$w" untargeted --profiler memlab --repeats 5
-# 5. start-up, 5 runs each, alternating
-python3 - "$mp" "$out/startup.json" <<'PY'
+# 5. start-up: 7 runs each, alternating, pinned like the rest.
+if [ "$only" = all ] || [ "$only" = startup ]; then
+$pin python3 - "$mp" "$out/startup.json" <<'PY'
 import json, subprocess, sys, time
 mp, path = sys.argv[1], sys.argv[2]
 res = {"python": [], "memprof": []}
-for _ in range(5):
+for _ in range(7):
     for name, cmd in [("python", ["python3", "benches/startup.py"]), ("memprof", [mp, "run", "-o", "/tmp/startup.yaml", "benches/startup.py"])]:
         t = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         res[name].append(time.perf_counter() - t)
 json.dump(res, open(path, "w"))
-print("startup", {k: sorted(v) for k, v in res.items()})
+print("startup", {k: [round(x, 2) for x in sorted(v)] for k, v in res.items()})
 PY
+fi
 # Agreement with torch's own numbers, and with pytorch_memlab's per-line peaks.
-for kind in resnet gpt2; do
-  bench agree-$kind-plain python3 benches/agree.py $kind
-  bench agree-$kind-memprof "$mp" run -f train_step --format json -o "$out/agree-$kind.json" benches/agree.py $kind
-  bench agree-$kind-memlab python3 benches/agree.py $kind --memlab
-done
-python3 benches/summarize.py "$out" | tee "$out/summary.md"
+if [ "$only" = all ] || [ "$only" = agree ]; then
+  for kind in resnet gpt2; do
+    bench agree-$kind-plain python3 benches/agree.py $kind
+    bench agree-$kind-memprof "$mp" run -f train_step --format json -o "$out/agree-$kind.json" benches/agree.py $kind
+    bench agree-$kind-memlab python3 benches/agree.py $kind --memlab
+  done
+fi
+python3 benches/summarize.py "$out" "$only" | tee "$out/summary.md"

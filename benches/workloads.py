@@ -102,7 +102,14 @@ def main():
     p.add_argument("--profiler", default="none")
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--monitor-unwind", action="store_true",
+                   help="diagnosis: what memprof's one global event (PY_UNWIND) costs plain python")
     args = p.parse_args()
+    if args.monitor_unwind:
+        mon = sys.monitoring
+        mon.use_tool_id(5, "unwind-cost")
+        mon.register_callback(5, mon.events.PY_UNWIND, lambda *a: None)
+        mon.set_events(5, mon.events.PY_UNWIND)
     out = {"case": args.case, "profiler": args.profiler}
     if args.case == "loop":
         wrap(args.profiler, tight)

@@ -49,8 +49,14 @@ class Target:
     def is_scoped(self):
         return self.module is not None or self.path is not None
 
+    def could_be_in(self, module, filename):
+        if self.module is not None:
+            return module == self.module
+        return os.path.realpath(filename) == self.path
+
 
 _targets = []
+_unscoped_targets = []
 _seen = set()
 _system_dirs = ()
 _script_path = None
@@ -58,10 +64,10 @@ _script_path = None
 
 def _is_user_file(filename):
     """Code a bare or qualified name may match: not the standard library or installed packages."""
-    if not filename or filename.startswith("<"):
+    if not filename or filename.startswith("<") or filename.startswith(_system_dirs):
         return False
-    real = os.path.realpath(filename)
-    return not any(real.startswith(d) for d in _system_dirs)
+    # Only files outside the system directories pay for resolving symlinks.
+    return not os.path.realpath(filename).startswith(_system_dirs)
 
 
 def _walk(code):
@@ -90,15 +96,20 @@ def activate(code, label):
 
 def scan(code, module, filename):
     """Matches every function in a freshly compiled module against the targets."""
-    user = _is_user_file(filename) or filename == _script_path
-    relevant = [t for t in _targets if (t.is_scoped() or user)]
+    # Runs for every module the program imports (torch has over a thousand): decide cheaply
+    # whether any target can be in this one before walking its code.
+    if not _targets:
+        return
+    relevant = [t for t in _targets if t.is_scoped() and t.could_be_in(module, filename)]
+    user = _unscoped_targets and (filename == _script_path or _is_user_file(filename))
+    if user:
+        relevant.extend(_unscoped_targets)
     if not relevant:
         return
     for c in _walk(code):
         if c is code:
             continue
-        if user:
-            _seen.add(c.co_qualname)
+        _seen.add(c.co_qualname)
         for t in relevant:
             if t.matches(c, module, filename):
                 t.matched.append(c)
@@ -217,6 +228,7 @@ def install(specs, script_path):
         dirs.add(os.path.join(prefix, "lib"))
     _system_dirs = tuple(os.path.realpath(d) + os.sep for d in dirs)
     _targets.extend(Target(s) for s in specs)
+    _unscoped_targets.extend(t for t in _targets if not t.is_scoped())
     if _MONITORING:
         _start_monitoring()
     _install_import_hook()
