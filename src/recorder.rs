@@ -40,7 +40,8 @@ enum Probe {
     },
 }
 
-/// The frame a call returned to, and the code object it runs (0 where the hook does not need it).
+/// The frame that called a targeted frame, and the code object it runs (0 where the hook does
+/// not need it). A frame 0 means no Python caller.
 #[derive(Clone, Copy, Debug)]
 pub struct Caller {
     pub frame: usize,
@@ -50,6 +51,8 @@ pub struct Caller {
 /// One open or suspended execution of a targeted frame.
 struct FrameState {
     func: u32,
+    /// The frame that called (or resumed) it, and that frame's code.
+    caller: Caller,
     /// The line being executed, or 0 before the first line.
     line: u32,
     open: bool,
@@ -110,6 +113,9 @@ pub struct Recorder {
     watched: HashMap<usize, u32>,
     /// Code objects whose events the hook must switch on (true) or off (false).
     watch_changes: Vec<(usize, bool)>,
+    /// Per thread, the targeted frames running (started or resumed, not yet left), outermost
+    /// first.
+    stacks: HashMap<usize, Vec<usize>>,
     rss: RssReader,
 }
 
@@ -242,6 +248,7 @@ impl Recorder {
             returning: Vec::new(),
             watched: HashMap::new(),
             watch_changes: Vec::new(),
+            stacks: HashMap::new(),
             rss: RssReader::new(),
         }
     }
@@ -308,20 +315,29 @@ impl Recorder {
         self.codes.get(&code).copied()
     }
 
-    /// Stops recording: closes the windows of calls whose caller never resumed; later events
-    /// are ignored.
-    pub fn stop(&mut self) {
-        if !self.returning.is_empty() {
-            self.take_sample();
-            for (caller, mut state) in std::mem::take(&mut self.returning) {
-                self.close(&mut state, false);
-                self.unwatch(caller.code);
+    /// Stops recording; later events are ignored. Calls whose caller never resumed end now;
+    /// frames still running on `exception_thread` (the thread whose exception ended the program)
+    /// were left by that exception, which sys.monitoring does not report; frames of other
+    /// threads still running end unraised.
+    pub fn stop(&mut self, exception_thread: Option<usize>) {
+        self.take_sample();
+        for (_, mut state) in std::mem::take(&mut self.returning) {
+            self.close(&mut state, false);
+        }
+        for (thread, stack) in std::mem::take(&mut self.stacks) {
+            for frame in stack.into_iter().rev() {
+                if let Some(mut state) = self.frames.remove(&frame) {
+                    if state.open {
+                        self.close(&mut state, exception_thread == Some(thread));
+                    }
+                }
             }
         }
         self.stopped = true;
     }
 
     /// Whether calls that returned are waiting for their caller to resume.
+    #[cfg_attr(Py_3_12, allow(dead_code))] // sys.monitoring only reports watched callers
     #[inline]
     pub fn has_returning(&self) -> bool {
         !self.returning.is_empty()
@@ -330,8 +346,8 @@ impl Recorder {
     /// Code objects whose events must be switched on (true) or off (false), since the last call.
     /// Only sys.monitoring needs them (a C trace function sees every frame), and they are
     /// applied outside the recorder's lock because that calls into Python.
-    #[inline]
     #[cfg_attr(not(Py_3_12), allow(dead_code))]
+    #[inline]
     pub fn take_watch_changes(&mut self) -> Option<Vec<(usize, bool)>> {
         if self.watch_changes.is_empty() {
             None
@@ -340,7 +356,8 @@ impl Recorder {
         }
     }
 
-    /// A call now waits on a caller running `code`: watch it while any call does.
+    /// A targeted call runs with its caller running `code`: watch that code while any call
+    /// does, so that the caller's next event (it resumes: the call returned or raised) is seen.
     fn watch(&mut self, code: usize) {
         if code == 0 || self.codes.contains_key(&code) {
             return;
@@ -364,25 +381,57 @@ impl Recorder {
         }
     }
 
-    /// A new call of a targeted function; `caller` is the calling frame when calls are waiting
-    /// for their caller (a caller that calls a target again has resumed).
-    pub fn on_start(&mut self, frame: usize, func: u32, caller: Option<usize>) {
-        if let Some(caller) = caller.filter(|_| self.has_returning()) {
-            self.take_sample();
-            self.settle(caller);
+    /// A targeted frame starts (`resume == false`) or a generator or coroutine frame resumes,
+    /// called from `caller` on `thread`. `is_ancestor(f)` tells whether frame f is on the
+    /// new frame's call stack.
+    pub fn on_enter(
+        &mut self,
+        frame: usize,
+        func: u32,
+        resume: bool,
+        thread: usize,
+        caller: Caller,
+        is_ancestor: impl Fn(usize) -> bool,
+    ) {
+        self.take_sample();
+        self.resumed(thread, caller.frame);
+        // A frame left by an exception sends no event on 3.12: any frame still on this thread's
+        // stack that is not an ancestor of the new one has ended.
+        while let Some(&top) = self.stacks.get(&thread).and_then(|s| s.last()) {
+            if is_ancestor(top) {
+                break;
+            }
+            let len = self.stacks[&thread].len();
+            self.reap_from(thread, len - 1);
         }
-        self.functions[func as usize].calls += 1;
-        let state = self.new_state(func);
+        let mut state = match self.frames.remove(&frame) {
+            Some(s) if resume && s.func == func => s,
+            _ => self.new_state(func),
+        };
+        if !resume {
+            self.functions[func as usize].calls += 1;
+        }
+        state.caller = caller;
+        self.watch(caller.code);
+        self.stacks.entry(thread).or_default().push(frame);
+        if resume && state.line != 0 {
+            let line = state.line;
+            self.open(&mut state, line, true);
+        }
         self.frames.insert(frame, state);
     }
 
     /// A new line starts in a targeted frame.
-    pub fn on_line(&mut self, frame: usize, func: u32, line: u32) {
+    pub fn on_line(&mut self, frame: usize, func: u32, line: u32, thread: usize) {
         self.take_sample();
-        self.settle(frame);
+        self.resumed(thread, frame);
         let mut state = match self.frames.remove(&frame) {
             Some(s) if s.func == func => s,
-            _ => self.new_state(func),
+            _ => {
+                // A frame that was running before profiling could see it start.
+                self.stacks.entry(thread).or_default().push(frame);
+                self.new_state(func)
+            }
         };
         if state.open {
             self.close(&mut state, false);
@@ -391,65 +440,106 @@ impl Recorder {
         self.frames.insert(frame, state);
     }
 
-    /// A generator or coroutine frame resumes.
-    pub fn on_resume(&mut self, frame: usize, func: u32) {
-        self.take_sample();
-        let mut state = match self.frames.remove(&frame) {
-            Some(s) if s.func == func => s,
-            _ => self.new_state(func),
-        };
-        if state.open {
-            self.close(&mut state, false);
-        }
-        if state.line != 0 {
-            let line = state.line;
-            self.open(&mut state, line, true);
-        }
-        self.frames.insert(frame, state);
-    }
-
     /// A generator or coroutine frame yields: its line's execution ends, the frame stays.
-    pub fn on_yield(&mut self, frame: usize) {
+    pub fn on_yield(&mut self, frame: usize, thread: usize) {
         self.take_sample();
-        self.settle(frame);
+        self.resumed(thread, frame);
+        self.pop(thread, frame);
         if let Some(mut state) = self.frames.remove(&frame) {
             if state.open {
                 self.close(&mut state, false);
             }
+            self.unwatch(state.caller.code);
             self.frames.insert(frame, state);
         }
     }
 
-    /// A targeted frame returns (`raised == false`) or an exception leaves it. A returning
-    /// frame's last line stays open until `caller` resumes, so that it includes the release of
-    /// the frame's locals; an exception's traceback keeps the frame alive, so that line closes
-    /// now.
-    pub fn on_exit(&mut self, frame: usize, raised: bool, caller: Option<Caller>) {
+    /// A targeted frame returns (`raised == false`) or an exception leaves it (reported on
+    /// 3.11; on 3.12 found later, see `on_enter`). A returning frame's last line stays open until
+    /// its caller resumes, so that it includes the release of the frame's locals; an exception's
+    /// traceback keeps the frame alive, so that line closes now.
+    pub fn on_exit(&mut self, frame: usize, raised: bool, thread: usize) {
         self.take_sample();
-        self.settle(frame);
+        self.resumed(thread, frame);
+        self.pop(thread, frame);
         if let Some(mut state) = self.frames.remove(&frame) {
-            if state.open {
-                match caller {
-                    Some(caller) if !raised => {
-                        self.watch(caller.code);
-                        self.returning.push((caller, state));
-                    }
-                    _ => self.close(&mut state, raised),
+            if state.open && !raised && state.caller.frame != 0 {
+                self.returning.push((state.caller, state));
+            } else {
+                if state.open {
+                    self.close(&mut state, raised);
                 }
+                self.unwatch(state.caller.code);
             }
         }
     }
 
-    /// An event of a frame that is not targeted (a watched caller's line, return or yield, or
-    /// an exception leaving it): calls it made have now ended.
-    pub fn on_caller_event(&mut self, frame: usize) {
-        if self
+    /// An event of a frame that is not targeted: a watched caller's line, return or yield.
+    /// Calls it made have ended.
+    pub fn on_caller_event(&mut self, frame: usize, thread: usize) {
+        let returned = self
             .returning
             .iter()
-            .any(|(caller, _)| caller.frame == frame)
-        {
+            .any(|(caller, _)| caller.frame == frame);
+        let raised = self.stacks.get(&thread).is_some_and(|stack| {
+            stack
+                .iter()
+                .any(|f| self.frames.get(f).is_some_and(|s| s.caller.frame == frame))
+        });
+        if returned || raised {
             self.take_sample();
+            self.resumed(thread, frame);
+        }
+    }
+
+    /// `frame` runs again on `thread`: the calls it made have ended. Calls that returned to it
+    /// close their last line; frames above it on the stack (called from it, directly or not)
+    /// were left by an exception.
+    fn resumed(&mut self, thread: usize, frame: usize) {
+        if !self.returning.is_empty() {
             self.settle(frame);
+        }
+        let Some(stack) = self.stacks.get(&thread) else {
+            return;
+        };
+        if stack.last() == Some(&frame) || stack.is_empty() {
+            return;
+        }
+        let from = match stack.iter().rposition(|f| *f == frame) {
+            Some(i) => i + 1,
+            None => match stack
+                .iter()
+                .position(|f| self.frames.get(f).is_some_and(|s| s.caller.frame == frame))
+            {
+                Some(i) => i,
+                None => return,
+            },
+        };
+        self.reap_from(thread, from);
+    }
+
+    /// Ends, as left by an exception, the frames from index `from` of `thread`'s stack up.
+    fn reap_from(&mut self, thread: usize, from: usize) {
+        let Some(stack) = self.stacks.get_mut(&thread) else {
+            return;
+        };
+        let dead: Vec<usize> = stack.drain(from.min(stack.len())..).collect();
+        for frame in dead.into_iter().rev() {
+            if let Some(mut state) = self.frames.remove(&frame) {
+                if state.open {
+                    self.close(&mut state, true);
+                }
+                self.unwatch(state.caller.code);
+            }
+        }
+    }
+
+    /// Removes `frame` (the top, normally) from `thread`'s stack.
+    fn pop(&mut self, thread: usize, frame: usize) {
+        if let Some(stack) = self.stacks.get_mut(&thread) {
+            if let Some(i) = stack.iter().rposition(|f| *f == frame) {
+                stack.remove(i);
+            }
         }
     }
 
@@ -470,6 +560,7 @@ impl Recorder {
     fn new_state(&self, func: u32) -> FrameState {
         FrameState {
             func,
+            caller: Caller { frame: 0, code: 0 },
             line: 0,
             open: false,
             continuation: false,

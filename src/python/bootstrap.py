@@ -199,12 +199,12 @@ def _start_monitoring():
     mon.register_callback(_TOOL, E.LINE, _memprof.on_line)
     mon.register_callback(_TOOL, E.PY_RETURN, _memprof.on_return)
     mon.register_callback(_TOOL, E.PY_YIELD, _memprof.on_yield)
-    mon.register_callback(_TOOL, E.PY_UNWIND, _memprof.on_unwind)
     _LOCAL_EVENTS = E.PY_START | E.PY_RESUME | E.LINE | E.PY_RETURN | E.PY_YIELD
-    # PY_UNWIND cannot be a local event before 3.15; the callback ignores untargeted code.
-    mon.set_events(_TOOL, E.PY_UNWIND)
-    # A targeted call's last line lasts until its caller resumes (the frame's locals are released
-    # in between): memprof watches callers that are not targets for their next line or return.
+    # No global event: a global PY_UNWIND (the only way to see an exception leave a frame before
+    # 3.15) makes call-heavy Python code that is not targeted run 1.7x slower (BENCHMARKS.md).
+    # Instead memprof watches the caller of each running target: when the caller runs again,
+    # the call has returned or raised. A returning call's last line also lasts until then, so it
+    # includes the release of the frame's locals.
     watch_events = E.LINE | E.PY_RETURN | E.PY_YIELD
     _memprof.set_watcher(lambda code, on: mon.set_local_events(_TOOL, code, watch_events if on else 0))
 
@@ -214,7 +214,7 @@ def stop():
         mon = sys.monitoring
         mon.set_events(_TOOL, 0)
         for event in (mon.events.PY_START, mon.events.PY_RESUME, mon.events.LINE,
-                      mon.events.PY_RETURN, mon.events.PY_YIELD, mon.events.PY_UNWIND):
+                      mon.events.PY_RETURN, mon.events.PY_YIELD):
             mon.register_callback(_TOOL, event, None)
         mon.free_tool_id(_TOOL)
 

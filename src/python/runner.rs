@@ -106,7 +106,13 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
         let mut outcome = outcome_of(py, result);
         shutdown(py, &mut outcome);
         interrupt::set_script_running(false);
-        crate::recorder::with(|r| r.stop());
+        // An exception that ended the program left the main thread's targeted frames.
+        let raised = matches!(
+            outcome.status.as_str(),
+            "exception" | "interrupted" | "terminated"
+        );
+        let main_thread = tracing::current_thread();
+        crate::recorder::with(|r| r.stop(raised.then_some(main_thread)));
         tracing::stop_on_this_thread();
         let _ = boot.call_method0("stop");
 

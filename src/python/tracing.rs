@@ -38,6 +38,38 @@ fn caller_of(frame: usize) -> Option<usize> {
     }
 }
 
+/// This thread's key: its PyThreadState.
+#[inline]
+pub fn current_thread() -> usize {
+    // SAFETY: called with the GIL held.
+    unsafe { ffi::PyThreadState_Get() as usize }
+}
+
+/// Whether `candidate` is `from` or one of its callers.
+#[cfg_attr(not(Py_3_12), allow(dead_code))]
+fn on_stack_of(from: usize, candidate: usize) -> bool {
+    let mut frame = Some(from);
+    while let Some(f) = frame {
+        if f == candidate {
+            return true;
+        }
+        frame = caller_of(f);
+    }
+    false
+}
+
+/// The frame that called `frame`, with its code object when `with_code`.
+#[inline]
+fn caller_with_code(frame: usize, with_code: bool) -> recorder::Caller {
+    match caller_of(frame) {
+        Some(f) => recorder::Caller {
+            frame: f,
+            code: if with_code { code_of(f) } else { 0 },
+        },
+        None => recorder::Caller { frame: 0, code: 0 },
+    }
+}
+
 /// The code object (address) a frame runs.
 #[inline]
 fn code_of(frame: usize) -> usize {
@@ -75,11 +107,8 @@ mod imp {
         let changes = recorder::with(|r| {
             match r.function_of(ptr) {
                 Some(func) => targeted(r, current_frame(), func),
-                None => {
-                    if r.has_returning() {
-                        r.on_caller_event(current_frame());
-                    }
-                }
+                // A watched caller: the only untargeted code with events.
+                None => r.on_caller_event(current_frame(), current_thread()),
             }
             r.take_watch_changes()
         })
@@ -97,26 +126,32 @@ mod imp {
         }
     }
 
-    #[pyfunction]
-    fn on_start(py: Python<'_>, code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>) {
-        dispatch(py, code, |r, frame, func| {
-            let caller = if r.has_returning() {
-                caller_of(frame)
-            } else {
-                None
-            };
-            r.on_start(frame, func, caller)
+    /// A targeted frame starts or resumes: its caller is watched while it runs, so that a
+    /// return or an exception (which 3.12 does not report locally) ends it when the caller
+    /// resumes.
+    fn enter(r: &mut recorder::Recorder, frame: usize, func: u32, resume: bool) {
+        let caller = caller_with_code(frame, true);
+        let from = caller.frame;
+        r.on_enter(frame, func, resume, current_thread(), caller, |f| {
+            from != 0 && on_stack_of(from, f)
         });
     }
 
     #[pyfunction]
+    fn on_start(py: Python<'_>, code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>) {
+        dispatch(py, code, |r, frame, func| enter(r, frame, func, false));
+    }
+
+    #[pyfunction]
     fn on_resume(py: Python<'_>, code: &Bound<'_, PyAny>, _offset: &Bound<'_, PyAny>) {
-        dispatch(py, code, |r, frame, func| r.on_resume(frame, func));
+        dispatch(py, code, |r, frame, func| enter(r, frame, func, true));
     }
 
     #[pyfunction]
     fn on_line(py: Python<'_>, code: &Bound<'_, PyAny>, line: u32) {
-        dispatch(py, code, |r, frame, func| r.on_line(frame, func, line));
+        dispatch(py, code, |r, frame, func| {
+            r.on_line(frame, func, line, current_thread())
+        });
     }
 
     #[pyfunction]
@@ -127,11 +162,7 @@ mod imp {
         _value: &Bound<'_, PyAny>,
     ) {
         dispatch(py, code, |r, frame, _| {
-            let caller = caller_of(frame).map(|f| recorder::Caller {
-                frame: f,
-                code: code_of(f),
-            });
-            r.on_exit(frame, false, caller);
+            r.on_exit(frame, false, current_thread())
         });
     }
 
@@ -142,17 +173,7 @@ mod imp {
         _offset: &Bound<'_, PyAny>,
         _value: &Bound<'_, PyAny>,
     ) {
-        dispatch(py, code, |r, frame, _| r.on_yield(frame));
-    }
-
-    #[pyfunction]
-    fn on_unwind(
-        py: Python<'_>,
-        code: &Bound<'_, PyAny>,
-        _offset: &Bound<'_, PyAny>,
-        _exc: &Bound<'_, PyAny>,
-    ) {
-        dispatch(py, code, |r, frame, _| r.on_exit(frame, true, None));
+        dispatch(py, code, |r, frame, _| r.on_yield(frame, current_thread()));
     }
 
     pub fn add_callbacks(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -162,7 +183,6 @@ mod imp {
         m.add_function(wrap_pyfunction!(on_line, m)?)?;
         m.add_function(wrap_pyfunction!(on_return, m)?)?;
         m.add_function(wrap_pyfunction!(on_yield, m)?)?;
-        m.add_function(wrap_pyfunction!(on_unwind, m)?)?;
         Ok(())
     }
 
@@ -232,45 +252,38 @@ mod imp {
         recorder::with(|r| {
             let Some(func) = r.function_of(code) else {
                 // Every frame's events reach a C trace function: the caller's line or return
-                // ends the calls it made.
+                // ends the calls that returned to it. (Exceptions are reported: RETURN with NULL.)
                 if r.has_returning() && (what == ffi::PyTrace_LINE || what == ffi::PyTrace_RETURN) {
-                    r.on_caller_event(frame_key);
+                    r.on_caller_event(frame_key, current_thread());
                 }
                 return;
             };
+            let thread = current_thread();
             match what {
                 ffi::PyTrace_LINE => {
                     // SAFETY: live frame, GIL held.
                     let line = unsafe { ffi::PyFrame_GetLineNumber(frame) };
-                    r.on_line(frame_key, func, line.max(0) as u32);
+                    r.on_line(frame_key, func, line.max(0) as u32, thread);
                 }
                 ffi::PyTrace_CALL => {
                     // SAFETY: live frame, GIL held.
                     let lasti = unsafe { ffi::PyFrame_GetLasti(frame) };
-                    if opcode_at(code, lasti - 2) == Some(YIELD_VALUE) {
-                        r.on_resume(frame_key, func);
-                    } else {
-                        let caller = if r.has_returning() {
-                            caller_of(frame_key)
-                        } else {
-                            None
-                        };
-                        r.on_start(frame_key, func, caller);
-                    }
+                    let resume = opcode_at(code, lasti - 2) == Some(YIELD_VALUE);
+                    // Code 0: a C trace function sees every frame, there is nothing to watch;
+                    // and every exit is reported, so the stack needs no ancestry checks.
+                    let caller = caller_with_code(frame_key, false);
+                    r.on_enter(frame_key, func, resume, thread, caller, |_| true);
                 }
                 ffi::PyTrace_RETURN => {
                     if arg.is_null() {
-                        r.on_exit(frame_key, true, None);
+                        r.on_exit(frame_key, true, thread);
                     } else {
                         // SAFETY: live frame, GIL held.
                         let lasti = unsafe { ffi::PyFrame_GetLasti(frame) };
                         if opcode_at(code, lasti) == Some(YIELD_VALUE) {
-                            r.on_yield(frame_key);
+                            r.on_yield(frame_key, thread);
                         } else {
-                            // Code 0: a C trace function sees every frame, nothing to watch.
-                            let caller = caller_of(frame_key)
-                                .map(|f| recorder::Caller { frame: f, code: 0 });
-                            r.on_exit(frame_key, false, caller);
+                            r.on_exit(frame_key, false, thread);
                         }
                     }
                 }
