@@ -518,6 +518,15 @@ impl Recorder {
         self.reap_from(thread, from);
     }
 
+    /// The exception that ends the program has left every targeted frame of `thread`: end
+    /// them now, while it still holds their locals, as a reported unwind would.
+    pub fn on_uncaught(&mut self, thread: usize) {
+        if self.stacks.get(&thread).is_some_and(|s| !s.is_empty()) {
+            self.take_sample();
+            self.reap_from(thread, 0);
+        }
+    }
+
     /// Ends, as left by an exception, the frames from index `from` of `thread`'s stack up.
     fn reap_from(&mut self, thread: usize, from: usize) {
         let Some(stack) = self.stacks.get_mut(&thread) else {

@@ -103,6 +103,10 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
                 .map(|_| ())
             }
         };
+        if result.is_err() {
+            let thread = tracing::current_thread();
+            crate::recorder::with(|r| r.on_uncaught(thread));
+        }
         let mut outcome = outcome_of(py, result);
         shutdown(py, &mut outcome);
         interrupt::set_script_running(false);
