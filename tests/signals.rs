@@ -51,11 +51,14 @@ fn ctrl_c_raises_keyboard_interrupt_and_still_writes_the_report() {
     assert_eq!(v["metadata"]["outcome"]["exit_code"], 130);
     let lp = function(&v, "loop");
     assert!(hits(line(lp, "keep.append")) >= 4);
-    assert_eq!(
-        line(lp, "time.sleep(0.01)")["raised"].as_u64(),
-        Some(1),
-        "{lp:#}"
-    );
+    // KeyboardInterrupt left the loop from whichever line ran (time.sleep, nearly always).
+    let raised: u64 = lp["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["raised"].as_u64())
+        .sum();
+    assert_eq!(raised, 1, "{lp:#}");
 }
 
 #[test]
