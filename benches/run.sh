@@ -2,8 +2,9 @@
 # The whole benchmark and agreement run, in one call on the GPU machine (after
 # scripts/build-device.sh here, which also copies the baseline wheels into .device/wheels):
 #   run(command="benches/run.sh", carry=[".device"])
-# Every process is pinned to one CPU core, and the variants of a case run interleaved, ROUNDS
-# times (default 3): a case's time is the median over rounds of each process's median of its
+# The pure-Python cases (1, 4) run pinned to one CPU core (less noise); the GPU cases are not
+# pinned, since autograd's device thread needs a core of its own. The variants of a case run
+# interleaved, ROUNDS times (default 3): a case's time is the median over rounds of each process's median of its
 # repeats after warm-up. Raw results and the summary go to $OUT (or /tmp/memprof-bench).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,9 @@ pin="taskset -c 3"
 
 bench() { # name, then the command; appends this round's BENCH line to $out/name.txt
   local name=$1; shift
+  case $name in loop-*|untargeted-*) ;; *) pin= ;; esac
   $pin "$@" >"$out/$name.log" 2>&1 || echo "$name failed: $(tail -3 "$out/$name.log")"
+  pin="taskset -c 3"
   grep -h '^BENCH' "$out/$name.log" >>"$out/$name.txt"
 }
 memprof_on() { # name target, then workload args
