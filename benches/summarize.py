@@ -107,6 +107,10 @@ if want("agree"):
               f"{check(max_peak == torch_peak, kind + ' peak')}; sum of Δ {delta_sum} = change of memory_allocated() {torch_delta}: "
               f"{check(delta_sum == torch_delta, kind + ' delta')}; the program's readings identical with and without memprof: "
               f"{check(plain == under, kind + ' readings')}")
+        under_memlab = tagged(f"agree-{kind}-memlab", "READINGS")
+        print(f"  the program's readings under pytorch_memlab: {'identical' if under_memlab == plain else 'differ'} "
+              f"(max_memory_allocated() after each call: {[r['max_memory_allocated'] for r in under_memlab]}, "
+              f"unprofiled {[r['max_memory_allocated'] for r in plain]})")
         memlab = {int(k): v for k, v in (tagged(f"agree-{kind}-memlab", "MEMLAB") or {}).items()}
         print(f"  per-line allocated_bytes.all.peak (max over the {len(plain)} calls), memprof | pytorch_memlab:")
         for l in step["lines"]:
