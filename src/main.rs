@@ -10,6 +10,7 @@ mod profile;
 mod python;
 mod recorder;
 mod report;
+mod sampler;
 mod stats;
 mod torch;
 mod units;

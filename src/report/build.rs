@@ -18,7 +18,7 @@ pub struct RunContext {
 
 /// Builds the report. Source lines are read from the functions' files (empty if unreadable).
 pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
-    let columns = recorder.shown_columns();
+    let columns = recorder.sampler().shown_columns();
     let stats = columns
         .iter()
         .map(|c| StatColumn {
@@ -57,7 +57,7 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
             device: ctx.device,
             command_line: ctx.command_line,
             stats,
-            peak_resets: recorder.peak_reset_reason(),
+            peak_resets: recorder.sampler().peak_reset_reason(),
             semantics: SEMANTICS.to_string(),
             outcome: ctx.outcome,
         },
@@ -70,6 +70,7 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile 
     let source = std::fs::read_to_string(&f.file).unwrap_or_default();
     let source_lines: Vec<&str> = source.lines().collect();
     let keys: Vec<&str> = recorder
+        .sampler()
         .shown_columns()
         .iter()
         .map(|c| c.key.as_str())
@@ -91,7 +92,7 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile 
             stats: BTreeMap::new(),
         };
         if let Some(agg) = f.lines.get(&line) {
-            let (values, peak) = recorder.shown_values(agg);
+            let (values, peak) = recorder.sampler().shown_values(agg);
             out.hits = agg.hits;
             out.raised = agg.raised;
             if peak.is_some() {

@@ -1,0 +1,377 @@
+//! How memprof measures one execution of a line: the plan that maps each chosen stat to the
+//! numbers it is computed from, reading those numbers (a sample of the allocator's stats, the
+//! allocation reporter's tally and host RSS), the running peaks of an open execution (a
+//! window), and how executions combine into a line's aggregate.
+use crate::host::RssReader;
+use crate::stats::{self, Field, StatDef, CUDA_STAT_COUNT};
+use crate::torch::{self, tally, TALLY_LEN};
+
+/// Where the numbers come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Cuda(i32),
+    Cpu,
+}
+
+/// How one peak column learns the highest value reached since the previous sample.
+#[derive(Clone, Copy, Debug)]
+enum PeakSource {
+    /// memprof's own tally of the allocator's reports (CPU), read at `max`.
+    Tally { max: usize },
+    /// The CUDA allocator's reports (their totals' maximum at `max`), checked against the
+    /// device-wide peak at `global`: when that rose since the previous sample, it is exact.
+    Reports { max: usize, global: usize },
+    /// The device-wide peak at `global`, reset after every sample.
+    Reset { global: usize },
+}
+
+/// How one column is read from a sample.
+#[derive(Clone, Copy, Debug)]
+enum Probe {
+    /// The value at `at` at the end of the execution.
+    Level { at: usize },
+    /// The increase of the monotonic counter at `at` during the execution.
+    Amount { at: usize },
+    /// The running maximum kept per window; starts at the value at `current`.
+    Peak {
+        current: usize,
+        source: PeakSource,
+        slot: usize,
+    },
+}
+
+/// One line's aggregate over its hits.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LineAgg {
+    pub hits: u64,
+    pub raised: u64,
+    pub delta: i64,
+    /// Per column (`Recorder::columns`), aggregated by the column's rule.
+    pub values: Vec<i64>,
+    measured: bool,
+}
+
+/// What an open execution of a line has measured so far.
+pub struct Window {
+    /// The sample at its start.
+    start: Vec<i64>,
+    /// Per peak column, the highest value reached so far.
+    peaks: Vec<i64>,
+}
+
+/// The measurement plan and the latest sample.
+pub struct Sampler {
+    source: Source,
+    /// The columns measured: the chosen stats, then allocated_bytes.all.peak if not chosen
+    /// (the function's total peak in the header needs it).
+    columns: Vec<StatDef>,
+    probes: Vec<Probe>,
+    shown: usize,
+    total_peak_column: usize,
+    delta_at: usize,
+    rss_at: Option<usize>,
+    tally_at: usize,
+    reset_peaks: bool,
+    /// Device-wide peak values at the previous sample, per peak slot.
+    last_global: Vec<i64>,
+    /// Per peak slot, the highest value reached since the previous sample.
+    since: Vec<i64>,
+    peak_slots: usize,
+    sample: Vec<i64>,
+    cuda_ready: bool,
+    rss: RssReader,
+}
+
+impl Sampler {
+    /// Plans how to measure `chosen` (validated keys of `stats::stats_for`) on `source`.
+    pub fn new(source: Source, chosen: Vec<StatDef>) -> Self {
+        let cuda = matches!(source, Source::Cuda(_));
+        let all = stats::stats_for(cuda);
+        let find = |key: &str| {
+            all.iter()
+                .find(|s| s.key == key)
+                .cloned()
+                .expect("known stat key")
+        };
+        let shown = chosen.len();
+        let mut columns = chosen;
+        let total_peak_column = match columns
+            .iter()
+            .position(|c| c.key == "allocated_bytes.all.peak")
+        {
+            Some(i) => i,
+            None => {
+                columns.push(find("allocated_bytes.all.peak"));
+                columns.len() - 1
+            }
+        };
+        // Sample layout: CUDA stats (CUDA only), then the tally, then host RSS.
+        let tally_at = if cuda { CUDA_STAT_COUNT } else { 0 };
+        let rss_at = tally_at + TALLY_LEN;
+        let cpu_index = |key: &str| -> usize {
+            tally_at
+                + match key {
+                    "allocated_bytes.all.current" => tally::ALLOCATED_CURRENT,
+                    "allocated_bytes.all.allocated" => tally::BYTES_ALLOCATED,
+                    "allocated_bytes.all.freed" => tally::BYTES_FREED,
+                    "allocation.all.current" => tally::COUNT_CURRENT,
+                    "allocation.all.allocated" => tally::COUNT_ALLOCATED,
+                    "allocation.all.freed" => tally::COUNT_FREED,
+                    other => unreachable!("{other} is not a CPU stat"),
+                }
+        };
+        let mut reset_peaks = false;
+        let mut peak_slots = 0;
+        let mut probes = Vec::with_capacity(columns.len());
+        let mut uses_rss = false;
+        for col in &columns {
+            let probe = if col.key == stats::HOST_RSS {
+                uses_rss = true;
+                Probe::Level { at: rss_at }
+            } else if let Some(i) = col.cuda_index {
+                match col.field {
+                    Field::Peak => {
+                        let source = if stats::cuda_peak_from_reports(&col.key) {
+                            let max = if col.key.starts_with("allocated") {
+                                tally::ALLOCATED_MAX
+                            } else {
+                                tally::RESERVED_MAX
+                            };
+                            PeakSource::Reports {
+                                max: tally_at + max,
+                                global: i,
+                            }
+                        } else {
+                            reset_peaks = true;
+                            PeakSource::Reset { global: i }
+                        };
+                        peak_slots += 1;
+                        // In the shim's order `.current` directly precedes `.peak`.
+                        Probe::Peak {
+                            current: i - 1,
+                            source,
+                            slot: peak_slots - 1,
+                        }
+                    }
+                    f if f.sums_over_hits() => Probe::Amount { at: i },
+                    _ => Probe::Level { at: i },
+                }
+            } else {
+                match col.field {
+                    Field::Peak => {
+                        let (current, max) = if col.key.starts_with("allocated_bytes") {
+                            (tally::ALLOCATED_CURRENT, tally::ALLOCATED_MAX)
+                        } else {
+                            (tally::COUNT_CURRENT, tally::COUNT_MAX)
+                        };
+                        peak_slots += 1;
+                        Probe::Peak {
+                            current: tally_at + current,
+                            source: PeakSource::Tally {
+                                max: tally_at + max,
+                            },
+                            slot: peak_slots - 1,
+                        }
+                    }
+                    f if f.sums_over_hits() => Probe::Amount {
+                        at: cpu_index(&col.key),
+                    },
+                    _ => Probe::Level {
+                        at: cpu_index(&col.key),
+                    },
+                }
+            };
+            probes.push(probe);
+        }
+        let delta_at = if cuda {
+            all.iter()
+                .position(|s| s.key == "allocated_bytes.all.current")
+                .expect("known key")
+        } else {
+            tally_at + tally::ALLOCATED_CURRENT
+        };
+        Sampler {
+            source,
+            columns,
+            probes,
+            shown,
+            total_peak_column,
+            delta_at,
+            rss_at: uses_rss.then_some(rss_at),
+            tally_at,
+            reset_peaks,
+            last_global: vec![i64::MIN; peak_slots],
+            since: vec![i64::MIN; peak_slots],
+            peak_slots,
+            sample: vec![0; rss_at + 1],
+            cuda_ready: false,
+            rss: RssReader::new(),
+        }
+    }
+
+    /// The columns shown in the report, in order.
+    pub fn shown_columns(&self) -> &[StatDef] {
+        &self.columns[..self.shown]
+    }
+
+    /// Why peak stats are reset, if they are.
+    pub fn peak_reset_reason(&self) -> Option<String> {
+        self.reset_peaks.then(|| {
+            let keys: Vec<&str> = self
+                .probes
+                .iter()
+                .zip(&self.columns)
+                .filter(|(p, _)| matches!(p, Probe::Peak { source: PeakSource::Reset { .. }, .. }))
+                .map(|(_, c)| c.key.as_str())
+                .collect();
+            format!(
+                "{} cannot be measured from the allocator's reports, so memprof reset the device's \
+                 peak stats at every traced line; the program's own max_memory_* readings were affected",
+                keys.join(", ")
+            )
+        })
+    }
+
+    /// A new window for a frame.
+    pub fn new_window(&self) -> Window {
+        Window {
+            start: vec![0; self.sample.len()],
+            peaks: vec![0; self.peak_slots],
+        }
+    }
+
+    /// Opens a window at the current sample: peaks start at the values at its start.
+    pub fn open(&self, window: &mut Window) {
+        window.start.copy_from_slice(&self.sample);
+        for probe in &self.probes {
+            if let Probe::Peak { current, slot, .. } = *probe {
+                window.peaks[slot] = self.sample[current];
+            }
+        }
+    }
+
+    /// Adds the execution measured by `window`, ending at the current sample, to a line's
+    /// aggregate: a new hit unless it continues an execution (a resumed generator).
+    pub fn close(&self, window: &Window, agg: &mut LineAgg, new_hit: bool, raised: bool) {
+        let end = &self.sample;
+        if !agg.measured {
+            agg.measured = true;
+            agg.values = self
+                .probes
+                .iter()
+                .map(|p| {
+                    if matches!(p, Probe::Amount { .. }) {
+                        0
+                    } else {
+                        i64::MIN
+                    }
+                })
+                .collect();
+        }
+        if new_hit {
+            agg.hits += 1;
+        }
+        agg.raised += u64::from(raised);
+        agg.delta += end[self.delta_at] - window.start[self.delta_at];
+        for (value, probe) in agg.values.iter_mut().zip(&self.probes) {
+            match *probe {
+                Probe::Level { at } => *value = (*value).max(end[at]),
+                Probe::Amount { at } => {
+                    let (a, b) = (window.start[at], end[at]);
+                    // A counter that went down was reset by the program
+                    // (reset_accumulated_memory_stats): count what accumulated since.
+                    *value += if b >= a { b - a } else { b };
+                }
+                Probe::Peak { slot, .. } => *value = (*value).max(window.peaks[slot]),
+            }
+        }
+    }
+
+    /// Reads the allocator (a sample) and the highest values each peak reached since the
+    /// previous sample.
+    pub fn read(&mut self) {
+        if let Source::Cuda(device) = self.source {
+            if !self.cuda_ready {
+                self.cuda_ready = torch::allocator_initialized();
+            }
+            let stats: &mut [i64; CUDA_STAT_COUNT] = (&mut self.sample[..CUDA_STAT_COUNT])
+                .try_into()
+                .expect("sample layout");
+            if !self.cuda_ready || torch::device_stats(device, stats).is_err() {
+                stats.fill(0);
+            }
+        }
+        let t: &mut [i64; TALLY_LEN] = (&mut self.sample[self.tally_at..self.tally_at + TALLY_LEN])
+            .try_into()
+            .expect("sample layout");
+        torch::take_tally(matches!(self.source, Source::Cuda(_)), t);
+        if let Some(at) = self.rss_at {
+            self.sample[at] = self.rss.bytes();
+        }
+        let since = &mut self.since;
+        let s = &self.sample;
+        for probe in &self.probes {
+            if let Probe::Peak {
+                current,
+                source,
+                slot,
+            } = *probe
+            {
+                since[slot] = match source {
+                    PeakSource::Tally { max } => s[max].max(s[current]),
+                    PeakSource::Reports { max, global } => {
+                        let mut v = s[max].max(s[current]);
+                        if s[global] > self.last_global[slot] {
+                            v = v.max(s[global]);
+                        }
+                        self.last_global[slot] = s[global];
+                        v
+                    }
+                    PeakSource::Reset { global } => s[global],
+                };
+            }
+        }
+    }
+
+    /// Raises a window's running peaks to the highest values reached since the previous
+    /// sample (call for every open window after `read`).
+    #[inline]
+    pub fn fold(&self, window: &mut Window) {
+        for (peak, &seen) in window.peaks.iter_mut().zip(&self.since) {
+            *peak = (*peak).max(seen);
+        }
+    }
+
+    /// Ends a sample after every open window was folded: resets the device's peak stats when a
+    /// chosen peak needs it.
+    pub fn after_fold(&mut self) {
+        if self.reset_peaks && self.cuda_ready {
+            if let Source::Cuda(device) = self.source {
+                if torch::reset_peak_stats(device).is_ok() {
+                    // After a reset every device-wide peak equals its current value.
+                    for probe in &self.probes {
+                        if let Probe::Peak {
+                            current,
+                            slot,
+                            source: PeakSource::Reports { .. },
+                        } = *probe
+                        {
+                            self.last_global[slot] = self.sample[current];
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A line's aggregated values for the shown columns, and the total-peak value.
+    pub fn shown_values<'a>(&self, agg: &'a LineAgg) -> (&'a [i64], Option<i64>) {
+        if !agg.measured {
+            return (&[], None);
+        }
+        (
+            &agg.values[..self.shown],
+            Some(agg.values[self.total_peak_column]),
+        )
+    }
+}
