@@ -6,12 +6,12 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Starts the sleeper fixture and waits until its loop runs.
-fn start(extra: &[&str]) -> std::process::Child {
+/// Starts `script` with `loop` targeted and waits until it prints "ready".
+fn start(extra: &[&str], script: &std::path::Path) -> std::process::Child {
     let mut child = memprof()
         .args(["--device", "cpu", "run", "-f", "loop"])
         .args(extra)
-        .arg("sleeper.py")
+        .arg(script)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -39,7 +39,10 @@ fn signal(child: &std::process::Child, sig: i32) {
 fn ctrl_c_raises_keyboard_interrupt_and_still_writes_the_report() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.json");
-    let child = start(&["--format", "json", "-o", report.to_str().unwrap()]);
+    let child = start(
+        &["--format", "json", "-o", report.to_str().unwrap()],
+        "sleeper.py".as_ref(),
+    );
     signal(&child, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
@@ -65,7 +68,10 @@ fn ctrl_c_raises_keyboard_interrupt_and_still_writes_the_report() {
 fn sigterm_is_handled_like_ctrl_c_with_exit_143() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.yaml");
-    let child = start(&["--format", "yaml", "-o", report.to_str().unwrap()]);
+    let child = start(
+        &["--format", "yaml", "-o", report.to_str().unwrap()],
+        "sleeper.py".as_ref(),
+    );
     signal(&child, libc::SIGTERM);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(143));
@@ -84,27 +90,10 @@ fn a_second_ctrl_c_exits_at_once() {
         "import time\ndef loop():\n    while True:\n        try:\n            time.sleep(0.01)\n        except KeyboardInterrupt:\n            pass\nprint('ready', flush=True)\nloop()\n",
     )
     .unwrap();
-    let mut child = memprof()
-        .args([
-            "--device",
-            "cpu",
-            "run",
-            "-f",
-            "loop",
-            "--format",
-            "json",
-            "-o",
-            report.to_str().unwrap(),
-        ])
-        .arg(&script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
-    assert_eq!(first, "ready\n");
+    let mut child = start(
+        &["--format", "json", "-o", report.to_str().unwrap()],
+        &script,
+    );
     std::thread::sleep(Duration::from_millis(200));
     signal(&child, libc::SIGINT);
     std::thread::sleep(Duration::from_millis(300));
