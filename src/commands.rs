@@ -91,8 +91,13 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         args: args.args.clone(),
         targets: args.functions.clone(),
     };
-    let facts = runner::run(&program, device_index)?;
+    let mut facts = runner::run(&program, device_index)?;
     let exit_code = facts.outcome.exit_code;
+    if args.functions.is_empty() && recorder::with(|r| r.functions.is_empty()).unwrap_or(true) {
+        facts.warnings.push(
+            "nothing was targeted: pass -f FUNCTION, or decorate functions with @profile".into(),
+        );
+    }
     let ctx = report::RunContext {
         torch_version: facts.torch_version,
         python_version: facts.python_version,

@@ -25,6 +25,17 @@ fn the_script_sees_what_it_sees_under_python() {
 }
 
 #[test]
+fn a_run_without_targets_says_how_to_choose_them() {
+    let r = run(&["exits.py", "0"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("warning: nothing was targeted: pass -f FUNCTION, or decorate functions with @profile\n"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
 fn system_exit_codes_pass_through_and_atexit_runs() {
     for (arg, code, extra) in [
         ("none", 0, ""),
