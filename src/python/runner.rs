@@ -55,17 +55,13 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
     Python::attach(|py| -> Result<RunFacts> {
         let boot = load_bootstrap(py).map_err(|e| python_failure(py, "start", e))?;
         check_torch(py, &boot)?;
-        let signal = py
-            .import("signal")
-            .map_err(|e| python_failure(py, "import signal", e))?;
-        signal
-            .call_method1(
-                "signal",
-                (
-                    signal.getattr("SIGINT").unwrap(),
-                    signal.getattr("default_int_handler").unwrap(),
-                ),
-            )
+        // Python's own SIGINT handler must be default_int_handler, so that memprof's handler
+        // (installed next, over it) can raise KeyboardInterrupt through PyErr_SetInterruptEx.
+        py.import("signal")
+            .and_then(|signal| {
+                let handler = signal.getattr("default_int_handler")?;
+                signal.call_method1("signal", (signal.getattr("SIGINT")?, handler))
+            })
             .map_err(|e| python_failure(py, "set the SIGINT handler", e))?;
         interrupt::install()?;
 

@@ -80,7 +80,7 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile 
     let mut lines = Vec::new();
     for line in f.first_line..=last {
         let text = source_lines
-            .get(line as usize - 1)
+            .get((line as usize).saturating_sub(1))
             .map(|s| s.to_string())
             .unwrap_or_default();
         let mut out = LineProfile {
