@@ -197,7 +197,9 @@ impl Recorder {
         is_ancestor: impl Fn(usize) -> bool,
     ) {
         self.take_sample();
-        self.resumed(thread, caller.frame);
+        if caller.frame != 0 {
+            self.resumed(thread, caller.frame);
+        }
         // A frame left by an exception sends no event on 3.12: any frame still on this thread's
         // stack that is not an ancestor of the new one has ended.
         while let Some(&top) = self.stacks.get(&thread).and_then(|s| s.last()) {
