@@ -34,11 +34,9 @@ class Target:
         self.qual = qual
         self.matched = []
 
-    def matches(self, code, module, filename):
-        if self.module is not None and module != self.module:
-            return False
-        if self.path is not None and os.path.realpath(filename) != self.path:
-            return False
+    def matches(self, code):
+        """Whether `code` has this target's name. Its module or file is checked once per module,
+        by `could_be_in` (a scoped target) or `_is_user_file` (a bare or qualified name)."""
         q = code.co_qualname
         if q == self.qual:
             return True
@@ -111,7 +109,7 @@ def scan(code, module, filename):
             continue
         _seen.add(c.co_qualname)
         for t in relevant:
-            if t.matches(c, module, filename):
+            if t.matches(c):
                 t.matched.append(c)
                 activate(c, t.spec)
 
