@@ -41,13 +41,7 @@ fn cuda_numbers_agree_with_torch_and_the_program_observes_the_same() {
     // memprof's largest per-line peak is torch's max_memory_allocated over the call (the script
     // resets the peak right before each call), and the stat keys are torch's own.
     let step = function(&report, "train_step");
-    let max_line_peak = step["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|l| l["stats"]["allocated_bytes.all.peak"].as_i64())
-        .max()
-        .unwrap();
+    let max_line_peak = max_stat(step, "allocated_bytes.all.peak");
     let torch_peak = want
         .iter()
         .map(|w| w["max_memory_allocated"].as_i64().unwrap())
@@ -56,12 +50,7 @@ fn cuda_numbers_agree_with_torch_and_the_program_observes_the_same() {
     assert_eq!(max_line_peak, torch_peak, "{step:#}");
     assert_eq!(step["peak_allocated_bytes"].as_i64(), Some(torch_peak));
     // The lines' Δ add up to the change of memory_allocated() across the calls.
-    let delta_sum: i64 = step["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|l| l["delta_bytes"].as_i64())
-        .sum();
+    let delta_sum = delta_sum(step);
     let torch_delta: i64 = want
         .iter()
         .map(|w| w["memory_allocated_delta"].as_i64().unwrap())
@@ -97,12 +86,5 @@ fn a_peak_that_needs_resets_says_so_in_the_header() {
         "{note}"
     );
     let step = function(&report, "train_step");
-    let peak = step["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|l| l["stats"]["active_bytes.all.peak"].as_i64())
-        .max()
-        .unwrap();
-    assert!(peak > 0);
+    assert!(max_stat(step, "active_bytes.all.peak") > 0);
 }

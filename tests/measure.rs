@@ -106,16 +106,6 @@ fn each_line_gets_its_exact_bytes_and_hits_sum_amounts_and_max_levels() {
     assert_eq!(delta_sum(lp), 0);
 }
 
-/// The sum of a function's Δ over its lines.
-fn delta_sum(func: &serde_json::Value) -> i64 {
-    func["lines"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|l| l["delta_bytes"].as_i64())
-        .sum()
-}
-
 #[test]
 fn recursion_keeps_state_per_frame() {
     let (r, report) = profile(STATS, &["-f", "rec", "recursion.py"]);

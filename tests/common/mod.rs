@@ -162,6 +162,27 @@ pub fn delta(line: &Value) -> i64 {
         .unwrap_or_else(|| panic!("delta missing in {line:#}"))
 }
 
+/// The sum of a function's Δ over its lines.
+pub fn delta_sum(func: &Value) -> i64 {
+    func["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["delta_bytes"].as_i64())
+        .sum()
+}
+
+/// The largest value of `key` over a function's lines that ran.
+pub fn max_stat(func: &Value, key: &str) -> i64 {
+    func["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["stats"][key].as_i64())
+        .max()
+        .unwrap()
+}
+
 pub fn hits(line: &Value) -> u64 {
     line["hits"].as_u64().unwrap()
 }
