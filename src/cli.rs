@@ -65,6 +65,22 @@ pub struct RunArgs {
     /// Write the report to this file (atomically) instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also profile every torch.nn.Module call, forward and backward: allocated Δ, peak, bytes
+    /// saved for backward, parameters, as a tree of qualified names (works without -f)
+    #[arg(long)]
+    pub modules: bool,
+    /// Show modules down to this depth of qualified name (`layer1` is 1, `layer1.0.conv1` 3);
+    /// with --suggest-checkpoints, split between the modules at this depth
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub depth: Option<u32>,
+    /// Suggest N activation-checkpoint split points from the measured saved activations, with
+    /// the estimated activation memory before and after (implies --modules)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub suggest_checkpoints: Option<u32>,
+    /// At the end of each targeted call and where an exception leaves one, list the live tensors
+    /// on the device by storage, named from the model and optimizer, with totals by category
+    #[arg(long)]
+    pub tensors: bool,
     /// The Python script to run (a module name with -m)
     #[arg(value_name = "SCRIPT")]
     pub script: PathBuf,

@@ -90,10 +90,16 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         module: args.module,
         args: args.args.clone(),
         targets: args.functions.clone(),
+        modules: args.modules || args.suggest_checkpoints.is_some(),
+        tensors: args.tensors,
     };
     let mut facts = runner::run(&program, device_index)?;
     let exit_code = facts.outcome.exit_code;
-    if args.functions.is_empty() && recorder::with(|r| r.functions.is_empty()).unwrap_or(true) {
+    let modules_only = args.modules || args.suggest_checkpoints.is_some();
+    if args.functions.is_empty()
+        && !modules_only
+        && recorder::with(|r| r.functions.is_empty()).unwrap_or(true)
+    {
         facts.warnings.push(
             "nothing was targeted: pass -f FUNCTION, or decorate functions with @profile".into(),
         );
@@ -109,8 +115,21 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         outcome: facts.outcome,
         warnings: facts.warnings,
     };
-    let profile =
+    let mut profile =
         recorder::with(|r| report::build(r, ctx)).expect("the recorder exists during a run");
+    if let Some(json) = &facts.sections_json {
+        let options = report::SectionOptions {
+            depth: args.depth,
+            checkpoints: args.suggest_checkpoints,
+        };
+        match report::read_sections(json, options) {
+            Ok((modules, tensors)) => {
+                profile.modules = modules;
+                profile.tensors = tensors;
+            }
+            Err(warning) => profile.warnings.push(warning),
+        }
+    }
     emit(&profile, args.format, args.output.as_deref())?;
     Ok(exit_code)
 }

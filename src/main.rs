@@ -1,5 +1,6 @@
 //! memprof: line-level memory profiler for PyTorch programs. main only parses, dispatches and
 //! turns errors into exit codes.
+mod checkpoints;
 mod cli;
 mod commands;
 mod config;

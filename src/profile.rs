@@ -24,6 +24,12 @@ pub struct Profile {
     pub schema: String,
     pub metadata: Metadata,
     pub functions: Vec<FunctionProfile>,
+    /// `--modules`: every torch.nn.Module call, forward and backward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modules: Option<ModulesProfile>,
+    /// `--tensors`: the live tensors at the end of targeted calls and where exceptions left them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensors: Option<Vec<Inventory>>,
     /// Targets that matched nothing or never ran, and other things the user should know.
     pub warnings: Vec<String>,
 }
@@ -123,4 +129,147 @@ pub struct LineProfile {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// The rules of the module report, written into it.
+pub const MODULE_SEMANTICS: &str = "One row per module (its qualified name in the root model) and \
+phase. A forward call runs from the module's forward pre-hook to its forward hook; its backward runs \
+from when the gradients of its outputs are ready to when those of its inputs are (or to the end of \
+the backward pass when no input needs a gradient). delta_bytes is the net change of \
+allocated_bytes.all.current, summed over calls; peak_bytes is the highest allocated_bytes.all.peak \
+during any call and peak_increase_bytes the largest rise above a call's starting allocated bytes; \
+saved_bytes is the bytes of the storages that autograd saved for backward during the call (through a \
+saved-tensors hook), not counting parameters and buffers of the model or storages already saved \
+earlier in the same forward pass, summed over calls. A module's numbers include its submodules'. \
+parameter_bytes is the module's parameters, submodules included, on the profiled device.";
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ModulesProfile {
+    pub semantics: String,
+    /// Rows deeper than this were left out (`--depth`).
+    pub depth: Option<u32>,
+    /// Per module and phase, in the order of their first call (forward rows before backward).
+    pub modules: Vec<ModuleEntry>,
+    /// Every call in the order it started, for plots (capped; `timeline_dropped` counts the rest).
+    pub timeline: Vec<ModuleEvent>,
+    #[serde(default)]
+    pub timeline_dropped: u64,
+    /// `--suggest-checkpoints`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<CheckpointPlan>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ModuleEntry {
+    /// The root module's class name (`ResNet`; `ResNet#2` for a second root of that class).
+    pub root: String,
+    /// Qualified name in the root (`layer3.2.conv1`); empty for the root itself.
+    pub module: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub depth: u32,
+    /// `forward` or `backward`.
+    pub phase: String,
+    pub calls: u64,
+    pub delta_bytes: i64,
+    pub peak_bytes: Option<i64>,
+    pub peak_increase_bytes: Option<i64>,
+    /// Forward rows only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_bytes: Option<i64>,
+    pub parameter_bytes: i64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ModuleEvent {
+    pub root: String,
+    pub module: String,
+    pub phase: String,
+    /// Absent for a call that never ended (an exception or the end of the program cut it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_bytes: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_bytes: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_bytes: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_bytes: Option<i64>,
+}
+
+/// Where to put activation checkpoints: the split points that minimise the largest segment of
+/// saved activations (FairScale's algorithm, on measured bytes), with estimates.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CheckpointPlan {
+    pub root: String,
+    /// The modules split between, in forward order: the leaves, or the modules at `--depth`.
+    pub candidates: u32,
+    pub requested: u32,
+    /// Segments in forward order; checkpoint each with torch.utils.checkpoint.
+    pub segments: Vec<Segment>,
+    /// Bytes saved for backward in the planned forward pass (measured).
+    pub activation_bytes: i64,
+    /// Estimate with every segment checkpointed: the most, over segments k, of k's saved bytes
+    /// plus the inputs kept at the starts of segments 2..=k (backward recomputes the segments
+    /// last to first, freeing later inputs), plus what was saved outside the candidates.
+    pub estimated_activation_bytes: i64,
+    /// Saved bytes that no candidate accounts for (included in both numbers).
+    pub outside_candidates_bytes: i64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Segment {
+    pub first: String,
+    pub last: String,
+    pub modules: u32,
+    pub saved_bytes: i64,
+    /// Bytes of the first module's tensor inputs (kept when the segment is checkpointed).
+    pub input_bytes: i64,
+}
+
+/// The live tensors on the device at one moment.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Inventory {
+    /// e.g. `end of train_step (call 3)`.
+    pub when: String,
+    pub function: String,
+    pub call: u64,
+    pub raised: bool,
+    /// allocated_bytes.all.current at that moment.
+    pub allocated_bytes: i64,
+    /// Bytes of the distinct storages of the tensors Python can reach.
+    pub tensor_bytes: i64,
+    /// allocated_bytes - tensor_bytes: memory no Python tensor holds (saved for backward, held by
+    /// C++, allocator rounding).
+    pub gap_bytes: i64,
+    pub categories: Vec<CategoryTotal>,
+    pub storages: u64,
+    /// Storages beyond the largest listed ones.
+    pub unlisted_storages: u64,
+    /// Objects that failed while inspected (vanished, or raised).
+    pub skipped_objects: u64,
+    /// The largest storages, largest first.
+    pub tensors: Vec<InventoryTensor>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CategoryTotal {
+    /// parameters, buffers, gradients, optimizer_state or other.
+    pub category: String,
+    pub bytes: i64,
+    pub storages: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct InventoryTensor {
+    /// Names from the model, the optimizer or a targeted frame's variable; several for tied
+    /// storages; absent when none is known.
+    pub name: Option<String>,
+    pub category: String,
+    /// The storage's bytes.
+    pub bytes: i64,
+    /// Of the first tensor seen on the storage.
+    pub shape: Vec<i64>,
+    pub dtype: String,
+    /// Tensors sharing the storage (views).
+    pub tensors: u64,
 }

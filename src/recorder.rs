@@ -2,7 +2,7 @@
 //! exit) into executions of lines: which frame runs which line, when an execution starts and
 //! ends, and which lines it is attributed to. What an execution measures is `sampler`'s. It
 //! knows nothing of Python: the hooks hand it frame, code and thread addresses.
-pub use crate::sampler::{LineAgg, Source};
+pub use crate::sampler::{LineAgg, ScopeReading, Source};
 use crate::sampler::{Sampler, Window};
 use crate::stats::StatDef;
 use std::collections::HashMap;
@@ -56,6 +56,21 @@ pub struct Recorder {
     /// Per thread, the targeted frames running (started or resumed, not yet left), outermost
     /// first.
     stacks: HashMap<usize, Vec<usize>>,
+    /// Open measurement scopes that are not lines (module calls), by id.
+    scopes: HashMap<u64, Window>,
+    next_scope: u64,
+    /// Targeted calls that ended since the hook last asked (only with `collect_ended`): the tensor
+    /// inventory runs for each.
+    ended: Vec<EndedCall>,
+    collect_ended: bool,
+}
+
+/// A targeted call that ended: which function, its call number, and whether an exception left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndedCall {
+    pub func: u32,
+    pub call: u64,
+    pub raised: bool,
 }
 
 impl Recorder {
@@ -71,6 +86,10 @@ impl Recorder {
             watched: HashMap::new(),
             watch_changes: Vec::new(),
             stacks: HashMap::new(),
+            scopes: HashMap::new(),
+            next_scope: 0,
+            ended: Vec::new(),
+            collect_ended: false,
         }
     }
 
@@ -268,6 +287,7 @@ impl Recorder {
         self.resumed(thread, frame);
         self.pop(thread, frame);
         if let Some(mut state) = self.frames.remove(&frame) {
+            self.ended(state.func, raised);
             if state.open && !raised && state.caller.frame != 0 {
                 self.returning.push((state.caller, state));
             } else {
@@ -340,6 +360,7 @@ impl Recorder {
         let dead: Vec<usize> = stack.drain(from.min(stack.len())..).collect();
         for frame in dead.into_iter().rev() {
             if let Some(mut state) = self.frames.remove(&frame) {
+                self.ended(state.func, true);
                 if state.open {
                     self.close(&mut state, true);
                 }
@@ -399,6 +420,53 @@ impl Recorder {
             .close(&state.window, agg, !state.continuation, raised);
     }
 
+    /// Keep a list of the targeted calls that end (for `--tensors`).
+    pub fn collect_ended_calls(&mut self) {
+        self.collect_ended = true;
+    }
+
+    /// The targeted calls that ended since the last call.
+    #[inline]
+    pub fn take_ended(&mut self) -> Option<Vec<EndedCall>> {
+        if self.ended.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.ended))
+        }
+    }
+
+    fn ended(&mut self, func: u32, raised: bool) {
+        if self.collect_ended {
+            let call = self.functions[func as usize].calls;
+            self.ended.push(EndedCall { func, call, raised });
+        }
+    }
+
+    /// Opens a measurement scope (a module's forward or backward call) at a new sample; it sees
+    /// the same peaks as the lines open around it.
+    pub fn open_scope(&mut self) -> u64 {
+        self.take_sample();
+        let mut window = self.sampler.new_window();
+        self.sampler.open(&mut window);
+        self.next_scope += 1;
+        self.scopes.insert(self.next_scope, window);
+        self.next_scope
+    }
+
+    /// Closes a scope at a new sample: allocated bytes at its start and end, and the highest
+    /// allocated bytes reached while it was open.
+    pub fn close_scope(&mut self, id: u64) -> Option<ScopeReading> {
+        self.take_sample();
+        let window = self.scopes.remove(&id)?;
+        Some(self.sampler.allocated_in(&window))
+    }
+
+    /// Allocated bytes now (`allocated_bytes.all.current`), at a new sample.
+    pub fn allocated_now(&mut self) -> i64 {
+        self.take_sample();
+        self.sampler.allocated_current()
+    }
+
     /// Reads the allocator, then folds the highest values reached since the previous sample into
     /// every open window (a caller's line includes everything its callees did).
     fn take_sample(&mut self) {
@@ -406,6 +474,9 @@ impl Recorder {
         let returning = self.returning.iter_mut().map(|(_, s)| s);
         for state in self.frames.values_mut().filter(|f| f.open).chain(returning) {
             self.sampler.fold(&mut state.window);
+        }
+        for window in self.scopes.values_mut() {
+            self.sampler.fold(window);
         }
         self.sampler.after_fold();
     }

@@ -59,6 +59,14 @@ pub struct Window {
     peaks: Vec<i64>,
 }
 
+/// What a scope measured of `allocated_bytes.all`: at its start and end, and its peak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopeReading {
+    pub start: i64,
+    pub end: i64,
+    pub peak: i64,
+}
+
 /// The measurement plan and the latest sample.
 pub struct Sampler {
     source: Source,
@@ -361,6 +369,23 @@ impl Sampler {
                     }
                 }
             }
+        }
+    }
+
+    /// allocated_bytes.all.current at the latest sample.
+    pub fn allocated_current(&self) -> i64 {
+        self.sample[self.delta_at]
+    }
+
+    /// What `window` measured of allocated bytes, ending at the latest sample.
+    pub fn allocated_in(&self, window: &Window) -> ScopeReading {
+        let Probe::Peak { slot, .. } = self.probes[self.total_peak_column] else {
+            unreachable!("allocated_bytes.all.peak is a peak column")
+        };
+        ScopeReading {
+            start: window.start[self.delta_at],
+            end: self.sample[self.delta_at],
+            peak: window.peaks[slot],
         }
     }
 

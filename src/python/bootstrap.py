@@ -14,6 +14,7 @@ import _memprof
 _MONITORING = sys.version_info >= (3, 12)
 _TOOL = None
 _LOCAL_EVENTS = 0
+_targeted_codes = set()
 
 
 class Target:
@@ -87,6 +88,7 @@ def _last_line(code):
 
 def activate(code, label):
     """Profile this code object from now on."""
+    _targeted_codes.add(code)
     if _memprof.register(code, label, code.co_qualname, code.co_filename, code.co_firstlineno, _last_line(code)):
         if _MONITORING:
             sys.monitoring.set_local_events(_TOOL, code, _LOCAL_EVENTS)
@@ -217,8 +219,10 @@ def stop():
         mon.free_tool_id(_TOOL)
 
 
-def install(specs, script_path):
-    """Called once before the script runs."""
+def install(specs, script_path, options):
+    """Called once before the script runs. `options`: modules, tensors (bools), device_type,
+    device_index."""
+    _install_reports(options)
     global _system_dirs, _script_path
     _script_path = script_path
     dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
@@ -321,3 +325,68 @@ def device_name(index):
     except Exception:
         return None
     return None
+
+
+# --- --modules and --tensors -------------------------------------------------------------------
+
+_options = {}
+_inventories = []
+_MAX_EXCEPTION_INVENTORIES = 8
+
+
+def _install_reports(options):
+    _options.update(options)
+    if options.get("modules"):
+        import _memprof_modules
+
+        _memprof_modules.install(options["device_type"], options["device_index"])
+    if options.get("tensors"):
+        _memprof.set_inventory(_inventory)
+
+
+def _inventory(qualname, call, raised, traceback):
+    """A targeted call ended: the tensor inventory, kept for the first and the latest call of each
+    function and for the first few exceptions."""
+    import _memprof_inventory
+
+    frames = []
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code in _targeted_codes:
+            frames.append(f)
+        f = f.f_back
+    while traceback is not None:
+        if traceback.tb_frame.f_code in _targeted_codes:
+            frames.append(traceback.tb_frame)
+        traceback = traceback.tb_next
+    label = f"{'an exception left' if raised else 'end of'} {qualname} (call {call})"
+    try:
+        inv = _memprof_inventory.take(
+            _options["device_type"], _options["device_index"], label, frames
+        )
+    finally:
+        del frames, f
+    if inv is None:
+        return
+    inv.update(function=qualname, call=call, raised=raised)
+    same = [i for i in _inventories if i["function"] == qualname and not i["raised"]]
+    if raised:
+        if sum(1 for i in _inventories if i["raised"]) < _MAX_EXCEPTION_INVENTORIES:
+            _inventories.append(inv)
+    elif len(same) >= 2:
+        # Keep the first call's and the latest call's.
+        _inventories[_inventories.index(same[-1])] = inv
+    else:
+        _inventories.append(inv)
+
+
+def reports_json():
+    """What --modules and --tensors collected, as JSON for the Rust side."""
+    import json
+
+    modules = None
+    if _options.get("modules"):
+        import _memprof_modules
+
+        modules = _memprof_modules.report()
+    return json.dumps({"modules": modules, "inventories": _inventories if _options.get("tensors") else None})

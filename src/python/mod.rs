@@ -1,6 +1,7 @@
 //! The embedded CPython: starting it like `python`, the `_memprof` module, the line hook, and
 //! running the user's program.
 mod interpreter;
+mod inventory;
 mod module;
 pub mod runner;
 mod tracing;

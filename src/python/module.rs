@@ -48,12 +48,37 @@ fn thread_started(py: Python<'_>) -> PyResult<()> {
     super::tracing::on_thread_start(py)
 }
 
+/// Opens a measurement scope for a module call (see `Recorder::open_scope`); 0 without a
+/// recorder.
+#[pyfunction]
+fn scope_open() -> u64 {
+    recorder::with(|r| r.open_scope()).unwrap_or(0)
+}
+
+/// Closes a scope: (allocated at start, at end, peak while open), or None for an unknown id.
+#[pyfunction]
+fn scope_close(id: u64) -> Option<(i64, i64, i64)> {
+    recorder::with(|r| r.close_scope(id))
+        .flatten()
+        .map(|s| (s.start, s.end, s.peak))
+}
+
+/// allocated_bytes.all.current of the profiled device now.
+#[pyfunction]
+fn allocated_now() -> i64 {
+    recorder::with(|r| r.allocated_now()).unwrap_or(0)
+}
+
 /// Creates the module.
 pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_memprof")?;
     m.add_function(wrap_pyfunction!(register, &m)?)?;
     m.add_function(wrap_pyfunction!(warn, &m)?)?;
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
+    m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
+    m.add_function(wrap_pyfunction!(scope_close, &m)?)?;
+    m.add_function(wrap_pyfunction!(allocated_now, &m)?)?;
+    m.add_function(wrap_pyfunction!(super::inventory::set_inventory, &m)?)?;
     super::tracing::add_callbacks(&m)?;
     Ok(m)
 }

@@ -1,6 +1,6 @@
 //! Runs the user's script (or `-m module`) as `__main__`, exactly as `python` would, with the
 //! targets armed: start-up checks, exceptions and exit codes, thread shutdown and atexit.
-use super::{interpreter, module, tracing};
+use super::{interpreter, inventory, module, tracing};
 use crate::error::{exit_code, Error, Result};
 use crate::interrupt;
 use crate::profile::Outcome;
@@ -13,6 +13,8 @@ use std::ffi::CString;
 use std::path::PathBuf;
 
 const BOOTSTRAP: &str = include_str!("bootstrap.py");
+const MODULES: &str = include_str!("modules.py");
+const INVENTORY: &str = include_str!("inventory.py");
 
 /// What to run.
 pub struct Program {
@@ -21,6 +23,10 @@ pub struct Program {
     pub module: bool,
     pub args: Vec<String>,
     pub targets: Vec<String>,
+    /// `--modules`: track every torch.nn.Module call.
+    pub modules: bool,
+    /// `--tensors`: the tensor inventory at the end of targeted calls.
+    pub tensors: bool,
 }
 
 /// Facts gathered from Python for the report.
@@ -30,6 +36,8 @@ pub struct RunFacts {
     pub torch_version: String,
     pub device_name: Option<String>,
     pub warnings: Vec<String>,
+    /// What `--modules` and `--tensors` collected, as the bootstrap's JSON.
+    pub sections_json: Option<String>,
 }
 
 /// Starts Python, checks torch, runs the program under the hook, and shuts Python's side down.
@@ -74,7 +82,18 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
                     .into_owned(),
             )
         };
-        boot.call_method1("install", (program.targets.clone(), script_abs.clone()))
+        let options = PyDict::new(py);
+        let kind = if device_index.is_some() { "cuda" } else { "cpu" };
+        options
+            .set_item("modules", program.modules)
+            .and_then(|_| options.set_item("tensors", program.tensors))
+            .and_then(|_| options.set_item("device_type", kind))
+            .and_then(|_| options.set_item("device_index", device_index))
+            .map_err(|e| python_failure(py, "pass the options", e))?;
+        boot.call_method1(
+            "install",
+            (program.targets.clone(), script_abs.clone(), options),
+        )
             .map_err(|e| python_failure(py, "install the targets", e))?;
 
         let result = match &script_abs {
@@ -99,9 +118,17 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
                 .map(|_| ())
             }
         };
-        if result.is_err() {
+        if let Err(err) = &result {
             let thread = tracing::current_thread();
-            crate::recorder::with(|r| r.on_uncaught(thread));
+            let ended = crate::recorder::with(|r| {
+                r.on_uncaught(thread);
+                r.take_ended()
+            })
+            .flatten();
+            if let Some(ended) = ended {
+                let tb = err.traceback(py).map(|t| t.into_any());
+                inventory::run(py, ended, tb.as_ref());
+            }
         }
         let mut outcome = outcome_of(py, result);
         shutdown(py, &mut outcome);
@@ -115,6 +142,20 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
         crate::recorder::with(|r| r.stop(raised.then_some(main_thread)));
         tracing::stop_on_this_thread();
         let _ = boot.call_method0("stop");
+        let sections_json = if program.modules || program.tensors {
+            match boot
+                .call_method0("reports_json")
+                .and_then(|j| j.extract::<String>())
+            {
+                Ok(j) => Some(j),
+                Err(e) => {
+                    e.display(py);
+                    None
+                }
+            }
+        } else {
+            None
+        };
 
         let mut warnings: Vec<String> = boot
             .call_method0("target_warnings")
@@ -149,6 +190,7 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             torch_version,
             device_name,
             warnings,
+            sections_json,
         })
     })
 }
@@ -158,6 +200,11 @@ fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     py.import("sys")?
         .getattr("modules")?
         .set_item("_memprof", m)?;
+    // The bootstrap imports these two by name; from_code puts them into sys.modules.
+    let modules = CString::new(MODULES).expect("no NUL");
+    PyModule::from_code(py, &modules, c"<memprof modules>", c"_memprof_modules")?;
+    let inventory = CString::new(INVENTORY).expect("no NUL");
+    PyModule::from_code(py, &inventory, c"<memprof inventory>", c"_memprof_inventory")?;
     let code = CString::new(BOOTSTRAP).expect("bootstrap has no NUL");
     PyModule::from_code(py, &code, c"<memprof>", c"_memprof_bootstrap")
 }

@@ -104,15 +104,18 @@ mod imp {
         targeted: impl FnOnce(&mut recorder::Recorder, usize, u32),
     ) {
         let ptr = code.as_ptr() as usize;
-        let changes = recorder::with(|r| {
+        let (changes, ended) = recorder::with(|r| {
             match r.function_of(ptr) {
                 Some(func) => targeted(r, current_frame(), func),
                 // A watched caller: the only untargeted code with events.
                 None => r.on_caller_event(current_frame(), current_thread()),
             }
-            r.take_watch_changes()
+            (r.take_watch_changes(), r.take_ended())
         })
-        .flatten();
+        .unwrap_or((None, None));
+        if let Some(ended) = ended {
+            crate::python::inventory::run(py, ended, None);
+        }
         let (Some(changes), Some(watcher)) = (changes, WATCHER.get()) else {
             return;
         };
@@ -249,14 +252,14 @@ mod imp {
     ) -> c_int {
         let code = code_of(frame as usize);
         let frame_key = frame as usize;
-        recorder::with(|r| {
+        let ended = recorder::with(|r| {
             let Some(func) = r.function_of(code) else {
                 // Every frame's events reach a C trace function: the caller's line or return
                 // ends the calls that returned to it. (Exceptions are reported: RETURN with NULL.)
                 if r.has_returning() && (what == ffi::PyTrace_LINE || what == ffi::PyTrace_RETURN) {
                     r.on_caller_event(frame_key, current_thread());
                 }
-                return;
+                return r.take_ended();
             };
             let thread = current_thread();
             match what {
@@ -289,7 +292,14 @@ mod imp {
                 }
                 _ => {}
             }
-        });
+            r.take_ended()
+        })
+        .flatten();
+        if let Some(ended) = ended {
+            // SAFETY: the interpreter calls the trace function with the GIL held.
+            let py = unsafe { Python::assume_attached() };
+            crate::python::inventory::run(py, ended, None);
+        }
         0
     }
 

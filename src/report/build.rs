@@ -62,6 +62,8 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
             outcome: ctx.outcome,
         },
         functions,
+        modules: None,
+        tensors: None,
         warnings,
     }
 }

@@ -1,9 +1,13 @@
 //! Rendering and writing reports: the table (line_profiler's shape), YAML and JSON, written to
 //! standard output or atomically to a file; and reading a saved report back for `memprof show`.
 mod build;
+mod modules;
+mod sections;
 mod table;
+mod tensors;
 
 pub use build::{build, RunContext};
+pub use sections::{read as read_sections, SectionOptions};
 
 use crate::cli::Format;
 use crate::error::{Error, Result};

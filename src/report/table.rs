@@ -26,8 +26,14 @@ pub fn render(p: &Profile) -> String {
         out.push('\n');
         render_function(&mut out, p, f);
     }
-    if p.functions.is_empty() {
+    if p.functions.is_empty() && p.modules.is_none() {
         let _ = writeln!(out, "\nno targeted function ran");
+    }
+    if let Some(inventories) = &p.tensors {
+        super::tensors::render(&mut out, inventories);
+    }
+    if let Some(modules) = &p.modules {
+        super::modules::render(&mut out, modules);
     }
     for w in &p.warnings {
         let _ = writeln!(out, "warning: {w}");

@@ -1,0 +1,437 @@
+# memprof's module tracker (`memprof run --modules`), run inside the profiled interpreter.
+#
+# Every torch.nn.Module call, forward and backward, becomes a measurement scope in Rust
+# (`_memprof.scope_open` / `scope_close`: allocated bytes at start and end, exact peak while
+# open). Forward calls are seen through torch's global module hooks; a call's backward starts
+# when the gradients of its outputs are ready and ends when those of its inputs are (autograd
+# multi-grad hooks on the tensors, which wrap nothing), or when the backward pass ends. Bytes
+# saved for backward are counted by a saved-tensors pack hook pushed only while a root module's
+# forward runs. Nothing here keeps a tensor alive beyond what autograd itself keeps.
+import sys
+import threading
+import weakref
+
+import _memprof
+
+TIMELINE_CAP = 20000
+_tracker = None
+
+
+class _Call:
+    """One open forward call of a module."""
+
+    __slots__ = ("entry", "scope", "saved", "input_bytes", "backward", "children", "pass_",
+                 "module_id", "slot", "index")
+
+    def __init__(self, entry, scope, input_bytes, pass_):
+        self.entry = entry
+        self.scope = scope
+        self.saved = 0
+        self.input_bytes = input_bytes
+        self.backward = _Backward(entry)
+        self.children = 0
+        self.pass_ = pass_
+
+
+class _Backward:
+    """The backward of one forward call: opened by its outputs' gradients, closed by its inputs'."""
+
+    __slots__ = ("entry", "scope", "slot")
+
+    def __init__(self, entry):
+        self.entry = entry
+        self.scope = 0
+        self.slot = None
+
+
+class _Pass:
+    """One forward pass of a root module: what it saved for backward, and its calls in order."""
+
+    __slots__ = ("root", "saved_storages", "state_storages", "calls", "pushed")
+
+    def __init__(self, root, state_storages):
+        self.root = root
+        self.saved_storages = set()
+        self.state_storages = state_storages
+        # (name, depth, saved bytes, input bytes, has children) per finished call, by start.
+        self.calls = []
+        self.pushed = False
+
+
+def _storage_key_bytes(t):
+    st = t.untyped_storage()
+    return st.data_ptr(), st.nbytes()
+
+
+class Tracker:
+    def __init__(self, device_type, device_index):
+        self.device_type = device_type
+        self.device_index = device_index
+        self.local = threading.local()
+        # (root label, module name, phase) -> aggregate dict, in first-seen order.
+        self.entries = {}
+        self.timeline = []
+        self.timeline_dropped = 0
+        self.root_labels = weakref.WeakKeyDictionary()
+        self.root_label_count = {}
+        self.names = weakref.WeakKeyDictionary()  # root -> WeakKeyDictionary(module -> name)
+        # Submodule -> (its root, its name): a submodule called with no module running (activation
+        # checkpointing recomputing it during backward) keeps its name.
+        self.known = weakref.WeakKeyDictionary()
+        self.open_backward = {}
+        self.callback_queued = False
+        self.best_chain = None
+        self.best_saved = -1
+        self.torch = None
+        self.multi_grad_hook = None
+
+    # --- naming -------------------------------------------------------------------------
+
+    def _root_label(self, root):
+        label = self.root_labels.get(root)
+        if label is None:
+            base = type(root).__name__
+            n = self.root_label_count.get(base, 0) + 1
+            self.root_label_count[base] = n
+            label = base if n == 1 else f"{base}#{n}"
+            self.root_labels[root] = label
+        return label
+
+    def _name_in(self, root, module, parent_name):
+        names = self.names.get(root)
+        if names is None:
+            names = weakref.WeakKeyDictionary()
+            for name, m in root.named_modules(remove_duplicate=True):
+                if m not in names:
+                    names[m] = name
+            self.names[root] = names
+        name = names.get(module)
+        if name is not None and module is not root:
+            self.known[module] = (weakref.ref(root), name)
+        if name is None:
+            # Called inside the root but not one of its submodules (a module built on the fly).
+            own = f"({type(module).__name__})"
+            name = f"{parent_name}.{own}" if parent_name else own
+        return name
+
+    def _entry(self, label, name, phase, module):
+        key = (label, name, phase)
+        entry = self.entries.get(key)
+        if entry is None:
+            depth = 0 if name == "" else name.count(".") + 1
+            entry = {
+                "root": label,
+                "module": name,
+                "type": type(module).__name__,
+                "depth": depth,
+                "phase": phase,
+                "calls": 0,
+                "delta_bytes": 0,
+                "peak_bytes": None,
+                "peak_increase_bytes": None,
+                "saved_bytes": 0 if phase == "forward" else None,
+                "parameter_bytes": self._parameter_bytes(module),
+            }
+            self.entries[key] = entry
+        return entry
+
+    def _on_device(self, t):
+        d = t.device
+        if d.type != self.device_type:
+            return False
+        return self.device_type == "cpu" or d.index == self.device_index
+
+    def _parameter_bytes(self, module):
+        seen = set()
+        total = 0
+        try:
+            for p in module.parameters():
+                if self._on_device(p):
+                    ptr, n = _storage_key_bytes(p)
+                    if ptr not in seen:
+                        seen.add(ptr)
+                        total += n
+        except Exception:
+            pass
+        return total
+
+    def _tensor_bytes(self, values, seen):
+        total = 0
+        for v in values:
+            if isinstance(v, self.torch.Tensor) and self._on_device(v):
+                try:
+                    ptr, n = _storage_key_bytes(v)
+                except Exception:
+                    continue
+                if ptr not in seen:
+                    seen.add(ptr)
+                    total += n
+        return total
+
+    # --- scopes -------------------------------------------------------------------------
+
+    def _record(self, entry, reading, saved=None):
+        if reading is None:
+            return None
+        start, end, peak = reading
+        entry["calls"] += 1
+        entry["delta_bytes"] += end - start
+        if entry["peak_bytes"] is None or peak > entry["peak_bytes"]:
+            entry["peak_bytes"] = peak
+        inc = peak - start
+        if entry["peak_increase_bytes"] is None or inc > entry["peak_increase_bytes"]:
+            entry["peak_increase_bytes"] = inc
+        if saved is not None:
+            entry["saved_bytes"] += saved
+        return start, end, peak
+
+    def _timeline_slot(self, entry):
+        if len(self.timeline) >= TIMELINE_CAP:
+            self.timeline_dropped += 1
+            return None
+        item = {"root": entry["root"], "module": entry["module"], "phase": entry["phase"]}
+        self.timeline.append(item)
+        return item
+
+    @staticmethod
+    def _fill(item, reading, saved=None):
+        if item is None or reading is None:
+            return
+        item["start_bytes"], item["end_bytes"], item["peak_bytes"] = reading
+        if saved is not None:
+            item["saved_bytes"] = saved
+
+    # --- forward ------------------------------------------------------------------------
+
+    def forward_pre(self, module, args):
+        torch = self.torch
+        if torch is None:
+            torch = self.torch = sys.modules["torch"]
+            from torch.autograd.graph import register_multi_grad_hook
+
+            self.multi_grad_hook = register_multi_grad_hook
+        stack = getattr(self.local, "stack", None)
+        if stack is None:
+            stack = self.local.stack = []
+        grad = torch.is_grad_enabled()
+        if stack:
+            parent = stack[-1]
+            parent.children += 1
+            pass_ = parent.pass_
+            name = self._name_in(pass_.root, module, parent.entry["module"])
+        elif module in self.known and self.known[module][0]() is not None:
+            root_ref, name = self.known[module]
+            pass_ = _Pass(root_ref(), set())
+        else:
+            state = set()
+            for t in list(module.parameters()) + list(module.buffers()):
+                try:
+                    state.add(t.untyped_storage().data_ptr())
+                except Exception:
+                    pass
+            pass_ = _Pass(module, state)
+            name = ""
+            if grad:
+                torch._C._autograd._push_saved_tensors_default_hooks(self.pack, self.unpack)
+                pass_.pushed = True
+        entry = self._entry(self._root_label(pass_.root), name, "forward", module)
+        input_bytes = self._tensor_bytes(args, set())
+        slot = self._timeline_slot(entry)
+        call = _Call(entry, _memprof.scope_open(), input_bytes, pass_)
+        call.module_id = id(module)
+        call.slot = slot
+        call.index = len(pass_.calls)
+        pass_.calls.append(None)
+        stack.append(call)
+        if grad:
+            inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+            if inputs:
+                backward = call.backward
+                try:
+                    self.multi_grad_hook(inputs, lambda grads: self.backward_end(backward))
+                except Exception:
+                    pass
+
+    def forward_post(self, module, args, output):
+        stack = getattr(self.local, "stack", None)
+        if not stack or not any(c.module_id == id(module) for c in stack):
+            return
+        # The top call is this module's, unless an exception skipped inner post-hooks.
+        while True:
+            call = stack.pop()
+            self._end_call(call, stack)
+            if call.module_id == id(module):
+                break
+        torch = self.torch
+        if output is not None and torch.is_grad_enabled():
+            outputs = [t for t in _tensors_in(output, torch) if t.requires_grad]
+            if outputs:
+                backward = call.backward
+                try:
+                    self.multi_grad_hook(outputs, lambda grads: self.backward_start(backward))
+                except Exception:
+                    pass
+
+    def _end_call(self, call, stack):
+        reading = _memprof.scope_close(call.scope)
+        saved = call.saved
+        if stack:
+            stack[-1].saved += saved
+        e = call.entry
+        self._record(e, reading, saved)
+        self._fill(call.slot, reading, saved)
+        pass_ = call.pass_
+        pass_.calls[call.index] = (e["module"], e["depth"], saved, call.input_bytes, call.children)
+        if stack:
+            return
+        if pass_.pushed:
+            self.torch._C._autograd._pop_saved_tensors_default_hooks()
+            pass_.pushed = False
+        # The pass that saved the most is the one checkpoint suggestions are planned on.
+        if e["module"] == "" and saved > self.best_saved:
+            self.best_saved = saved
+            self.best_chain = (e["root"], pass_.calls)
+
+    # --- saved tensors ------------------------------------------------------------------
+
+    def pack(self, t):
+        stack = getattr(self.local, "stack", None)
+        if stack:
+            try:
+                if self._on_device(t):
+                    call = stack[-1]
+                    ptr, n = _storage_key_bytes(t)
+                    p = call.pass_
+                    if ptr not in p.state_storages and ptr not in p.saved_storages:
+                        p.saved_storages.add(ptr)
+                        call.saved += n
+            except Exception:
+                pass
+        return t, t._version
+
+    @staticmethod
+    def unpack(packed):
+        t, version = packed
+        if t._version != version:
+            # What autograd itself raises when no hook is set (it skips the check with one).
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{t.type()} {list(t.shape)}] is at version {t._version}; "
+                f"expected version {version} instead. (memprof --modules reports this through "
+                "its saved-tensors hook; the same program fails without memprof.)"
+            )
+        return t
+
+    # --- backward -----------------------------------------------------------------------
+
+    def backward_start(self, backward):
+        if backward.scope:
+            return
+        backward.scope = _memprof.scope_open()
+        backward.slot = self._timeline_slot(self._backward_entry(backward))
+        self.open_backward[id(backward)] = backward
+        if not self.callback_queued:
+            self.callback_queued = True
+            try:
+                self.torch.autograd.Variable._execution_engine.queue_callback(self.backward_done)
+            except Exception:
+                self.callback_queued = False
+
+    def backward_end(self, backward):
+        if not backward.scope:
+            return
+        reading = _memprof.scope_close(backward.scope)
+        backward.scope = 0
+        self.open_backward.pop(id(backward), None)
+        self._record(self._backward_entry(backward), reading)
+        self._fill(backward.slot, reading)
+
+    def backward_done(self):
+        """The backward pass ended: the backward of calls whose inputs needed no gradient ends."""
+        self.callback_queued = False
+        for backward in list(self.open_backward.values()):
+            self.backward_end(backward)
+
+    def _backward_entry(self, backward):
+        f = backward.entry
+        key = (f["root"], f["module"], "backward")
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = dict(f, phase="backward", calls=0, delta_bytes=0, peak_bytes=None,
+                         peak_increase_bytes=None, saved_bytes=None)
+            self.entries[key] = entry
+        return entry
+
+    # --- report -------------------------------------------------------------------------
+
+    def report(self):
+        for backward in list(self.open_backward.values()):
+            self.backward_end(backward)
+        chain = None
+        if self.best_chain is not None:
+            label, calls = self.best_chain
+            chain = {"root": label, "calls": [
+                {"module": n, "depth": d, "saved_bytes": s, "input_bytes": i, "leaf": c == 0}
+                for (n, d, s, i, c) in (c for c in calls if c is not None)
+            ]}
+        return {
+            "entries": list(self.entries.values()),
+            "timeline": self.timeline,
+            "timeline_dropped": self.timeline_dropped,
+            "chain": chain,
+        }
+
+
+def _tensors_in(value, torch, depth=0):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    out = []
+    if depth > 3:
+        return out
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            out.extend(_tensors_in(v, torch, depth + 1))
+    elif isinstance(value, dict):
+        for v in value.values():
+            out.extend(_tensors_in(v, torch, depth + 1))
+    return out
+
+
+def _install_on(module_mod):
+    module_mod.register_module_forward_pre_hook(_tracker.forward_pre)
+    module_mod.register_module_forward_hook(_tracker.forward_post, always_call=True)
+
+
+def install(device_type, device_index):
+    """Arms the tracker: now if torch.nn is loaded, else when `torch.nn.modules.module` is."""
+    global _tracker
+    _tracker = Tracker(device_type, device_index)
+    loaded = sys.modules.get("torch.nn.modules.module")
+    if loaded is not None:
+        _install_on(loaded)
+        return
+    import importlib.abc
+    import importlib.machinery
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != "torch.nn.modules.module":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if spec is None or spec.loader is None:
+                return None
+            real_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                real_exec(module)
+                _install_on(module)
+
+            spec.loader.exec_module = exec_module
+            sys.meta_path.remove(self)
+            return spec
+
+    sys.meta_path.insert(0, Finder())
+
+
+def report():
+    return None if _tracker is None else _tracker.report()

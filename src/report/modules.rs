@@ -1,0 +1,192 @@
+//! The `--modules` section of the table: the module tree (one row per module, forward and
+//! backward side by side), the top modules by peak and by saved activations, and the checkpoint
+//! plan.
+use crate::profile::{CheckpointPlan, ModuleEntry, ModulesProfile};
+use crate::units;
+use comfy_table::{CellAlignment, ContentArrangement, Table};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+const PRESET: &str = "     ==            ";
+const TOP: usize = 5;
+
+fn display_name(e: &ModuleEntry) -> String {
+    if e.module.is_empty() {
+        format!("{} (root)", e.root)
+    } else {
+        e.module.clone()
+    }
+}
+
+fn opt_bytes(v: Option<i64>) -> String {
+    v.map(units::bytes).unwrap_or_default()
+}
+
+fn print_table(out: &mut String, table: &Table, right_from: usize, columns: usize) {
+    let mut table = table.clone();
+    for i in right_from..columns {
+        if let Some(col) = table.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for line in table.lines() {
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+pub fn render(out: &mut String, m: &ModulesProfile) {
+    let backward: HashMap<(&str, &str), &ModuleEntry> = m
+        .modules
+        .iter()
+        .filter(|e| e.phase == "backward")
+        .map(|e| ((e.root.as_str(), e.module.as_str()), e))
+        .collect();
+    let forward: Vec<&ModuleEntry> = m.modules.iter().filter(|e| e.phase == "forward").collect();
+    let _ = writeln!(
+        out,
+        "\nModules{} · Δ summed over calls, peaks the highest of any call, saved = bytes saved for backward",
+        m.depth
+            .map(|d| format!(" (to depth {d})"))
+            .unwrap_or_default()
+    );
+    if forward.is_empty() {
+        let _ = writeln!(out, "no torch.nn.Module was called");
+        return;
+    }
+    out.push('\n');
+    let header = [
+        "Module",
+        "Type",
+        "Calls",
+        "Fwd Δ",
+        "Fwd peak +",
+        "Saved",
+        "Bwd Δ",
+        "Bwd peak +",
+        "Params",
+    ];
+    let mut table = Table::new();
+    table
+        .load_preset(PRESET)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header);
+    for e in &forward {
+        let b = backward.get(&(e.root.as_str(), e.module.as_str()));
+        let indent = "  ".repeat(e.depth as usize);
+        table.add_row(vec![
+            format!("{indent}{}", display_name(e)),
+            e.kind.clone(),
+            e.calls.to_string(),
+            units::signed_bytes(e.delta_bytes),
+            opt_bytes(e.peak_increase_bytes),
+            opt_bytes(e.saved_bytes),
+            b.map(|b| units::signed_bytes(b.delta_bytes))
+                .unwrap_or_default(),
+            b.map(|b| opt_bytes(b.peak_increase_bytes))
+                .unwrap_or_default(),
+            units::bytes(e.parameter_bytes),
+        ]);
+    }
+    print_table(out, &table, 2, header.len());
+    render_top(out, m, &forward);
+    if m.timeline_dropped > 0 {
+        let _ = writeln!(
+            out,
+            "note: the timeline in YAML/JSON holds the first {} calls; {} more were left out",
+            m.timeline.len(),
+            m.timeline_dropped
+        );
+    }
+    if let Some(plan) = &m.checkpoints {
+        render_plan(out, plan);
+    }
+}
+
+/// The modules with no row below them in the table, ranked.
+fn render_top(out: &mut String, m: &ModulesProfile, forward: &[&ModuleEntry]) {
+    let has_child = |e: &ModuleEntry| {
+        let prefix = format!("{}.", e.module);
+        forward
+            .iter()
+            .any(|c| c.root == e.root && (e.module.is_empty() || c.module.starts_with(&prefix)) && c.depth > e.depth)
+    };
+    let frontier: Vec<&ModuleEntry> = m
+        .modules
+        .iter()
+        .filter(|e| e.depth > 0 && !has_child(e))
+        .collect();
+    if frontier.is_empty() {
+        return;
+    }
+    let mut by_peak = frontier.clone();
+    by_peak.sort_by_key(|e| std::cmp::Reverse(e.peak_increase_bytes.unwrap_or(0)));
+    let _ = writeln!(out, "\nTop modules by peak increase (forward or backward):");
+    for e in by_peak.iter().take(TOP) {
+        let _ = writeln!(
+            out,
+            "  {:>12}  {} {}",
+            opt_bytes(e.peak_increase_bytes),
+            display_name(e),
+            e.phase
+        );
+    }
+    let mut by_saved: Vec<&ModuleEntry> = frontier
+        .into_iter()
+        .filter(|e| e.saved_bytes.unwrap_or(0) > 0)
+        .collect();
+    if by_saved.is_empty() {
+        return;
+    }
+    by_saved.sort_by_key(|e| std::cmp::Reverse(e.saved_bytes.unwrap_or(0)));
+    let _ = writeln!(out, "\nTop modules by saved activations:");
+    for e in by_saved.iter().take(TOP) {
+        let _ = writeln!(
+            out,
+            "  {:>12}  {} ({} calls)",
+            opt_bytes(e.saved_bytes),
+            display_name(e),
+            e.calls
+        );
+    }
+}
+
+fn render_plan(out: &mut String, plan: &CheckpointPlan) {
+    let _ = writeln!(
+        out,
+        "\nCheckpoint suggestion for {} ({} split points among {} modules, from one measured forward pass):",
+        plan.root, plan.requested, plan.candidates
+    );
+    let mut table = Table::new();
+    let header = ["Segment", "First module", "Last module", "Modules", "Saved", "Input"];
+    table
+        .load_preset(PRESET)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header);
+    for (i, s) in plan.segments.iter().enumerate() {
+        table.add_row(vec![
+            (i + 1).to_string(),
+            s.first.clone(),
+            s.last.clone(),
+            s.modules.to_string(),
+            units::bytes(s.saved_bytes),
+            units::bytes(s.input_bytes),
+        ]);
+    }
+    print_table(out, &table, 3, header.len());
+    let _ = writeln!(
+        out,
+        "Activations saved for backward: {} measured; with each segment checkpointed, estimated {} \
+         (the worst segment recomputed in backward, with the inputs kept at earlier segment starts{}). An estimate: transient gradients and \
+         recomputation buffers come on top.",
+        units::bytes(plan.activation_bytes),
+        units::bytes(plan.estimated_activation_bytes),
+        if plan.outside_candidates_bytes != 0 {
+            format!(
+                " + {} saved outside these modules",
+                units::bytes(plan.outside_candidates_bytes)
+            )
+        } else {
+            String::new()
+        }
+    );
+}

@@ -1,0 +1,63 @@
+//! The `--modules` and `--tensors` sections of the report: read from the bootstrap's JSON, cut to
+//! `--depth`, with the checkpoint plan computed from the measured pass.
+use crate::checkpoints::{self, Chain};
+use crate::profile::{Inventory, ModuleEntry, ModuleEvent, ModulesProfile, MODULE_SEMANTICS};
+use serde::Deserialize;
+
+/// What the bootstrap hands over (`reports_json`).
+#[derive(Deserialize, Debug, Default)]
+struct Collected {
+    modules: Option<CollectedModules>,
+    inventories: Option<Vec<Inventory>>,
+}
+
+#[derive(Deserialize, Debug)]
+struct CollectedModules {
+    entries: Vec<ModuleEntry>,
+    timeline: Vec<ModuleEvent>,
+    timeline_dropped: u64,
+    chain: Option<Chain>,
+}
+
+/// How the sections are shaped.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SectionOptions {
+    pub depth: Option<u32>,
+    pub checkpoints: Option<u32>,
+}
+
+/// The module profile and the inventories, from `json`; a warning when it cannot be read.
+pub fn read(
+    json: &str,
+    options: SectionOptions,
+) -> Result<(Option<ModulesProfile>, Option<Vec<Inventory>>), String> {
+    let collected: Collected = serde_json::from_str(json)
+        .map_err(|e| format!("the --modules/--tensors data could not be read: {e}"))?;
+    let modules = collected.modules.map(|m| {
+        let keep = |depth: u32| options.depth.is_none_or(|d| depth <= d);
+        let depth_of = |name: &str| {
+            if name.is_empty() {
+                0
+            } else {
+                name.matches('.').count() as u32 + 1
+            }
+        };
+        let checkpoints = options
+            .checkpoints
+            .zip(m.chain.as_ref())
+            .and_then(|(n, chain)| checkpoints::plan(chain, options.depth, n));
+        ModulesProfile {
+            semantics: MODULE_SEMANTICS.to_string(),
+            depth: options.depth,
+            modules: m.entries.into_iter().filter(|e| keep(e.depth)).collect(),
+            timeline: m
+                .timeline
+                .into_iter()
+                .filter(|e| keep(depth_of(&e.module)))
+                .collect(),
+            timeline_dropped: m.timeline_dropped,
+            checkpoints,
+        }
+    });
+    Ok((modules, collected.inventories))
+}

@@ -1,0 +1,78 @@
+//! The `--tensors` section of the table: per inventory, the totals by category against the
+//! allocator (the gap named), then the largest storages.
+use crate::profile::Inventory;
+use crate::units;
+use comfy_table::{CellAlignment, ContentArrangement, Table};
+use std::fmt::Write;
+
+const PRESET: &str = "     ==            ";
+
+pub fn render(out: &mut String, inventories: &[Inventory]) {
+    for inv in inventories {
+        let _ = writeln!(out, "\nLive tensors at {}:", inv.when);
+        for c in &inv.categories {
+            let _ = writeln!(
+                out,
+                "  {:<16} {:>12}  ({} storages)",
+                c.category.replace('_', " "),
+                units::bytes(c.bytes),
+                c.storages
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>12}  ({} storages, views and tied weights counted once)",
+            "tensors",
+            units::bytes(inv.tensor_bytes),
+            inv.storages
+        );
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>12}  (allocated_bytes.all.current)",
+            "allocated",
+            units::bytes(inv.allocated_bytes)
+        );
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>12}  (held by no Python tensor: saved for backward, C++ buffers, allocator rounding)",
+            "gap",
+            units::signed_bytes(inv.gap_bytes)
+        );
+        if inv.skipped_objects > 0 {
+            let _ = writeln!(
+                out,
+                "  {} objects failed or vanished while inspected and were skipped",
+                inv.skipped_objects
+            );
+        }
+        if inv.tensors.is_empty() {
+            continue;
+        }
+        out.push('\n');
+        let header = ["Bytes", "Category", "Dtype", "Shape", "Views", "Name"];
+        let mut table = Table::new();
+        table
+            .load_preset(PRESET)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header(header);
+        for t in &inv.tensors {
+            table.add_row(vec![
+                units::bytes(t.bytes),
+                t.category.replace('_', " "),
+                t.dtype.clone(),
+                format!("{:?}", t.shape),
+                t.tensors.to_string(),
+                t.name.clone().unwrap_or_else(|| "(unnamed)".into()),
+            ]);
+        }
+        if let Some(col) = table.column_mut(0) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+        for line in table.lines() {
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        if inv.unlisted_storages > 0 {
+            let _ = writeln!(out, "  … and {} smaller storages", inv.unlisted_storages);
+        }
+    }
+}
