@@ -181,7 +181,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --function --format --output --device --stat --help --version"
+            opts="-f -m -o -h -V --function --format --output --modules --depth --suggest-checkpoints --tensors --device --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -204,6 +204,14 @@ _memprof() {
                     return 0
                     ;;
                 -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --depth)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --suggest-checkpoints)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -38,9 +38,13 @@ complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Repor
 yaml\t''
 json\t''"
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s o -l output -d 'Write the report to this file (atomically) instead of standard output' -r -F
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l depth -d 'Show modules down to this depth of qualified name (`layer1` is 1, `layer1.0.conv1` 3); with --suggest-checkpoints, split between the modules at this depth' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l suggest-checkpoints -d 'Suggest N activation-checkpoint split points from the measured saved activations, with the estimated activation memory before and after (implies --modules)' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s m -d 'Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l modules -d 'Also profile every torch.nn.Module call, forward and backward: allocated Δ, peak, bytes saved for backward, parameters, as a tree of qualified names (works without -f)'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l tensors -d 'At the end of each targeted call and where an exception leaves one, list the live tensors on the device by storage, named from the model and optimizer, with totals by category'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand show" -l format -d 'Output format' -r -f -a "table\t''

@@ -15,5 +15,9 @@ for t in .device/tests/*; do
 done
 echo "== demo: memprof run -f train_step examples/train.py --steps 3"
 .device/memprof run -f train_step examples/train.py --steps 3 || status=1
+echo "== demo: memprof run --modules --depth 2 --suggest-checkpoints 2 examples/train.py --steps 3"
+.device/memprof run --modules --depth 2 --suggest-checkpoints 2 examples/train.py --steps 3 || status=1
+echo "== demo: memprof run -f train_step --tensors examples/train.py --steps 2"
+.device/memprof run -f train_step --tensors examples/train.py --steps 2 || status=1
 echo "gpu-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

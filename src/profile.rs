@@ -239,7 +239,7 @@ pub struct Inventory {
     /// Bytes of the distinct storages of the tensors Python can reach.
     pub tensor_bytes: i64,
     /// allocated_bytes - tensor_bytes: memory no Python tensor holds (saved for backward, held by
-    /// C++, allocator rounding).
+    /// C++ such as cuBLAS/cuDNN workspaces, allocator rounding).
     pub gap_bytes: i64,
     pub categories: Vec<CategoryTotal>,
     pub storages: u64,

@@ -350,7 +350,10 @@ def _inventory(qualname, call, raised, traceback):
     import _memprof_inventory
 
     frames = []
-    f = sys._getframe(1)
+    try:
+        f = sys._getframe(1)
+    except ValueError:  # called from memprof itself, after the program ended
+        f = None
     while f is not None:
         if f.f_code in _targeted_codes:
             frames.append(f)

@@ -34,7 +34,7 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
         );
         let _ = writeln!(
             out,
-            "  {:<16} {:>12}  (held by no Python tensor: saved for backward, C++ buffers, allocator rounding)",
+            "  {:<16} {:>12}  (held by no Python tensor: saved for backward, cuBLAS/cuDNN workspaces, allocator rounding)",
             "gap",
             units::signed_bytes(inv.gap_bytes)
         );

@@ -1,0 +1,164 @@
+//! `--tensors`: the live-tensor inventory pinned exactly on the MLP and the CNN trained with Adam
+//! in fp32 and bf16 (parameters, gradients, Adam state, the step's own tensors), named from the
+//! model, the optimizer and the targeted frame; at an exception; without keeping anything alive.
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn inventories(args: &[&str]) -> (Run, Vec<Value>) {
+    let mut all = vec!["--tensors"];
+    all.extend(args);
+    let (r, report) = profile(&[], &all);
+    let list = report["tensors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tensors section: {report:#}\n{}", r.stderr))
+        .clone();
+    (r, list)
+}
+
+fn category(inv: &Value, name: &str) -> i64 {
+    inv["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["category"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {inv:#}"))["bytes"]
+        .as_i64()
+        .unwrap()
+}
+
+fn named<'a>(inv: &'a Value, name: &str) -> &'a Value {
+    inv["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| {
+            t["name"]
+                .as_str()
+                .is_some_and(|n| n.split(", ").any(|part| part == name))
+        })
+        .unwrap_or_else(|| panic!("no tensor named {name} in {inv:#}"))
+}
+
+/// Checks the inventory at the end of train_step's third call; `params` lists the parameter
+/// sizes in elements, `other` the step's own tensors (inputs, targets, output) in bytes.
+fn check_training(script: &str, dtype: &str, s: i64, params: &[i64], other: i64) {
+    let (r, invs) = inventories(&["-f", "train_step", script, dtype, "3"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The first call's and the latest call's.
+    let calls: Vec<u64> = invs.iter().map(|i| i["call"].as_u64().unwrap()).collect();
+    assert_eq!(calls, [1, 3]);
+    let inv = &invs[1];
+    assert_eq!(inv["when"], "end of train_step (call 3)");
+    assert_eq!(inv["raised"], false);
+    let p: i64 = params.iter().sum::<i64>() * s;
+    assert_eq!(category(inv, "parameters"), p);
+    assert_eq!(category(inv, "gradients"), p);
+    assert_eq!(category(inv, "buffers"), 0);
+    // Adam: exp_avg and exp_avg_sq like each parameter, and a float32 `step` per parameter,
+    // which Adam keeps on the CPU (so on the device only when that is the CPU).
+    let steps = if on_cuda() { 0 } else { 4 * params.len() as i64 };
+    assert_eq!(category(inv, "optimizer_state"), 2 * p + steps);
+    // x, y, out, loss (a scalar, shared with the detached value being returned), and the
+    // previous call's returned loss, still bound in __main__.
+    assert_eq!(category(inv, "other"), other + 2 * s);
+    let tensors = inv["tensor_bytes"].as_i64().unwrap();
+    assert_eq!(tensors, 4 * p + steps + other + 2 * s);
+    let allocated = inv["allocated_bytes"].as_i64().unwrap();
+    assert_eq!(inv["gap_bytes"].as_i64().unwrap(), allocated - tensors);
+    if on_cuda() {
+        // Allocator rounding (scalars take 512 B) and cuBLAS workspaces hold the rest.
+        assert!(allocated >= tensors, "{inv:#}");
+    } else {
+        assert_eq!(allocated, tensors, "on the CPU every allocated byte is a tensor's");
+    }
+    let w = named(inv, "0.weight");
+    assert_eq!(w["category"], "parameters");
+    assert_eq!(w["bytes"].as_i64().unwrap(), params[0] * s);
+    assert_eq!(w["dtype"], dtype);
+    assert_eq!(named(inv, "0.weight.grad")["category"], "gradients");
+    let m = named(inv, "optimizer.state[0.weight].exp_avg");
+    assert_eq!(m["category"], "optimizer_state");
+    assert_eq!(m["bytes"].as_i64().unwrap(), params[0] * s);
+    assert_eq!(named(inv, "train_step:x")["category"], "other");
+    assert_eq!(named(inv, "train_step:loss")["tensors"], 2, "loss and its detached view");
+    // After the first step the optimizer state exists too.
+    assert_eq!(category(&invs[0], "optimizer_state"), 2 * p + steps);
+    assert_eq!(category(&invs[0], "other"), other + s);
+}
+
+#[test]
+fn mlp_inventory_is_exact_in_fp32() {
+    let (b, i, h, o) = (64, 128, 512, 256);
+    let params = [i * h, h, h * o, o];
+    check_training("mlp.py", "float32", 4, &params, (b * i + 2 * b * o) * 4);
+}
+
+#[test]
+fn mlp_inventory_is_exact_in_bf16() {
+    let (b, i, h, o) = (64, 128, 512, 256);
+    let params = [i * h, h, h * o, o];
+    check_training("mlp.py", "bfloat16", 2, &params, (b * i + 2 * b * o) * 2);
+}
+
+#[test]
+fn cnn_inventory_is_exact_in_fp32_and_bf16() {
+    let (b, c, hw, k, o) = (8, 4, 16, 16, 32);
+    let params = [k * c * 9, k, k * (hw / 2) * (hw / 2) * o, o];
+    for (dtype, s) in [("float32", 4), ("bfloat16", 2)] {
+        check_training("cnn.py", dtype, s, &params, (b * c * hw * hw + 2 * b * o) * s);
+    }
+}
+
+#[test]
+fn an_exception_gets_an_inventory_and_nothing_is_kept_alive() {
+    let mib = 1024 * 1024;
+    let (r, invs) = inventories(&[
+        "-f",
+        "make_and_drop",
+        "-f",
+        "fails",
+        "inventory_edges.py",
+        "--raise",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    // The inventory held the 1 MiB tensor of each call while it ran, and let it go.
+    assert!(
+        r.stdout.contains("alive after the calls: 0"),
+        "{}",
+        r.stdout
+    );
+    let ends: Vec<&Value> = invs
+        .iter()
+        .filter(|i| i["function"] == "make_and_drop")
+        .collect();
+    assert_eq!(ends.len(), 2);
+    for inv in ends {
+        assert_eq!(named(inv, "make_and_drop:t")["bytes"], mib);
+        assert_eq!(category(inv, "other") % 4096, 0);
+    }
+    let failed = invs
+        .iter()
+        .find(|i| i["function"] == "fails")
+        .expect("an inventory where the exception left fails()");
+    assert_eq!(failed["raised"], true);
+    assert_eq!(failed["when"], "an exception left fails (call 1)");
+    assert_eq!(named(failed, "fails:doomed")["bytes"], 2 * mib);
+    assert!(r.stderr.contains("ValueError: failed holding"), "{}", r.stderr);
+    assert!(!r.stderr.contains("memprof inventory"), "{}", r.stderr);
+}
+
+#[test]
+fn the_table_sets_categories_against_the_allocator() {
+    let r = run(&["-f", "train_step", "--tensors", "mlp.py", "float32", "2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for needle in [
+        "Live tensors at end of train_step (call 2):",
+        "optimizer state",
+        "allocated_bytes.all.current",
+        "gap",
+        "optimizer.state[2.weight].exp_avg_sq",
+    ] {
+        assert!(r.stdout.contains(needle), "{needle} missing:\n{}", r.stdout);
+    }
+}
