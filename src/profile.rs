@@ -272,4 +272,8 @@ pub struct InventoryTensor {
     pub dtype: String,
     /// Tensors sharing the storage (views).
     pub tensors: u64,
+    /// `file:line (function)` of the targeted line that allocated it, for tensors that are not
+    /// model state, gradients or optimizer state, when a targeted line did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
 }

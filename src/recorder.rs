@@ -63,6 +63,8 @@ pub struct Recorder {
     /// inventory runs for each.
     ended: Vec<EndedCall>,
     collect_ended: bool,
+    /// Tell the allocation tags which line runs (for `--tensors`).
+    tagging: bool,
 }
 
 /// A targeted call that ended: which function, its call number, and whether an exception left it.
@@ -90,6 +92,7 @@ impl Recorder {
             next_scope: 0,
             ended: Vec::new(),
             collect_ended: false,
+            tagging: false,
         }
     }
 
@@ -276,6 +279,7 @@ impl Recorder {
             self.unwatch(state.caller.code);
             self.frames.insert(frame, state);
         }
+        self.retag(thread);
     }
 
     /// A targeted frame returns (`raised == false`) or an exception leaves it (reported on
@@ -297,6 +301,7 @@ impl Recorder {
                 self.unwatch(state.caller.code);
             }
         }
+        self.retag(thread);
     }
 
     /// An event of a frame that is not targeted: a watched caller's line, return or yield.
@@ -367,6 +372,7 @@ impl Recorder {
                 self.unwatch(state.caller.code);
             }
         }
+        self.retag(thread);
     }
 
     /// Removes `frame` (the top, normally) from `thread`'s stack.
@@ -408,6 +414,9 @@ impl Recorder {
         state.open = true;
         state.continuation = continuation;
         self.sampler.open(&mut state.window);
+        if self.tagging {
+            crate::torch::tags::set(Some(state.func), line);
+        }
     }
 
     fn close(&mut self, state: &mut FrameState, raised: bool) {
@@ -420,9 +429,37 @@ impl Recorder {
             .close(&state.window, agg, !state.continuation, raised);
     }
 
-    /// Keep a list of the targeted calls that end (for `--tensors`).
+    /// For `--tensors`: keep a list of the targeted calls that end, and tag allocations with
+    /// the line that made them.
     pub fn collect_ended_calls(&mut self) {
         self.collect_ended = true;
+        self.tagging = true;
+        crate::torch::tags::enable();
+    }
+
+    /// Where a live block was allocated: (qualname, file, line), if by a targeted line.
+    pub fn created_at(&self, ptr: usize) -> Option<(String, String, u32)> {
+        let (func, line) = crate::torch::tags::of(ptr)?;
+        let f = self.functions.get(func as usize)?;
+        Some((f.qualname.clone(), f.file.clone(), line))
+    }
+
+    /// After a frame left `thread`: allocations now belong to the line of the targeted frame
+    /// below it, if any.
+    fn retag(&self, thread: usize) {
+        if !self.tagging {
+            return;
+        }
+        let top = self
+            .stacks
+            .get(&thread)
+            .and_then(|s| s.last())
+            .and_then(|f| self.frames.get(f))
+            .filter(|s| s.open);
+        match top {
+            Some(s) => crate::torch::tags::set(Some(s.func), s.line),
+            None => crate::torch::tags::set(None, 0),
+        }
     }
 
     /// The targeted calls that ended since the last call.

@@ -81,6 +81,20 @@ fn check_training(script: &str, dtype: &str, s: i64, params: &[i64], other: i64)
     assert_eq!(m["category"], "optimizer_state");
     assert_eq!(m["bytes"].as_i64().unwrap(), params[0] * s);
     assert_eq!(named(inv, "train_step:x")["category"], "other");
+    // The step's output is named by its variable and by the targeted line that allocated it;
+    // x came from outside any targeted line.
+    let source = std::fs::read_to_string(root().join("fixtures").join(script)).unwrap();
+    let line = source
+        .lines()
+        .position(|l| l.trim() == "out = model(x)")
+        .unwrap()
+        + 1;
+    let created = named(inv, "train_step:out")["created_at"].as_str().unwrap();
+    assert!(
+        created.ends_with(&format!("{script}:{line} (train_step)")),
+        "{created}"
+    );
+    assert!(named(inv, "train_step:x")["created_at"].is_null());
     assert_eq!(named(inv, "train_step:loss")["tensors"], 2, "loss and its detached view");
     // After the first step the optimizer state exists too.
     assert_eq!(category(&invs[0], "optimizer_state"), 2 * p + steps);

@@ -19,9 +19,10 @@ TOP = 40
 
 
 class _Storage:
-    __slots__ = ("bytes", "category", "names", "tensors", "shape", "dtype")
+    __slots__ = ("ptr", "bytes", "category", "names", "tensors", "shape", "dtype")
 
-    def __init__(self, nbytes, shape, dtype):
+    def __init__(self, ptr, nbytes, shape, dtype):
+        self.ptr = ptr
         self.bytes = nbytes
         self.category = "other"
         self.names = []
@@ -70,7 +71,9 @@ def _scan(torch, objects, device_type, device_index, label, frames):
             key = st.data_ptr()
             s = storages.get(key)
             if s is None:
-                s = storages[key] = _Storage(st.nbytes(), list(t.shape), str(t.dtype).replace("torch.", ""))
+                s = storages[key] = _Storage(
+                    key, st.nbytes(), list(t.shape), str(t.dtype).replace("torch.", "")
+                )
             return s
         except Exception:
             skipped += 1
@@ -154,17 +157,23 @@ def _scan(torch, objects, device_type, device_index, label, frames):
     tensor_bytes = sum(totals.values())
     allocated = _memprof.allocated_now()
     ranked = sorted(storages.values(), key=lambda s: -s.bytes)
-    listed = [
-        {
+    listed = []
+    for s in ranked[:TOP]:
+        created = None
+        if s.category == "other":
+            where = _memprof.created_at(s.ptr)
+            if where is not None:
+                qualname, filename, line = where
+                created = f"{filename}:{line} ({qualname})"
+        listed.append({
             "name": ", ".join(s.names) if s.names else None,
             "category": s.category,
             "bytes": s.bytes,
             "shape": s.shape,
             "dtype": s.dtype,
             "tensors": s.tensors,
-        }
-        for s in ranked[:TOP]
-    ]
+            "created_at": created,
+        })
     return {
         "when": label,
         "allocated_bytes": allocated,

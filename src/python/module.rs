@@ -69,6 +69,12 @@ fn allocated_now() -> i64 {
     recorder::with(|r| r.allocated_now()).unwrap_or(0)
 }
 
+/// Where the live block at `ptr` was allocated, if by a targeted line: (qualname, file, line).
+#[pyfunction]
+fn created_at(ptr: usize) -> Option<(String, String, u32)> {
+    recorder::with(|r| r.created_at(ptr)).flatten()
+}
+
 /// Creates the module.
 pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_memprof")?;
@@ -78,6 +84,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_close, &m)?)?;
     m.add_function(wrap_pyfunction!(allocated_now, &m)?)?;
+    m.add_function(wrap_pyfunction!(created_at, &m)?)?;
     m.add_function(wrap_pyfunction!(super::inventory::set_inventory, &m)?)?;
     super::tracing::add_callbacks(&m)?;
     Ok(m)

@@ -49,7 +49,15 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
             continue;
         }
         out.push('\n');
-        let header = ["Bytes", "Category", "Dtype", "Shape", "Views", "Name"];
+        let header = [
+            "Bytes",
+            "Category",
+            "Dtype",
+            "Shape",
+            "Views",
+            "Name",
+            "Created at",
+        ];
         let mut table = Table::new();
         table
             .load_preset(PRESET)
@@ -63,6 +71,7 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
                 format!("{:?}", t.shape),
                 t.tensors.to_string(),
                 t.name.clone().unwrap_or_else(|| "(unnamed)".into()),
+                t.created_at.as_deref().map(short_place).unwrap_or_default(),
             ]);
         }
         if let Some(col) = table.column_mut(0) {
@@ -74,5 +83,13 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
         if inv.unlisted_storages > 0 {
             let _ = writeln!(out, "  … and {} smaller storages", inv.unlisted_storages);
         }
+    }
+}
+
+/// `train.py:29 (train_step)` for `/long/path/train.py:29 (train_step)`: the table is wide.
+fn short_place(place: &str) -> String {
+    match place.rsplit_once('/') {
+        Some((_, rest)) => rest.to_string(),
+        None => place.to_string(),
     }
 }

@@ -21,6 +21,12 @@ extern "C" {
     pub fn mp_reporter_install(device: c_int) -> c_int;
     /// Installs the reporter on this thread if it has no profiler state.
     pub fn mp_reporter_attach_thread() -> c_int;
+    /// Starts remembering which line allocated each block of the profiled device.
+    pub fn mp_tags_enable();
+    /// Sets the line now running (0: none).
+    pub fn mp_tag_set(tag: u64);
+    /// The tag of the live block at `ptr` (0: unknown).
+    pub fn mp_tag_of(ptr: *const std::ffi::c_void) -> u64;
     /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
     pub fn mp_tally_take(which: c_int, out: *mut i64);
 }

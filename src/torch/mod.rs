@@ -120,3 +120,29 @@ pub fn take_tally(device: bool, out: &mut [i64; TALLY_LEN]) {
     // SAFETY: out has room for the 11 values.
     unsafe { ffi::mp_tally_take(i32::from(device), out.as_mut_ptr()) }
 }
+
+/// Allocation tags (`--tensors`): which targeted line allocated each live block.
+pub mod tags {
+    use super::ffi;
+
+    /// Starts tagging allocations of the profiled device.
+    pub fn enable() {
+        // SAFETY: no arguments; sets an atomic.
+        unsafe { ffi::mp_tags_enable() }
+    }
+
+    /// The tag of a line: its function id and line number (0: no line).
+    #[inline]
+    pub fn set(func: Option<u32>, line: u32) {
+        let tag = func.map_or(0, |f| (u64::from(f) + 1) << 32 | u64::from(line));
+        // SAFETY: stores an atomic.
+        unsafe { ffi::mp_tag_set(tag) }
+    }
+
+    /// The function id and line that allocated the live block at `ptr`, if a targeted line did.
+    pub fn of(ptr: usize) -> Option<(u32, u32)> {
+        // SAFETY: only looks the address up.
+        let tag = unsafe { ffi::mp_tag_of(ptr as *const std::ffi::c_void) };
+        (tag != 0).then(|| (((tag >> 32) - 1) as u32, tag as u32))
+    }
+}

@@ -18,9 +18,12 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace {
 
@@ -67,6 +70,29 @@ Tally cpu_tally;
 Tally device_tally;
 std::atomic<int> device_index{-1};
 
+// --tensors: which targeted line was running when each live block of the profiled device was
+// allocated (its address, as the storage's data pointer), so that unnamed tensors can be named
+// by the line that created them. Off unless enabled: it costs a lock per allocation.
+std::atomic<bool> tagging{false};
+std::atomic<uint64_t> current_tag{0};
+std::mutex tags_mutex;
+std::unordered_map<void*, uint64_t> tags;
+
+void remember(void* ptr, int64_t size) {
+  if (!tagging.load(std::memory_order_relaxed) || ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(tags_mutex);
+  if (size > 0) {
+    uint64_t tag = current_tag.load(std::memory_order_relaxed);
+    if (tag != 0) {
+      tags[ptr] = tag;
+    } else {
+      tags.erase(ptr);
+    }
+  } else if (size < 0) {
+    tags.erase(ptr);
+  }
+}
+
 // Subclasses the profiler's own state base, not the bare reporting interface: torch's profiler
 // static-casts whatever sits in the PROFILER_STATE slot to ProfilerStateBase. With profiler type
 // NONE and a disabled config, profilerEnabled() stays false, so torch behaves as if unprofiled.
@@ -77,9 +103,10 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
             /*report_input_shapes=*/false,
             /*profile_memory=*/true)) {}
 
-  void reportMemoryUsage(void*, int64_t size, size_t total_allocated, size_t total_reserved,
+  void reportMemoryUsage(void* ptr, int64_t size, size_t total_allocated, size_t total_reserved,
                          c10::Device device) override {
     if (device.is_cpu()) {
+      if (device_index.load(std::memory_order_relaxed) < 0) remember(ptr, size);
       Tally& t = cpu_tally;
       int64_t now = t.allocated_current.fetch_add(size, std::memory_order_relaxed) + size;
       atomic_max(t.allocated_max, now);
@@ -87,6 +114,7 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
       return;
     }
     if (device.index() != device_index.load(std::memory_order_relaxed)) return;
+    remember(ptr, size);
     Tally& t = device_tally;
     t.allocated_current.store((int64_t)total_allocated, std::memory_order_relaxed);
     t.reserved_current.store((int64_t)total_reserved, std::memory_order_relaxed);
@@ -222,6 +250,19 @@ int mp_reporter_attach_thread() {
       c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter);
     }
   });
+}
+
+/// Starts remembering which line allocated each block (see `tags`).
+void mp_tags_enable() { tagging.store(true); }
+
+/// The line now running (0: none), as `mp_tag_of` will return it.
+void mp_tag_set(uint64_t tag) { current_tag.store(tag, std::memory_order_relaxed); }
+
+/// The tag of the live block at ptr, 0 if unknown.
+uint64_t mp_tag_of(const void* ptr) {
+  std::lock_guard<std::mutex> lock(tags_mutex);
+  auto it = tags.find(const_cast<void*>(ptr));
+  return it == tags.end() ? 0 : it->second;
 }
 
 /// Reads a tally (0: CPU, 1: the CUDA device) and restarts its maxima at the current values.
