@@ -51,9 +51,7 @@ pub fn best_splits(sizes: &[i64], splits: usize) -> Vec<usize> {
     // where the last of them starts.
     let mut best = vec![vec![i64::MAX; n + 1]; splits + 1];
     let mut from = vec![vec![0usize; n + 1]; splits + 1];
-    for i in 1..=n {
-        best[0][i] = prefix[i];
-    }
+    best[0][1..].copy_from_slice(&prefix[1..]);
     for k in 1..=splits {
         for i in (k + 1)..=n {
             for j in k..i {
@@ -136,7 +134,12 @@ mod tests {
             }
             (1..sizes.len())
                 .filter(|&i| sizes.len() - i >= splits)
-                .map(|i| sizes[..i].iter().sum::<i64>().max(go(&sizes[i..], splits - 1)))
+                .map(|i| {
+                    sizes[..i]
+                        .iter()
+                        .sum::<i64>()
+                        .max(go(&sizes[i..], splits - 1))
+                })
                 .min()
                 .unwrap_or(i64::MAX)
         }
@@ -147,7 +150,10 @@ mod tests {
         let mut b = vec![0];
         b.extend(starts);
         b.push(sizes.len());
-        b.windows(2).map(|w| sizes[w[0]..w[1]].iter().sum()).max().unwrap()
+        b.windows(2)
+            .map(|w| sizes[w[0]..w[1]].iter().sum())
+            .max()
+            .unwrap()
     }
 
     #[test]
@@ -163,8 +169,15 @@ mod tests {
             for splits in 1..sizes.len() {
                 let starts = best_splits(&sizes, splits);
                 assert_eq!(starts.len(), splits);
-                assert!(starts.windows(2).all(|w| w[0] < w[1]), "{sizes:?} {starts:?}");
-                assert_eq!(largest(&sizes, &starts), brute(&sizes, splits), "{sizes:?} {splits}");
+                assert!(
+                    starts.windows(2).all(|w| w[0] < w[1]),
+                    "{sizes:?} {starts:?}"
+                );
+                assert_eq!(
+                    largest(&sizes, &starts),
+                    brute(&sizes, splits),
+                    "{sizes:?} {splits}"
+                );
             }
         }
     }

@@ -65,6 +65,12 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     if let Some(path) = &args.output {
         report::check_writable(path)?;
     }
+    if args.depth.is_some() && !args.modules && args.suggest_checkpoints.is_none() {
+        return Err(
+            crate::error::Error::usage("--depth shapes the module report, which is off")
+                .hint("add --modules (or --suggest-checkpoints N)"),
+        );
+    }
     let source = config::resolve_device(global.device.as_deref(), torch::cuda_device_count())?;
     let columns = config::resolve_stats(&global.stats, source)?;
     let device_index = match source {
@@ -102,6 +108,13 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     {
         facts.warnings.push(
             "nothing was targeted: pass -f FUNCTION, or decorate functions with @profile".into(),
+        );
+    }
+    if args.tensors && recorder::with(|r| r.functions.is_empty()).unwrap_or(true) {
+        facts.warnings.push(
+            "--tensors lists the live tensors when a targeted call ends, and nothing was targeted: \
+             pass -f FUNCTION"
+                .into(),
         );
     }
     let ctx = report::RunContext {

@@ -42,6 +42,16 @@ fn bad_flags() {
     );
     let r = bad(&["run"]);
     assert!(r.stderr.contains("<SCRIPT>"), "{}", r.stderr);
+    let r = bad(&["run", "--depth", "2", "lines.py"]);
+    assert_eq!(
+        r.stderr,
+        "memprof: error: --depth shapes the module report, which is off\n\
+         hint: add --modules (or --suggest-checkpoints N)\n"
+    );
+    let r = bad(&["run", "--modules", "--depth", "0", "lines.py"]);
+    assert!(r.stderr.contains("--depth"), "{}", r.stderr);
+    let r = bad(&["run", "--suggest-checkpoints", "x", "lines.py"]);
+    assert!(r.stderr.contains("--suggest-checkpoints"), "{}", r.stderr);
     let r = bad(&["run", "--format", "xml", "lines.py"]);
     assert!(
         r.stderr.contains("possible values: table, yaml, json"),

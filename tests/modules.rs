@@ -43,7 +43,11 @@ fn check_sums(m: &Value, module: &str, phase: &str) {
         .iter()
         .map(|e| int(&e["end_bytes"]) - int(&e["start_bytes"]))
         .sum();
-    assert_eq!(int(&entry(m, module, phase)["delta_bytes"]), sum, "{phase} {module}");
+    assert_eq!(
+        int(&entry(m, module, phase)["delta_bytes"]),
+        sum,
+        "{phase} {module}"
+    );
 }
 
 /// The last call of `module`'s `phase` in the timeline: (Δ, peak increase, saved).
@@ -100,7 +104,11 @@ fn mlp_exact(dtype: &str, s: i64) {
     // Forward Δ: each layer's output; the root keeps the ReLU output (saved) and its own output,
     // Linear 0's output being freed when the ReLU's replaces it.
     for (name, delta) in [("", hidden + out), ("0", hidden), ("1", hidden), ("2", out)] {
-        assert_eq!(last_call(&m, name, "forward").0, delta, "forward Δ of {name}");
+        assert_eq!(
+            last_call(&m, name, "forward").0,
+            delta,
+            "forward Δ of {name}"
+        );
         check_sums(&m, name, "forward");
         check_sums(&m, name, "backward");
         if !on_cuda() {
@@ -115,7 +123,11 @@ fn mlp_exact(dtype: &str, s: i64) {
         // fp32 matmuls allocate nothing but their output (bf16 ones on the CPU convert). The
         // root peaks while the ReLU's output and its input both exist.
         for (name, peak) in [("", 2 * hidden), ("0", hidden), ("1", hidden), ("2", out)] {
-            assert_eq!(last_call(&m, name, "forward").1, peak, "forward peak of {name}");
+            assert_eq!(
+                last_call(&m, name, "forward").1,
+                peak,
+                "forward peak of {name}"
+            );
         }
     }
     // Backward Δ: gradients of the weights arrive (they were None: zero_grad(set_to_none)),
@@ -188,7 +200,11 @@ fn cnn_exact(dtype: &str, s: i64) {
     // Saved: the convolution its input; the in-place ReLU its result (the convolution's output);
     // the pooling its indices (its input is that same storage); the linear layer its input.
     for (name, saved, delta) in [
-        ("", x + conv + indices + pooled, conv + pooled + indices + fc),
+        (
+            "",
+            x + conv + indices + pooled,
+            conv + pooled + indices + fc,
+        ),
         ("0", x, conv),
         ("1", conv, 0),
         ("2", indices, pooled + indices),
@@ -250,10 +266,16 @@ fn modules_are_named_from_the_root_and_cut_to_a_depth() {
     assert_eq!(entry(&m, "head", "forward")["calls"], 2);
     assert_eq!(entry(&m, "head", "backward")["calls"], 1);
     // GELU saves its input: the fc output, 512 x 256 floats.
-    assert_eq!(int(&entry(&m, "blocks.0.act", "forward")["saved_bytes"]), 512 * 256 * 4);
+    assert_eq!(
+        int(&entry(&m, "blocks.0.act", "forward")["saved_bytes"]),
+        512 * 256 * 4
+    );
     // A parent's numbers include its children's.
     let saved = |n: &str| int(&entry(&m, n, "forward")["saved_bytes"]);
-    assert_eq!(saved("blocks.0"), saved("blocks.0.fc") + saved("blocks.0.act"));
+    assert_eq!(
+        saved("blocks.0"),
+        saved("blocks.0.fc") + saved("blocks.0.act")
+    );
 
     let cut = modules(&["--depth", "2"], &["nested_model.py"]);
     assert_eq!(cut["depth"], 2);
@@ -276,15 +298,25 @@ fn modules_are_named_from_the_root_and_cut_to_a_depth() {
     assert!(r.stdout.contains("    blocks.0 "), "{}", r.stdout);
     assert!(!r.stdout.contains("blocks.0.fc"), "{}", r.stdout);
     assert!(!r.stdout.contains("nothing was targeted"), "{}", r.stdout);
-    assert!(r.stdout.contains("Top modules by saved activations"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("Top modules by saved activations"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]
 fn checkpoint_candidates_follow_the_depth() {
-    let m = modules(&["--suggest-checkpoints", "1", "--depth", "2"], &["nested_model.py"]);
+    let m = modules(
+        &["--suggest-checkpoints", "1", "--depth", "2"],
+        &["nested_model.py"],
+    );
     let plan = &m["checkpoints"];
     assert_eq!(plan["root"], "Net");
-    assert_eq!(plan["candidates"], 4, "stem, blocks.0, blocks.1, head: {plan:#}");
+    assert_eq!(
+        plan["candidates"], 4,
+        "stem, blocks.0, blocks.1, head: {plan:#}"
+    );
     assert_eq!(plan["segments"].as_array().unwrap().len(), 2);
 }
 
@@ -337,7 +369,10 @@ fn suggested_checkpoints_lower_the_measured_peak_as_estimated() {
     // The estimate counts activations only: the measured peak adds backward's transient
     // gradients and recomputation's intermediates, so it is a lower bound, and the measured
     // saving reaches most of the estimated one (CPU 85%, H100 72% when this was written).
-    assert!(after >= estimate, "estimate {estimate} B above measured {after} B");
+    assert!(
+        after >= estimate,
+        "estimate {estimate} B above measured {after} B"
+    );
     let (promised, got) = (saved - estimate, before - after);
     assert!(
         got * 10 >= promised * 6,

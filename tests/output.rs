@@ -32,6 +32,23 @@ fn the_table_of_a_saved_report_is_pinned() {
     assert_snapshot("report.table.txt", &r.stdout);
 }
 
+/// A saved report with the --modules and --tensors sections (cnn.py on the CPU): their tables,
+/// and the sections' round trip through YAML.
+#[test]
+fn the_module_and_tensor_tables_of_a_saved_report_are_pinned() {
+    let report = root().join("tests/snapshots/sections.json");
+    let r = show(&report, "table");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_snapshot("sections.table.txt", &r.stdout);
+    let yaml = show(&report, "yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let yaml_file = dir.path().join("r.yaml");
+    std::fs::write(&yaml_file, &yaml.stdout).unwrap();
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(show(&yaml_file, "json").json(), original);
+}
+
 #[test]
 fn yaml_and_json_carry_the_same_report_and_show_converts_between_them() {
     let report = root().join("tests/snapshots/report.json");

@@ -57,7 +57,11 @@ fn check_training(script: &str, dtype: &str, s: i64, params: &[i64], other: i64)
     assert_eq!(category(inv, "buffers"), 0);
     // Adam: exp_avg and exp_avg_sq like each parameter, and a float32 `step` per parameter,
     // which Adam keeps on the CPU (so on the device only when that is the CPU).
-    let steps = if on_cuda() { 0 } else { 4 * params.len() as i64 };
+    let steps = if on_cuda() {
+        0
+    } else {
+        4 * params.len() as i64
+    };
     assert_eq!(category(inv, "optimizer_state"), 2 * p + steps);
     // x, y, out, loss (a scalar, shared with the detached value being returned), and the
     // previous call's returned loss, still bound in __main__.
@@ -70,7 +74,10 @@ fn check_training(script: &str, dtype: &str, s: i64, params: &[i64], other: i64)
         // Allocator rounding (scalars take 512 B) and cuBLAS workspaces hold the rest.
         assert!(allocated >= tensors, "{inv:#}");
     } else {
-        assert_eq!(allocated, tensors, "on the CPU every allocated byte is a tensor's");
+        assert_eq!(
+            allocated, tensors,
+            "on the CPU every allocated byte is a tensor's"
+        );
     }
     let w = named(inv, "0.weight");
     assert_eq!(w["category"], "parameters");
@@ -95,7 +102,11 @@ fn check_training(script: &str, dtype: &str, s: i64, params: &[i64], other: i64)
         "{created}"
     );
     assert!(named(inv, "train_step:x")["created_at"].is_null());
-    assert_eq!(named(inv, "train_step:loss")["tensors"], 2, "loss and its detached view");
+    assert_eq!(
+        named(inv, "train_step:loss")["tensors"],
+        2,
+        "loss and its detached view"
+    );
     // After the first step the optimizer state exists too.
     assert_eq!(category(&invs[0], "optimizer_state"), 2 * p + steps);
     assert_eq!(category(&invs[0], "other"), other + s);
@@ -120,7 +131,13 @@ fn cnn_inventory_is_exact_in_fp32_and_bf16() {
     let (b, c, hw, k, o) = (8, 4, 16, 16, 32);
     let params = [k * c * 9, k, k * (hw / 2) * (hw / 2) * o, o];
     for (dtype, s) in [("float32", 4), ("bfloat16", 2)] {
-        check_training("cnn.py", dtype, s, &params, (b * c * hw * hw + 2 * b * o) * s);
+        check_training(
+            "cnn.py",
+            dtype,
+            s,
+            &params,
+            (b * c * hw * hw + 2 * b * o) * s,
+        );
     }
 }
 
@@ -158,7 +175,11 @@ fn an_exception_gets_an_inventory_and_nothing_is_kept_alive() {
     assert_eq!(failed["raised"], true);
     assert_eq!(failed["when"], "an exception left fails (call 1)");
     assert_eq!(named(failed, "fails:doomed")["bytes"], 2 * mib);
-    assert!(r.stderr.contains("ValueError: failed holding"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("ValueError: failed holding"),
+        "{}",
+        r.stderr
+    );
     assert!(!r.stderr.contains("memprof inventory"), "{}", r.stderr);
 }
 
@@ -175,4 +196,24 @@ fn the_table_sets_categories_against_the_allocator() {
     ] {
         assert!(r.stdout.contains(needle), "{needle} missing:\n{}", r.stdout);
     }
+}
+
+#[test]
+fn an_out_of_memory_error_gets_an_inventory_of_what_was_live() {
+    let (r, invs) = inventories(&["-f", "grow", "oom.py"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    if on_cuda() {
+        assert!(r.stderr.contains("OutOfMemoryError"), "{}", r.stderr);
+    }
+    assert_eq!(invs.len(), 1, "{invs:#?}");
+    let inv = &invs[0];
+    assert_eq!(inv["raised"], true);
+    assert_eq!(inv["when"], "an exception left grow (call 1)");
+    let small = named(inv, "grow:small");
+    assert_eq!(small["bytes"], 1024);
+    assert!(small["created_at"]
+        .as_str()
+        .unwrap()
+        .ends_with("oom.py:10 (grow)"));
+    assert_eq!(category(inv, "other"), 1024);
 }

@@ -13,7 +13,6 @@ pub fn set_inventory(callback: Py<PyAny>) {
     recorder::with(|r| r.collect_ended_calls());
 }
 
-
 /// Takes the inventory for each call that ended; `traceback` is that of an exception that
 /// ended the program, whose frames hold the variables that name tensors.
 pub fn run(py: Python<'_>, ended: Vec<EndedCall>, traceback: Option<&Bound<'_, PyAny>>) {
@@ -25,7 +24,9 @@ pub fn run(py: Python<'_>, ended: Vec<EndedCall>, traceback: Option<&Bound<'_, P
         else {
             return;
         };
-        let tb = traceback.map(|t| t.clone().unbind()).unwrap_or_else(|| py.None());
+        let tb = traceback
+            .map(|t| t.clone().unbind())
+            .unwrap_or_else(|| py.None());
         if let Err(e) = callback.call1(py, (qualname, call.call, call.raised, tb)) {
             e.write_unraisable(py, None);
         }

@@ -83,7 +83,11 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             )
         };
         let options = PyDict::new(py);
-        let kind = if device_index.is_some() { "cuda" } else { "cpu" };
+        let kind = if device_index.is_some() {
+            "cuda"
+        } else {
+            "cpu"
+        };
         options
             .set_item("modules", program.modules)
             .and_then(|_| options.set_item("tensors", program.tensors))
@@ -94,7 +98,7 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             "install",
             (program.targets.clone(), script_abs.clone(), options),
         )
-            .map_err(|e| python_failure(py, "install the targets", e))?;
+        .map_err(|e| python_failure(py, "install the targets", e))?;
 
         let result = match &script_abs {
             Some(path) => {
@@ -204,7 +208,12 @@ fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let modules = CString::new(MODULES).expect("no NUL");
     PyModule::from_code(py, &modules, c"<memprof modules>", c"_memprof_modules")?;
     let inventory = CString::new(INVENTORY).expect("no NUL");
-    PyModule::from_code(py, &inventory, c"<memprof inventory>", c"_memprof_inventory")?;
+    PyModule::from_code(
+        py,
+        &inventory,
+        c"<memprof inventory>",
+        c"_memprof_inventory",
+    )?;
     let code = CString::new(BOOTSTRAP).expect("bootstrap has no NUL");
     PyModule::from_code(py, &code, c"<memprof>", c"_memprof_bootstrap")
 }

@@ -106,9 +106,11 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
 fn render_top(out: &mut String, m: &ModulesProfile, forward: &[&ModuleEntry]) {
     let has_child = |e: &ModuleEntry| {
         let prefix = format!("{}.", e.module);
-        forward
-            .iter()
-            .any(|c| c.root == e.root && (e.module.is_empty() || c.module.starts_with(&prefix)) && c.depth > e.depth)
+        forward.iter().any(|c| {
+            c.root == e.root
+                && (e.module.is_empty() || c.module.starts_with(&prefix))
+                && c.depth > e.depth
+        })
     };
     let frontier: Vec<&ModuleEntry> = m
         .modules
@@ -153,11 +155,21 @@ fn render_top(out: &mut String, m: &ModulesProfile, forward: &[&ModuleEntry]) {
 fn render_plan(out: &mut String, plan: &CheckpointPlan) {
     let _ = writeln!(
         out,
-        "\nCheckpoint suggestion for {} ({} split points among {} modules, from one measured forward pass):",
-        plan.root, plan.requested, plan.candidates
+        "\nCheckpoint suggestion for {} ({} split point{} among {} modules, from one measured forward pass):",
+        plan.root,
+        plan.requested,
+        if plan.requested == 1 { "" } else { "s" },
+        plan.candidates
     );
     let mut table = Table::new();
-    let header = ["Segment", "First module", "Last module", "Modules", "Saved", "Input"];
+    let header = [
+        "Segment",
+        "First module",
+        "Last module",
+        "Modules",
+        "Saved",
+        "Input",
+    ];
     table
         .load_preset(PRESET)
         .set_content_arrangement(ContentArrangement::Disabled)
