@@ -2,6 +2,7 @@
 # The whole benchmark and agreement run, in one call on the GPU machine (after
 # scripts/build-device.sh here, which also copies the baseline wheels into .device/wheels):
 #   run(command="benches/run.sh", carry=[".device"])
+# Sections: all, loop, resnet, modules (--modules and --tensors), untargeted, startup, agree.
 # The pure-Python cases (1, 4) run pinned to one CPU core (less noise); the GPU cases are not
 # pinned, since autograd's device thread needs a core of its own. The variants of a case run
 # interleaved, ROUNDS times (default 3): a case's time is the median over rounds of each process's median of its
@@ -49,6 +50,13 @@ for round in $(seq "$rounds"); do
     done
     memprof_on resnet-memprof train_step resnet
     memprof_on bottleneck-memprof torchvision.models.resnet:Bottleneck.forward bottleneck
+  fi
+  if [ "$only" = all ] || [ "$only" = modules ]; then
+    bench modules-none python3 "$w" resnet
+    bench modules-memprof "$mp" run --modules --format json -o "$out/modules-memprof.json" "$w" resnet
+    bench modules-memtracker python3 "$w" resnet --profiler memtracker
+    bench tensors-memprof "$mp" run -f train_step --tensors --format json -o "$out/tensors-memprof.json" "$w" resnet
+    bench tensors-memreporter python3 "$w" resnet --profiler memreporter
   fi
   if [ "$only" = all ] || [ "$only" = untargeted ]; then
     bench untargeted-none python3 "$w" untargeted --repeats 7

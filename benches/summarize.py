@@ -1,6 +1,6 @@
 """Turns benches/run.sh's raw results into the BENCHMARKS.md table and the agreement verdicts.
 
-    python3 benches/summarize.py RESULTS_DIR [all|loop|resnet|untargeted|startup|agree]
+    python3 benches/summarize.py RESULTS_DIR [all|loop|resnet|modules|untargeted|startup|agree]
 """
 import json
 import os
@@ -61,6 +61,18 @@ for case, label, target in cases:
                               ("embedded", "4b. diagnosis: memprof with no target at all (the embedded interpreter alone)")]:
             rows.append((text, "", f"{med(f'{case}-{variant}') / base:.3f}x", "", "", "", ""))
 
+section_rows = []
+if want("modules"):
+    base = med("modules-none")
+    for case, label, what, baseline, name in [
+        ("modules", "7. resnet50 step, every module's forward and backward measured", "`--modules`",
+         "memtracker", "PyTorch's MemTracker (torch.distributed._tools), one tracked step at a time"),
+        ("tensors", "8. resnet50 step, a live-tensor inventory after each step", "`-f train_step --tensors`",
+         "memreporter", "pytorch_memlab's MemReporter(model).report() after each step"),
+    ]:
+        ours, theirs = med(f"{case}-memprof") / base, med(f"{case}-{baseline}") / base
+        section_rows.append((label, f"{base * 1e3:.1f} ms", f"{what} {ours:.2f}x", f"{name}: {theirs:.2f}x"))
+
 if want("startup"):
     with open(os.path.join(d, "startup.json")) as f:
         st = json.load(f)
@@ -82,6 +94,12 @@ print("| case | no profiler | memprof | pytorch_memlab 0.3.2 | line_profiler 5.1
 print("| --- | --- | --- | --- | --- | --- | --- |")
 for row in rows:
     print("| " + " | ".join(row) + " |")
+if section_rows:
+    print()
+    print("| case | no profiler | memprof | baseline |")
+    print("| --- | --- | --- | --- |")
+    for row in section_rows:
+        print("| " + " | ".join(row) + " |")
 
 
 def tagged(name, tag):

@@ -121,12 +121,32 @@ def main():
         out["times"] = timed(lambda: heavy(args.n), 1, args.repeats)
     else:
         model, optimizer, images, labels = resnet_setup()
-        if args.case == "resnet":
+        step = lambda: train_step(model, optimizer, images, labels)  # noqa: E731
+        if args.profiler == "memtracker":
+            # PyTorch's own per-module tracker (torch.distributed._tools), the baseline of
+            # --modules: one tracked step at a time, as it supports.
+            from torch.distributed._tools.mem_tracker import MemTracker
+            tracker = MemTracker()
+            tracker.track_external(model, optimizer)
+
+            def step():
+                with tracker:
+                    train_step(model, optimizer, images, labels)
+                tracker.reset_mod_stats()
+        elif args.profiler == "memreporter":
+            # pytorch_memlab's tensor report after every step, the baseline of --tensors.
+            from pytorch_memlab import MemReporter
+            reporter = MemReporter(model)
+
+            def step():
+                train_step(model, optimizer, images, labels)
+                reporter.report()
+        elif args.case == "resnet":
             wrap(args.profiler, train_step)
         else:
             import torchvision
             wrap(args.profiler, torchvision.models.resnet.Bottleneck.forward)
-        out["times"] = timed(lambda: train_step(model, optimizer, images, labels), 5, args.repeats, sync=True)
+        out["times"] = timed(step, 5, args.repeats, sync=True)
         torch.cuda.synchronize()
         free, total = torch.cuda.mem_get_info()
         out["gpu_used_bytes"] = total - free
