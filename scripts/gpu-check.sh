@@ -11,7 +11,7 @@ python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", 
 status=0
 for t in .device/tests/*; do
   echo "== $(basename "$t") on cuda:0"
-  "$t" --test-threads 1 || status=1
+  "$t" --test-threads 4 || status=1
 done
 echo "== demo: memprof run -f train_step examples/train.py --steps 3"
 .device/memprof run -f train_step examples/train.py --steps 3 || status=1

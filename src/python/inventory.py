@@ -9,6 +9,7 @@
 # survives the call), and an object that fails or vanishes while inspected is skipped.
 import gc
 import sys
+from itertools import compress
 
 import _memprof
 
@@ -16,6 +17,26 @@ CATEGORIES = ("parameters", "buffers", "gradients", "optimizer_state", "other")
 # A storage named in several ways takes the first category in this order.
 _RANK = {c: i for i, c in enumerate(CATEGORIES)}
 TOP = 40
+
+
+class _Kinds(dict):
+    """type -> 1 (tensor), 2 (module), 3 (optimizer) or 0, decided on first sight."""
+
+    def __init__(self, *bases):
+        super().__init__()
+        self.bases = bases
+
+    def __missing__(self, t):
+        kind = 0
+        try:
+            for i, base in enumerate(self.bases):
+                if issubclass(t, base):
+                    kind = i + 1
+                    break
+        except Exception:
+            pass
+        self[t] = kind
+        return kind
 
 
 class _Storage:
@@ -55,9 +76,12 @@ def _scan(torch, objects, device_type, device_index, label, frames):
     Tensor, Module = torch.Tensor, torch.nn.Module
     Optimizer = torch.optim.Optimizer
 
-    def on_device(t):
-        d = t.device
-        return d.type == device_type and (device_type == "cpu" or d.index == device_index)
+    if device_type == "cpu":
+        def on_device(t):
+            return t.is_cpu
+    else:
+        def on_device(t):
+            return t.is_cuda and t.get_device() == device_index
 
     storages = {}
     skipped = 0
@@ -80,18 +104,21 @@ def _scan(torch, objects, device_type, device_index, label, frames):
             return None
 
     modules, optimizers = [], []
-    for o in objects:
-        # type(), not isinstance(): isinstance may read `__class__`, which runs arbitrary code
-        # (deprecation warnings, proxies of dead objects).
+    # The kind of each type is decided once, and the objects of the wanted types are picked out
+    # by C loops (compress/map), since the program may hold millions of objects. type(), not
+    # isinstance(): isinstance may read `__class__`, which runs arbitrary code (deprecation
+    # warnings, proxies of dead objects).
+    kinds = _Kinds(Tensor, Module, Optimizer)
+    for o in compress(objects, map(kinds.__getitem__, map(type, objects))):
         try:
-            kind = type(o)
-            if issubclass(kind, Tensor):
+            kind = kinds[type(o)]
+            if kind == 1:
                 s = storage_of(o)
                 if s is not None:
                     s.tensors += 1
-            elif issubclass(kind, Module):
+            elif kind == 2:
                 modules.append(o)
-            elif issubclass(kind, Optimizer):
+            else:
                 optimizers.append(o)
         except Exception:
             skipped += 1

@@ -34,14 +34,26 @@ class _Call:
 
 
 class _Backward:
-    """The backward of one forward call: opened by its outputs' gradients, closed by its inputs'."""
+    """The backward of one forward call: opened by the first of its outputs' gradients, closed
+    when the gradients of all its inputs have arrived (or when the backward pass ends)."""
 
-    __slots__ = ("entry", "scope", "slot")
+    __slots__ = ("entry", "scope", "slot", "inputs", "pending")
 
     def __init__(self, entry):
         self.entry = entry
         self.scope = 0
         self.slot = None
+        self.inputs = 0
+        self.pending = 0
+
+    # Tensor hooks: they return None, so the gradients pass unchanged.
+    def output_ready(self, grad):
+        _tracker.backward_start(self)
+
+    def input_ready(self, grad):
+        self.pending -= 1
+        if self.pending <= 0:
+            _tracker.backward_end(self)
 
 
 class _Pass:
@@ -83,7 +95,8 @@ class Tracker:
         self.best_chain = None
         self.best_saved = -1
         self.torch = None
-        self.multi_grad_hook = None
+        # Hooks on leaf tensors (which outlive a graph): removed when a backward pass ends.
+        self.leaf_hooks = []
 
     # --- naming -------------------------------------------------------------------------
 
@@ -207,9 +220,6 @@ class Tracker:
         torch = self.torch
         if torch is None:
             torch = self.torch = sys.modules["torch"]
-            from torch.autograd.graph import register_multi_grad_hook
-
-            self.multi_grad_hook = register_multi_grad_hook
         stack = getattr(self.local, "stack", None)
         if stack is None:
             stack = self.local.stack = []
@@ -244,13 +254,11 @@ class Tracker:
         pass_.calls.append(None)
         stack.append(call)
         if grad:
-            inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-            if inputs:
-                backward = call.backward
-                try:
-                    self.multi_grad_hook(inputs, lambda grads: self.backward_end(backward))
-                except Exception:
-                    pass
+            backward = call.backward
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    self._hook(a, backward.input_ready)
+                    backward.inputs += 1
 
     def forward_post(self, module, args, output):
         stack = getattr(self.local, "stack", None)
@@ -264,13 +272,23 @@ class Tracker:
                 break
         torch = self.torch
         if output is not None and torch.is_grad_enabled():
-            outputs = [t for t in _tensors_in(output, torch) if t.requires_grad]
-            if outputs:
-                backward = call.backward
-                try:
-                    self.multi_grad_hook(outputs, lambda grads: self.backward_start(backward))
-                except Exception:
-                    pass
+            ready = call.backward.output_ready
+            for t in _tensors_in(output, torch):
+                if t.requires_grad:
+                    self._hook(t, ready)
+
+    def _hook(self, tensor, fn):
+        """A hook on a tensor's gradient (plain tensor hooks: no wrapping, no graph change)."""
+        try:
+            handle = tensor.register_hook(fn)
+        except Exception:
+            return
+        if tensor.grad_fn is None:
+            self.leaf_hooks.append(handle)
+            if len(self.leaf_hooks) > 10000:  # forward passes with no backward
+                for h in self.leaf_hooks[:5000]:
+                    h.remove()
+                del self.leaf_hooks[:5000]
 
     def _end_call(self, call, stack):
         reading = _memprof.scope_close(call.scope)
@@ -327,6 +345,7 @@ class Tracker:
     def backward_start(self, backward):
         if backward.scope:
             return
+        backward.pending = backward.inputs
         backward.scope = _memprof.scope_open()
         backward.slot = self._timeline_slot(self._backward_entry(backward))
         self.open_backward[id(backward)] = backward
@@ -351,6 +370,9 @@ class Tracker:
         self.callback_queued = False
         for backward in list(self.open_backward.values()):
             self.backward_end(backward)
+        for handle in self.leaf_hooks:
+            handle.remove()
+        self.leaf_hooks.clear()
 
     def _backward_entry(self, backward):
         f = backward.entry
