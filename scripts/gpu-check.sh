@@ -15,9 +15,13 @@ for t in .device/tests/*; do
 done
 echo "== demo: memprof run -f train_step examples/train.py --steps 3"
 .device/memprof run -f train_step examples/train.py --steps 3 || status=1
+# The module and tensor reports, saved (YAML, for the README's schema) and shown as tables.
+out=${OUT:-/tmp}
 echo "== demo: memprof run --modules --depth 2 --suggest-checkpoints 2 examples/train.py --steps 3"
-.device/memprof run --modules --depth 2 --suggest-checkpoints 2 examples/train.py --steps 3 || status=1
+.device/memprof run --modules --depth 2 --suggest-checkpoints 2 --format yaml -o "$out/modules.yaml" \
+  examples/train.py --steps 3 && .device/memprof show "$out/modules.yaml" || status=1
 echo "== demo: memprof run -f train_step --tensors examples/train.py --steps 2"
-.device/memprof run -f train_step --tensors examples/train.py --steps 2 || status=1
+.device/memprof run -f train_step --tensors --format yaml -o "$out/tensors.yaml" \
+  examples/train.py --steps 2 && .device/memprof show "$out/tensors.yaml" || status=1
 echo "gpu-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

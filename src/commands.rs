@@ -98,6 +98,7 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         targets: args.functions.clone(),
         modules: args.modules || args.suggest_checkpoints.is_some(),
         tensors: args.tensors,
+        checkpoints: args.suggest_checkpoints.is_some(),
     };
     let mut facts = runner::run(&program, device_index)?;
     let exit_code = facts.outcome.exit_code;

@@ -339,7 +339,9 @@ def _install_reports(options):
     if options.get("modules"):
         import _memprof_modules
 
-        _memprof_modules.install(options["device_type"], options["device_index"])
+        _memprof_modules.install(
+            options["device_type"], options["device_index"], options.get("checkpoints", False)
+        )
     if options.get("tensors"):
         _memprof.set_inventory(_inventory)
 

@@ -76,7 +76,9 @@ def _storage_key_bytes(t):
 
 
 class Tracker:
-    def __init__(self, device_type, device_index):
+    def __init__(self, device_type, device_index, plan):
+        # Only checkpoint suggestions need the bytes of each call's inputs.
+        self.plan = plan
         self.device_type = device_type
         self.device_index = device_index
         self.local = threading.local()
@@ -149,10 +151,10 @@ class Tracker:
         return entry
 
     def _on_device(self, t):
-        d = t.device
-        if d.type != self.device_type:
-            return False
-        return self.device_type == "cpu" or d.index == self.device_index
+        # is_cpu / is_cuda and get_device() are cheaper than building t.device.
+        if self.device_index is None:
+            return t.is_cpu
+        return t.is_cuda and t.get_device() == self.device_index
 
     def _parameter_bytes(self, module):
         seen = set()
@@ -245,7 +247,7 @@ class Tracker:
                 torch._C._autograd._push_saved_tensors_default_hooks(self.pack, self.unpack)
                 pass_.pushed = True
         entry = self._entry(self._root_label(pass_.root), name, "forward", module)
-        input_bytes = self._tensor_bytes(args, set())
+        input_bytes = self._tensor_bytes(args, set()) if self.plan else 0
         slot = self._timeline_slot(entry)
         call = _Call(entry, _memprof.scope_open(), input_bytes, pass_)
         call.module_id = id(module)
@@ -424,10 +426,10 @@ def _install_on(module_mod):
     module_mod.register_module_forward_hook(_tracker.forward_post, always_call=True)
 
 
-def install(device_type, device_index):
+def install(device_type, device_index, plan=False):
     """Arms the tracker: now if torch.nn is loaded, else when `torch.nn.modules.module` is."""
     global _tracker
-    _tracker = Tracker(device_type, device_index)
+    _tracker = Tracker(device_type, device_index, plan)
     loaded = sys.modules.get("torch.nn.modules.module")
     if loaded is not None:
         _install_on(loaded)

@@ -27,6 +27,8 @@ pub struct Program {
     pub modules: bool,
     /// `--tensors`: the tensor inventory at the end of targeted calls.
     pub tensors: bool,
+    /// `--suggest-checkpoints`: the module tracker also measures each call's inputs.
+    pub checkpoints: bool,
 }
 
 /// Facts gathered from Python for the report.
@@ -91,6 +93,7 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
         options
             .set_item("modules", program.modules)
             .and_then(|_| options.set_item("tensors", program.tensors))
+            .and_then(|_| options.set_item("checkpoints", program.checkpoints))
             .and_then(|_| options.set_item("device_type", kind))
             .and_then(|_| options.set_item("device_index", device_index))
             .map_err(|e| python_failure(py, "pass the options", e))?;
