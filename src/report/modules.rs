@@ -1,13 +1,12 @@
 //! The `--modules` section of the table: the module tree (one row per module, forward and
 //! backward side by side), the top modules by peak and by saved activations, and the checkpoint
 //! plan.
+use super::table::{styled, write};
 use crate::profile::{CheckpointPlan, ModuleEntry, ModulesProfile};
 use crate::units;
-use comfy_table::{CellAlignment, ContentArrangement, Table};
 use std::collections::HashMap;
 use std::fmt::Write;
 
-const PRESET: &str = "     ==            ";
 const TOP: usize = 5;
 
 fn display_name(e: &ModuleEntry) -> String {
@@ -20,18 +19,6 @@ fn display_name(e: &ModuleEntry) -> String {
 
 fn opt_bytes(v: Option<i64>) -> String {
     v.map(units::bytes).unwrap_or_default()
-}
-
-fn print_table(out: &mut String, table: &Table, right_from: usize, columns: usize) {
-    let mut table = table.clone();
-    for i in right_from..columns {
-        if let Some(col) = table.column_mut(i) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    for line in table.lines() {
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
 }
 
 pub fn render(out: &mut String, m: &ModulesProfile) {
@@ -65,11 +52,7 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
         "Bwd peak +",
         "Params",
     ];
-    let mut table = Table::new();
-    table
-        .load_preset(PRESET)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header);
+    let mut table = styled(&header);
     for e in &forward {
         let b = backward.get(&(e.root.as_str(), e.module.as_str()));
         let indent = "  ".repeat(e.depth as usize);
@@ -87,7 +70,7 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
             units::bytes(e.parameter_bytes),
         ]);
     }
-    print_table(out, &table, 2, header.len());
+    write(out, table, 2..header.len());
     render_top(out, m, &forward);
     if m.timeline_dropped > 0 {
         let _ = writeln!(
@@ -161,7 +144,6 @@ fn render_plan(out: &mut String, plan: &CheckpointPlan) {
         if plan.requested == 1 { "" } else { "s" },
         plan.candidates
     );
-    let mut table = Table::new();
     let header = [
         "Segment",
         "First module",
@@ -170,10 +152,7 @@ fn render_plan(out: &mut String, plan: &CheckpointPlan) {
         "Saved",
         "Input",
     ];
-    table
-        .load_preset(PRESET)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header);
+    let mut table = styled(&header);
     for (i, s) in plan.segments.iter().enumerate() {
         table.add_row(vec![
             (i + 1).to_string(),
@@ -184,7 +163,7 @@ fn render_plan(out: &mut String, plan: &CheckpointPlan) {
             units::bytes(s.input_bytes),
         ]);
     }
-    print_table(out, &table, 3, header.len());
+    write(out, table, 3..header.len());
     let _ = writeln!(
         out,
         "Activations saved for backward: {} measured; with each segment checkpointed, estimated {} \

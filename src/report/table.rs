@@ -8,6 +8,29 @@ use std::fmt::Write;
 /// Only the rule under the header, made of '=' as line_profiler draws it.
 const PRESET: &str = "     ==            ";
 
+/// A table in line_profiler's style (no borders, a rule of '=' under the header), for every
+/// section of the report.
+pub(super) fn styled<S: ToString>(header: &[S]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(PRESET)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    table
+}
+
+/// Writes `table` with the columns in `right` right-aligned, without trailing spaces.
+pub(super) fn write(out: &mut String, mut table: Table, right: std::ops::Range<usize>) {
+    for i in right {
+        if let Some(col) = table.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for line in table.lines() {
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
 pub fn render(p: &Profile) -> String {
     let mut out = String::new();
     let m = &p.metadata;
@@ -84,11 +107,7 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
         header.push("Raised".into());
     }
     header.push("Line Contents".into());
-    let mut table = Table::new();
-    table
-        .load_preset(PRESET)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header);
+    let mut table = styled(&header);
     for line in &f.lines {
         let ran = line.hits > 0 || line.delta_bytes.is_some();
         let mut row = vec![line.line.to_string()];
@@ -121,12 +140,5 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
         table.add_row(row);
     }
     let columns = 3 + m.stats.len() + usize::from(any_raised);
-    for i in 0..columns {
-        if let Some(col) = table.column_mut(i) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    for line in table.lines() {
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
+    write(out, table, 0..columns);
 }

@@ -1,11 +1,9 @@
 //! The `--tensors` section of the table: per inventory, the totals by category against the
 //! allocator (the gap named), then the largest storages.
+use super::table::{styled, write};
 use crate::profile::Inventory;
 use crate::units;
-use comfy_table::{CellAlignment, ContentArrangement, Table};
 use std::fmt::Write;
-
-const PRESET: &str = "     ==            ";
 
 pub fn render(out: &mut String, inventories: &[Inventory]) {
     for inv in inventories {
@@ -58,11 +56,7 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
             "Name",
             "Created at",
         ];
-        let mut table = Table::new();
-        table
-            .load_preset(PRESET)
-            .set_content_arrangement(ContentArrangement::Disabled)
-            .set_header(header);
+        let mut table = styled(&header);
         for t in &inv.tensors {
             table.add_row(vec![
                 units::bytes(t.bytes),
@@ -74,12 +68,7 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
                 t.created_at.as_deref().map(short_place).unwrap_or_default(),
             ]);
         }
-        if let Some(col) = table.column_mut(0) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-        for line in table.lines() {
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
+        write(out, table, 0..1);
         if inv.unlisted_storages > 0 {
             let _ = writeln!(out, "  … and {} smaller storages", inv.unlisted_storages);
         }
