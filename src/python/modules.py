@@ -222,6 +222,7 @@ class Tracker:
         torch = self.torch
         if torch is None:
             torch = self.torch = sys.modules["torch"]
+            self._lend_hooks_to_disablers(torch._C._autograd)
         stack = getattr(self.local, "stack", None)
         if stack is None:
             stack = self.local.stack = []
@@ -313,6 +314,37 @@ class Tracker:
             self.best_chain = (e["root"], pass_.calls)
 
     # --- saved tensors ------------------------------------------------------------------
+
+    def _lend_hooks_to_disablers(self, autograd):
+        """torch.func's grad/vjp/jacrev refuse to run while any saved-tensors hook is pushed
+        (`_saved_tensors_hooks_disable` raises). So that the program runs as without memprof,
+        memprof's hook steps aside while hooks are disabled and comes back when they are
+        enabled again; a hook of the program's own still makes them fail, as it would."""
+        disable, enable = autograd._saved_tensors_hooks_disable, autograd._saved_tensors_hooks_enable
+        top, pop, push = (
+            autograd._top_saved_tensors_default_hooks,
+            autograd._pop_saved_tensors_default_hooks,
+            autograd._push_saved_tensors_default_hooks,
+        )
+        local, pack, unpack = self.local, self.pack, self.unpack
+
+        def hooks_disable(message, *args, **kwargs):
+            hooks = top(False)
+            if hooks is not None and hooks[0] == pack:
+                pop()
+                local.lent = getattr(local, "lent", 0) + 1
+            return disable(message, *args, **kwargs)
+
+        def hooks_enable():
+            enable()
+            lent = getattr(local, "lent", 0)
+            if lent:
+                local.lent = 0
+                for _ in range(lent):
+                    push(pack, unpack)
+
+        autograd._saved_tensors_hooks_disable = hooks_disable
+        autograd._saved_tensors_hooks_enable = hooks_enable
 
     def pack(self, t):
         stack = getattr(self.local, "stack", None)
