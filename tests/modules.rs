@@ -433,3 +433,32 @@ fn torch_func_transforms_inside_a_forward_run_as_without_memprof() {
         plain.stdout
     );
 }
+
+#[test]
+fn a_compiled_model_runs_as_without_memprof_and_is_measured_as_one_module() {
+    let plain = python_output(&root().join("fixtures").join("compiled_model.py"), &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let r = run(&[
+        "--modules",
+        "--format",
+        "json",
+        "-o",
+        report.to_str().unwrap(),
+        "compiled_model.py",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, plain.stdout);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let m = &v["modules"];
+    // The compiled graph runs the submodules inside it, unhooked: no Linear or ReLU rows (with
+    // this backend the graph itself is a GraphModule call).
+    let root = entry(m, "", "forward");
+    assert_eq!(root["type"], "OptimizedModule");
+    assert_eq!(root["calls"], 2);
+    for e in m["modules"].as_array().unwrap() {
+        let kind = e["type"].as_str().unwrap();
+        assert!(kind == "OptimizedModule" || kind == "GraphModule", "{e:#}");
+    }
+}

@@ -223,6 +223,11 @@ class Tracker:
         if torch is None:
             torch = self.torch = sys.modules["torch"]
             self._lend_hooks_to_disablers(torch._C._autograd)
+        # Inside a graph that torch.compile traces, the hooks do nothing: dynamo folds this test
+        # to True and leaves them out of the graph (tracing them would fail or break the graph).
+        # The compiled module's own call, which runs eagerly, is measured.
+        if torch.compiler.is_compiling():
+            return
         stack = getattr(self.local, "stack", None)
         if stack is None:
             stack = self.local.stack = []
@@ -244,7 +249,8 @@ class Tracker:
                     pass
             pass_ = _Pass(module, state)
             name = ""
-            if grad:
+            # Not around a compiled module: dynamo would inline the hook into its graphs.
+            if grad and not hasattr(module, "_orig_mod"):
                 torch._C._autograd._push_saved_tensors_default_hooks(self.pack, self.unpack)
                 pass_.pushed = True
         entry = self._entry(self._root_label(pass_.root), name, "forward", module)
@@ -264,6 +270,9 @@ class Tracker:
                     backward.inputs += 1
 
     def forward_post(self, module, args, output):
+        torch = self.torch
+        if torch is None or torch.compiler.is_compiling():
+            return
         stack = getattr(self.local, "stack", None)
         if not stack or not any(c.module_id == id(module) for c in stack):
             return
