@@ -217,3 +217,21 @@ fn an_out_of_memory_error_gets_an_inventory_of_what_was_live() {
         .ends_with("oom.py:10 (grow)"));
     assert_eq!(category(inv, "other"), 1024);
 }
+
+#[test]
+fn tied_weights_and_views_count_once() {
+    let (r, invs) = inventories(&["-f", "look", "tied.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let inv = &invs[0];
+    // One 256 x 128 float weight under both names.
+    let w = named(inv, "emb.weight");
+    assert_eq!(w["name"], "emb.weight, out.weight");
+    assert_eq!(w["bytes"], 256 * 128 * 4);
+    assert_eq!(category(inv, "parameters"), 256 * 128 * 4);
+    // buf, rows and flat: one storage, three tensors.
+    let buf = named(inv, "look:buf");
+    assert_eq!(buf["name"], "look:buf, look:rows, look:flat");
+    assert_eq!(buf["bytes"], 64 * 128 * 4);
+    assert_eq!(buf["tensors"], 3);
+    assert_eq!(category(inv, "other"), 64 * 128 * 4);
+}

@@ -171,7 +171,7 @@ def _scan(torch, objects, device_type, device_index, label, frames):
             for var, v in list(frame.f_locals.items()):
                 if issubclass(type(v), Tensor):
                     s = storage_of(v)
-                    if s is not None and not s.names:
+                    if s is not None and s.category == "other":
                         s.name(f"{qual}:{var}", "other")
         except Exception:
             skipped += 1
