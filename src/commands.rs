@@ -137,9 +137,10 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
             checkpoints: args.suggest_checkpoints,
         };
         match report::read_sections(json, options) {
-            Ok((modules, tensors)) => {
-                profile.modules = modules;
-                profile.tensors = tensors;
+            Ok(sections) => {
+                profile.modules = sections.modules;
+                profile.tensors = sections.tensors;
+                profile.warnings.extend(sections.warnings);
             }
             Err(warning) => profile.warnings.push(warning),
         }

@@ -462,3 +462,32 @@ fn a_compiled_model_runs_as_without_memprof_and_is_measured_as_one_module() {
         assert!(kind == "OptimizedModule" || kind == "GraphModule", "{e:#}");
     }
 }
+
+#[test]
+fn modules_leave_the_programs_own_checkpointing_alone() {
+    // checkpointed.py calls torch.utils.checkpoint on segments outside any module: its
+    // saved-tensors hooks are active when each segment (a root module) starts. A hook of memprof's
+    // pushed over them would keep every activation: the step's peak must not change.
+    let peak = |modules: bool| {
+        let mut args = vec!["-f", "step"];
+        if modules {
+            args.push("--modules");
+        }
+        args.extend(["checkpointed.py", "--split", "10,18"]);
+        let (r, report) = profile(&["allocated_bytes.all.peak"], &args);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        if modules {
+            let warnings = report["warnings"].to_string();
+            assert!(warnings.contains("saved-tensors hooks"), "{warnings}");
+            // Recomputation in backward runs the segments' modules again, under their names.
+            let m = &report["modules"];
+            assert_eq!(
+                entry(m, "0", "forward")["calls"],
+                2,
+                "the first segment's first layer: in forward, and again in backward"
+            );
+        }
+        max_stat(function(&report, "step"), "allocated_bytes.all.peak")
+    };
+    assert_eq!(peak(true), peak(false));
+}

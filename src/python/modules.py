@@ -97,6 +97,8 @@ class Tracker:
         self.best_chain = None
         self.best_saved = -1
         self.torch = None
+        # Root forward passes that ran under the program's own saved-tensors hooks.
+        self.unmeasured_passes = 0
         # Hooks on leaf tensors (which outlive a graph): removed when a backward pass ends.
         self.leaf_hooks = []
 
@@ -249,10 +251,15 @@ class Tracker:
                     pass
             pass_ = _Pass(module, state)
             name = ""
-            # Not around a compiled module: dynamo would inline the hook into its graphs.
+            # Not around a compiled module (dynamo would inline the hook into its graphs), and
+            # not over the program's own saved-tensors hooks (activation checkpointing,
+            # save_on_cpu): on top of them, memprof's would take their place.
             if grad and not hasattr(module, "_orig_mod"):
-                torch._C._autograd._push_saved_tensors_default_hooks(self.pack, self.unpack)
-                pass_.pushed = True
+                if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
+                    torch._C._autograd._push_saved_tensors_default_hooks(self.pack, self.unpack)
+                    pass_.pushed = True
+                else:
+                    self.unmeasured_passes += 1
         entry = self._entry(self._root_label(pass_.root), name, "forward", module)
         input_bytes = self._tensor_bytes(args, set()) if self.plan else 0
         slot = self._timeline_slot(entry)
@@ -439,7 +446,15 @@ class Tracker:
                 {"module": n, "depth": d, "saved_bytes": s, "input_bytes": i, "leaf": c == 0}
                 for (n, d, s, i, c) in (c for c in calls if c is not None)
             ]}
+        warnings = []
+        if self.unmeasured_passes:
+            warnings.append(
+                f"{self.unmeasured_passes} root module calls ran under the program's own "
+                "saved-tensors hooks (activation checkpointing, save_on_cpu): memprof left those "
+                "hooks alone, so what those calls saved for backward is not counted"
+            )
         return {
+            "warnings": warnings,
             "entries": list(self.entries.values()),
             "timeline": self.timeline,
             "timeline_dropped": self.timeline_dropped,

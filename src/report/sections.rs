@@ -13,6 +13,8 @@ struct Collected {
 
 #[derive(Deserialize, Debug)]
 struct CollectedModules {
+    #[serde(default)]
+    warnings: Vec<String>,
     entries: Vec<ModuleEntry>,
     timeline: Vec<ModuleEvent>,
     timeline_dropped: u64,
@@ -26,14 +28,20 @@ pub struct SectionOptions {
     pub checkpoints: Option<u32>,
 }
 
+/// What the sections add to a report.
+pub struct Sections {
+    pub modules: Option<ModulesProfile>,
+    pub tensors: Option<Vec<Inventory>>,
+    pub warnings: Vec<String>,
+}
+
 /// The module profile and the inventories, from `json`; a warning when it cannot be read.
-pub fn read(
-    json: &str,
-    options: SectionOptions,
-) -> Result<(Option<ModulesProfile>, Option<Vec<Inventory>>), String> {
+pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
     let collected: Collected = serde_json::from_str(json)
         .map_err(|e| format!("the --modules/--tensors data could not be read: {e}"))?;
+    let mut warnings = Vec::new();
     let modules = collected.modules.map(|m| {
+        warnings.extend(m.warnings);
         let keep = |depth: u32| options.depth.is_none_or(|d| depth <= d);
         let depth_of = |name: &str| {
             if name.is_empty() {
@@ -59,5 +67,9 @@ pub fn read(
             checkpoints,
         }
     });
-    Ok((modules, collected.inventories))
+    Ok(Sections {
+        modules,
+        tensors: collected.inventories,
+        warnings,
+    })
 }
