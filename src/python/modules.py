@@ -3,10 +3,11 @@
 # Every torch.nn.Module call, forward and backward, becomes a measurement scope in Rust
 # (`_memprof.scope_open` / `scope_close`: allocated bytes at start and end, exact peak while
 # open). Forward calls are seen through torch's global module hooks; a call's backward starts
-# when the gradients of its outputs are ready and ends when those of its inputs are (autograd
-# multi-grad hooks on the tensors, which wrap nothing), or when the backward pass ends. Bytes
-# saved for backward are counted by a saved-tensors pack hook pushed only while a root module's
-# forward runs. Nothing here keeps a tensor alive beyond what autograd itself keeps.
+# when the gradient of one of its outputs is ready and ends when those of all its inputs are
+# (plain tensor hooks, which wrap nothing and return nothing), or when the backward pass ends.
+# Bytes saved for backward are counted by a saved-tensors pack hook pushed only while a root
+# module's forward runs and the program has no such hook of its own. Nothing here keeps a tensor
+# alive beyond what autograd itself keeps.
 import sys
 import threading
 import weakref
