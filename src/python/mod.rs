@@ -1,5 +1,5 @@
-//! The embedded CPython: starting it like `python`, the `_memprof` module, the line hook, and
-//! running the user's program.
+//! The embedded CPython: starting it like `python`, the `_memprof` module, the line hook, the
+//! `--tensors` trigger, and running the user's program.
 mod interpreter;
 mod inventory;
 mod module;
