@@ -103,35 +103,40 @@ fn render_top(out: &mut String, m: &ModulesProfile, forward: &[&ModuleEntry]) {
     if frontier.is_empty() {
         return;
     }
-    let mut by_peak = frontier.clone();
-    by_peak.sort_by_key(|e| std::cmp::Reverse(e.peak_increase_bytes.unwrap_or(0)));
-    let _ = writeln!(out, "\nTop modules by peak increase (forward or backward):");
-    for e in by_peak.iter().take(TOP) {
-        let _ = writeln!(
-            out,
-            "  {:>12}  {} {}",
-            opt_bytes(e.peak_increase_bytes),
-            display_name(e),
-            e.phase
-        );
-    }
-    let mut by_saved: Vec<&ModuleEntry> = frontier
-        .into_iter()
-        .filter(|e| e.saved_bytes.unwrap_or(0) > 0)
-        .collect();
-    if by_saved.is_empty() {
+    let by_peak = |e: &ModuleEntry| e.peak_increase_bytes.unwrap_or(0);
+    ranked(
+        out,
+        "Top modules by peak increase (forward or backward):",
+        &frontier,
+        by_peak,
+        |e| format!("{} {}", display_name(e), e.phase),
+    );
+    let by_saved = |e: &ModuleEntry| e.saved_bytes.unwrap_or(0);
+    ranked(
+        out,
+        "Top modules by saved activations:",
+        &frontier,
+        by_saved,
+        |e| format!("{} ({} calls)", display_name(e), e.calls),
+    );
+}
+
+/// The `TOP` entries with the largest nonzero `value`, largest first, under `title`.
+fn ranked(
+    out: &mut String,
+    title: &str,
+    entries: &[&ModuleEntry],
+    value: impl Fn(&ModuleEntry) -> i64,
+    describe: impl Fn(&ModuleEntry) -> String,
+) {
+    let mut ranked: Vec<&ModuleEntry> = entries.iter().copied().filter(|e| value(e) > 0).collect();
+    if ranked.is_empty() {
         return;
     }
-    by_saved.sort_by_key(|e| std::cmp::Reverse(e.saved_bytes.unwrap_or(0)));
-    let _ = writeln!(out, "\nTop modules by saved activations:");
-    for e in by_saved.iter().take(TOP) {
-        let _ = writeln!(
-            out,
-            "  {:>12}  {} ({} calls)",
-            opt_bytes(e.saved_bytes),
-            display_name(e),
-            e.calls
-        );
+    ranked.sort_by_key(|e| std::cmp::Reverse(value(e)));
+    let _ = writeln!(out, "\n{title}");
+    for e in ranked.into_iter().take(TOP) {
+        let _ = writeln!(out, "  {:>12}  {}", units::bytes(value(e)), describe(e));
     }
 }
 

@@ -9,32 +9,30 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
     for inv in inventories {
         let _ = writeln!(out, "\nLive tensors at {}:", inv.when);
         for c in &inv.categories {
-            let _ = writeln!(
+            let storages = format!("{} storages", c.storages);
+            total(
                 out,
-                "  {:<16} {:>12}  ({} storages)",
-                c.category.replace('_', " "),
+                &c.category.replace('_', " "),
                 units::bytes(c.bytes),
-                c.storages
+                &storages,
             );
         }
-        let _ = writeln!(
-            out,
-            "  {:<16} {:>12}  ({} storages, views and tied weights counted once)",
-            "tensors",
-            units::bytes(inv.tensor_bytes),
+        let storages = format!(
+            "{} storages, views and tied weights counted once",
             inv.storages
         );
-        let _ = writeln!(
+        total(out, "tensors", units::bytes(inv.tensor_bytes), &storages);
+        total(
             out,
-            "  {:<16} {:>12}  (allocated_bytes.all.current)",
             "allocated",
-            units::bytes(inv.allocated_bytes)
+            units::bytes(inv.allocated_bytes),
+            "allocated_bytes.all.current",
         );
-        let _ = writeln!(
+        total(
             out,
-            "  {:<16} {:>12}  (held by no Python tensor: saved for backward, cuBLAS/cuDNN workspaces, allocator rounding)",
             "gap",
-            units::signed_bytes(inv.gap_bytes)
+            units::signed_bytes(inv.gap_bytes),
+            "held by no Python tensor: saved for backward, cuBLAS/cuDNN workspaces, allocator rounding",
         );
         if inv.skipped_objects > 0 {
             let _ = writeln!(
@@ -73,6 +71,11 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
             let _ = writeln!(out, "  … and {} smaller storages", inv.unlisted_storages);
         }
     }
+}
+
+/// One line of the totals: a label, an amount and what it stands for.
+fn total(out: &mut String, label: &str, amount: String, note: &str) {
+    let _ = writeln!(out, "  {label:<16} {amount:>12}  ({note})");
 }
 
 /// `train.py:29 (train_step)` for `/long/path/train.py:29 (train_step)`: the table is wide.
