@@ -22,6 +22,9 @@ _memprof() {
             memprof,help)
                 cmd="memprof__subcmd__help"
                 ;;
+            memprof,merge)
+                cmd="memprof__subcmd__merge"
+                ;;
             memprof,run)
                 cmd="memprof__subcmd__run"
                 ;;
@@ -36,6 +39,9 @@ _memprof() {
                 ;;
             memprof__subcmd__help,help)
                 cmd="memprof__subcmd__help__subcmd__help"
+                ;;
+            memprof__subcmd__help,merge)
+                cmd="memprof__subcmd__help__subcmd__merge"
                 ;;
             memprof__subcmd__help,run)
                 cmd="memprof__subcmd__help__subcmd__run"
@@ -53,7 +59,7 @@ _memprof() {
 
     case "${cmd}" in
         memprof)
-            opts="-h -V --device --stat --help --version run show stats completions help"
+            opts="-h -V --device --stat --help --version run show merge stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -97,7 +103,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help)
-            opts="run show stats completions help"
+            opts="run show merge stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -125,6 +131,20 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memprof__subcmd__help__subcmd__merge)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -180,8 +200,42 @@ _memprof() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        memprof__subcmd__merge)
+            opts="-o -h -V --format --output --device --stat --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --function --format --output --modules --depth --suggest-checkpoints --tensors --device --stat --help --version"
+            opts="-f -m -o -h -V --function --format --output --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --device --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -212,6 +266,14 @@ _memprof() {
                     return 0
                     ;;
                 --suggest-checkpoints)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warmup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --calls)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -29,7 +29,8 @@ complete -c memprof -n "__fish_memprof_needs_command" -l stat -d 'A stat to show
 complete -c memprof -n "__fish_memprof_needs_command" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_needs_command" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "run" -d 'Run a Python script (or `-m module`) as `python` would, profiling the targeted functions'
-complete -c memprof -n "__fish_memprof_needs_command" -f -a "show" -d 'Render a saved YAML or JSON report as a table (or convert it)'
+complete -c memprof -n "__fish_memprof_needs_command" -f -a "show" -d 'Render a saved YAML or JSON report as a table (or convert it); several reports (the ranks of one job) are merged as by `memprof merge`'
+complete -c memprof -n "__fish_memprof_needs_command" -f -a "merge" -d 'Merge the reports of the ranks of one job: per line and per module, the max and min over ranks of each stat, the rank that holds the max, and the imbalance (max - min)'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "stats" -d 'List every stat key with what it means'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -37,14 +38,18 @@ complete -c memprof -n "__fish_memprof_using_subcommand run" -s f -l function -d
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Report format' -r -f -a "table\t''
 yaml\t''
 json\t''"
-complete -c memprof -n "__fish_memprof_using_subcommand run" -s o -l output -d 'Write the report to this file (atomically) instead of standard output' -r -F
+complete -c memprof -n "__fish_memprof_using_subcommand run" -s o -l output -d 'Write the report to this file (atomically) instead of standard output; may hold {rank}, {local_rank}, {world_size}, {host}, {pid}; under several ranks a plain path gets the rank (ddp.json -> ddp.rank1.json)' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l depth -d 'Show modules down to this depth of qualified name (`layer1` is 1, `layer1.0.conv1` 3); with --suggest-checkpoints, split between the modules at this depth' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l suggest-checkpoints -d 'Suggest N activation-checkpoint split points from the measured saved activations, with the estimated activation memory before and after (implies --modules)' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l warmup -d 'Skip the first N calls of each targeted function (and, with --modules and no -f, of each root module): their lines are not measured' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l calls -d 'Measure M calls after the warm-up, then stop every hook so the rest of the run pays nothing' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s m -d 'Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l modules -d 'Also profile every torch.nn.Module call, forward and backward: allocated Δ, peak, bytes saved for backward, parameters, as a tree of qualified names (works without -f)'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l tensors -d 'At the end of each targeted call and where an exception leaves one, list the live tensors on the device by storage, named from the model and optimizer, with totals by category'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l collectives -d 'Also count the bytes of torch.distributed collectives (all_reduce, all_gather, reduce_scatter, ...) issued during each line and module call, by kind'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l all-ranks -d 'In a multi-rank run (RANK and WORLD_SIZE set, as by torchrun), print every rank\'s report, not only rank 0\'s'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand show" -l format -d 'Output format' -r -f -a "table\t''
@@ -54,6 +59,14 @@ complete -c memprof -n "__fish_memprof_using_subcommand show" -l device -d 'Devi
 complete -c memprof -n "__fish_memprof_using_subcommand show" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s V -l version -d 'Print version'
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -l format -d 'Output format' -r -f -a "table\t''
+yaml\t''
+json\t''"
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -s o -l output -d 'Write the merged report to this file (atomically) instead of standard output' -r -F
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -s h -l help -d 'Print help'
@@ -62,8 +75,9 @@ complete -c memprof -n "__fish_memprof_using_subcommand completions" -l device -
 complete -c memprof -n "__fish_memprof_using_subcommand completions" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "run" -d 'Run a Python script (or `-m module`) as `python` would, profiling the targeted functions'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "show" -d 'Render a saved YAML or JSON report as a table (or convert it)'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "stats" -d 'List every stat key with what it means'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "completions" -d 'Print a shell completion script'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show stats completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "run" -d 'Run a Python script (or `-m module`) as `python` would, profiling the targeted functions'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "show" -d 'Render a saved YAML or JSON report as a table (or convert it); several reports (the ranks of one job) are merged as by `memprof merge`'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "merge" -d 'Merge the reports of the ranks of one job: per line and per module, the max and min over ranks of each stat, the rank that holds the max, and the imbalance (max - min)'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "stats" -d 'List every stat key with what it means'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "completions" -d 'Print a shell completion script'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -36,8 +36,12 @@ pub struct GlobalOptions {
 pub enum Command {
     /// Run a Python script (or `-m module`) as `python` would, profiling the targeted functions
     Run(RunArgs),
-    /// Render a saved YAML or JSON report as a table (or convert it)
+    /// Render a saved YAML or JSON report as a table (or convert it); several reports (the
+    /// ranks of one job) are merged as by `memprof merge`
     Show(ShowArgs),
+    /// Merge the reports of the ranks of one job: per line and per module, the max and min over
+    /// ranks of each stat, the rank that holds the max, and the imbalance (max - min)
+    Merge(MergeArgs),
     /// List every stat key with what it means
     Stats,
     /// Print a shell completion script
@@ -62,7 +66,9 @@ pub struct RunArgs {
     /// Report format
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Write the report to this file (atomically) instead of standard output
+    /// Write the report to this file (atomically) instead of standard output; may hold
+    /// {rank}, {local_rank}, {world_size}, {host}, {pid}; under several ranks a plain path gets
+    /// the rank (ddp.json -> ddp.rank1.json)
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Also profile every torch.nn.Module call, forward and backward: allocated Δ, peak, bytes
@@ -81,6 +87,22 @@ pub struct RunArgs {
     /// on the device by storage, named from the model and optimizer, with totals by category
     #[arg(long)]
     pub tensors: bool,
+    /// Also count the bytes of torch.distributed collectives (all_reduce, all_gather,
+    /// reduce_scatter, ...) issued during each line and module call, by kind
+    #[arg(long)]
+    pub collectives: bool,
+    /// Skip the first N calls of each targeted function (and, with --modules and no -f, of each
+    /// root module): their lines are not measured
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warmup: u64,
+    /// Measure M calls after the warm-up, then stop every hook so the rest of the run pays
+    /// nothing
+    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u64).range(1..))]
+    pub calls: Option<u64>,
+    /// In a multi-rank run (RANK and WORLD_SIZE set, as by torchrun), print every rank's report,
+    /// not only rank 0's
+    #[arg(long)]
+    pub all_ranks: bool,
     /// The Python script to run (a module name with -m)
     #[arg(value_name = "SCRIPT")]
     pub script: PathBuf,
@@ -91,12 +113,25 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct ShowArgs {
-    /// A report written by `memprof run --format yaml|json -o FILE`
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    /// Reports written by `memprof run --format yaml|json -o FILE` (or by `memprof merge`)
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The ranks' reports (YAML or JSON), e.g. `ddp.rank*.json`
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the merged report to this file (atomically) instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,20 +1,40 @@
 //! The subcommands: `run`, `show`, `stats`, `completions`.
 use crate::cli::{Cli, Command, Format, GlobalOptions, RunArgs};
 use crate::error::Result;
-use crate::profile::DeviceInfo;
+use crate::profile::{DeviceInfo, Schedule};
 use crate::python::runner::{self, Program};
 use crate::recorder::{self, Recorder, Source};
-use crate::{config, report, stats, torch};
+use crate::{config, merge, ranks, report, stats, torch};
 use clap::CommandFactory;
 use std::io::Write;
+use std::path::PathBuf;
 
 /// Runs the parsed command; returns the process exit code.
 pub fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run(args) => run(&cli.global, args),
         Command::Show(args) => {
-            let profile = report::load(&args.file)?;
-            print(&report::render(&profile, args.format));
+            if let [file] = args.files.as_slice() {
+                print(&report::render_saved(&report::load_any(file)?, args.format));
+            } else {
+                let mut merged = merge::merge_files(&args.files)?;
+                merge::keep_stats(&mut merged, &cli.global.stats)?;
+                print(&merge::render(&merged, args.format));
+            }
+            Ok(0)
+        }
+        Command::Merge(args) => {
+            let mut merged = merge::merge_files(&args.files)?;
+            merge::keep_stats(&mut merged, &cli.global.stats)?;
+            let text = merge::render(&merged, args.format);
+            match &args.output {
+                Some(path) => {
+                    report::check_writable(path)?;
+                    report::write_atomically(path, &text)?;
+                    note(&format!("merged report written to {}", path.display()));
+                }
+                None => print(&text),
+            }
             Ok(0)
         }
         Command::Stats => {
@@ -28,6 +48,11 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// A line for the user on standard error, in one write: ranks share a terminal.
+fn note(text: &str) {
+    let _ = std::io::stderr().write_all(format!("memprof: {text}\n").as_bytes());
 }
 
 fn print(text: &str) {
@@ -62,7 +87,21 @@ device's peak stats at every traced line, and the report says so.\n");
 }
 
 fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
-    if let Some(path) = &args.output {
+    let process = ranks::this_process();
+    let (output, rank_note) = ranks::output_path(
+        args.output.as_deref(),
+        &process,
+        file_extension(args.format),
+    )?;
+    // Without -o, a multi-rank run still keeps every rank's report, as JSON or YAML for merging.
+    let default_file = args.output.is_none() && output.is_some();
+    let file_format = if default_file && args.format == Format::Table {
+        Format::Json
+    } else {
+        args.format
+    };
+    let prints = !ranks::is_multi(&process) || process.rank == 0 || args.all_ranks;
+    if let Some(path) = &output {
         report::check_writable(path)?;
     }
     if args.depth.is_some() && !args.modules && args.suggest_checkpoints.is_none() {
@@ -77,9 +116,24 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         Source::Cuda(i) => Some(i),
         Source::Cpu => None,
     };
+    let scheduled = args.warmup > 0 || args.calls.is_some();
+    let options = recorder::Options {
+        follow_device: global.device.is_none(),
+        collectives: args.collectives,
+        warmup: args.warmup,
+        calls: args.calls,
+    };
     *recorder::RECORDER.lock().unwrap_or_else(|e| e.into_inner()) =
-        Some(Recorder::new(source, columns));
+        Some(Recorder::new(source, columns, options));
+    if args.collectives {
+        torch::collectives::enable()?;
+    }
     let command_line: Vec<String> = std::env::args().collect();
+    let script = Some(if args.module {
+        format!("-m {}", args.script.display())
+    } else {
+        args.script.display().to_string()
+    });
     let device = DeviceInfo {
         kind: if device_index.is_some() {
             "cuda"
@@ -90,7 +144,12 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         index: device_index,
         name: String::new(),
     };
-    install_emergency_report(&args, device.clone(), command_line.clone());
+    let emergency = Destination {
+        output: output.clone(),
+        format: file_format,
+        printed: (prints && (output.is_none() || default_file)).then_some(args.format),
+    };
+    install_emergency_report(emergency.clone(), device.clone(), command_line.clone());
     let program = Program {
         script: args.script.clone(),
         module: args.module,
@@ -99,8 +158,14 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         modules: args.modules || args.suggest_checkpoints.is_some(),
         tensors: args.tensors,
         checkpoints: args.suggest_checkpoints.is_some(),
+        collectives: args.collectives,
+        warmup: args.warmup,
+        calls: args.calls,
     };
     let mut facts = runner::run(&program, device_index)?;
+    if args.collectives {
+        torch::collectives::disable();
+    }
     let exit_code = facts.outcome.exit_code;
     let modules_only = args.modules || args.suggest_checkpoints.is_some();
     if args.functions.is_empty()
@@ -118,16 +183,33 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
                 .into(),
         );
     }
+    let devices = recorder::with(|r| r.devices().to_vec()).unwrap_or_default();
+    if devices.len() > 1 {
+        let names: Vec<String> = devices.iter().map(|d| format!("cuda:{d}")).collect();
+        facts.warnings.push(format!(
+            "calls were measured on {} (the device the program used when each call started); \
+             the report's device is the last",
+            names.join(", ")
+        ));
+    }
     let ctx = report::RunContext {
         torch_version: facts.torch_version,
         python_version: facts.python_version,
         device: DeviceInfo {
+            index: facts.device_index,
             name: facts.device_name.unwrap_or_else(|| device.kind.clone()),
             ..device
         },
         command_line,
         outcome: facts.outcome,
         warnings: facts.warnings,
+        process: process.clone(),
+        script,
+        schedule: scheduled.then_some(Schedule {
+            warmup: args.warmup,
+            calls: args.calls,
+            stopped_early: facts.stopped_early,
+        }),
     };
     let mut profile =
         recorder::with(|r| report::build(r, ctx)).expect("the recorder exists during a run");
@@ -145,30 +227,61 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
             Err(warning) => profile.warnings.push(warning),
         }
     }
-    emit(&profile, args.format, args.output.as_deref())?;
+    if let Some(text) = rank_note {
+        note(&text);
+    }
+    emit(&profile, &emergency)?;
+    if default_file && process.rank == 0 {
+        let ext = file_extension(file_format);
+        note(&format!(
+            "each of the {} ranks wrote its report (memprof.rank<N>.{ext}); see them side by side \
+             with `memprof merge memprof.rank*.{ext}`",
+            process.world_size
+        ));
+    }
     Ok(exit_code)
 }
 
-fn emit(
-    profile: &crate::profile::Profile,
+/// The file name extension for reports in `format` (JSON for tables, which cannot be merged).
+fn file_extension(format: Format) -> &'static str {
+    match format {
+        Format::Yaml => "yaml",
+        _ => "json",
+    }
+}
+
+/// Where a run's report goes: a file (in `format`) and/or the terminal.
+#[derive(Clone)]
+struct Destination {
+    output: Option<PathBuf>,
     format: Format,
-    output: Option<&std::path::Path>,
-) -> Result<()> {
-    let text = report::render(profile, format);
-    match output {
-        Some(path) => {
-            report::write_atomically(path, &text)?;
-            eprintln!("memprof: report written to {}", path.display());
+    /// The format printed to standard output, if this process prints: without -o, or with a
+    /// multi-rank run's default file; and in a multi-rank run only rank 0 (or --all-ranks).
+    printed: Option<Format>,
+}
+
+fn emit(profile: &crate::profile::Profile, to: &Destination) -> Result<()> {
+    if let Some(path) = &to.output {
+        report::write_atomically(path, &report::render(profile, to.format))?;
+        let rank = &profile.metadata.process;
+        if ranks::is_multi(rank) {
+            note(&format!(
+                "rank {} report written to {}",
+                rank.rank,
+                path.display()
+            ));
+        } else {
+            note(&format!("report written to {}", path.display()));
         }
-        None => print(&text),
+    }
+    if let Some(format) = to.printed {
+        print(&report::render(profile, format));
     }
     Ok(())
 }
 
 /// A second Ctrl-C exits at once; this writes what the recorder holds, if it can get it.
-fn install_emergency_report(args: &RunArgs, device: DeviceInfo, command_line: Vec<String>) {
-    let format = args.format;
-    let output = args.output.clone();
+fn install_emergency_report(to: Destination, device: DeviceInfo, command_line: Vec<String>) {
     crate::interrupt::set_emergency_report(Box::new(move || {
         let Ok(guard) = recorder::RECORDER.try_lock() else {
             return;
@@ -187,8 +300,11 @@ fn install_emergency_report(args: &RunArgs, device: DeviceInfo, command_line: Ve
             warnings: vec![
                 "interrupted twice: this report was written without Python's help".into(),
             ],
+            process: ranks::this_process(),
+            script: None,
+            schedule: None,
         };
         let profile = report::build(r, ctx);
-        let _ = emit(&profile, format, output.as_deref());
+        let _ = emit(&profile, &to);
     }));
 }

@@ -7,8 +7,10 @@ mod config;
 mod error;
 mod host;
 mod interrupt;
+mod merge;
 mod profile;
 mod python;
+mod ranks;
 mod recorder;
 mod report;
 mod sampler;
@@ -38,5 +40,5 @@ fn main() {
             e.code
         }
     };
-    std::process::exit(code);
+    python::exit(code);
 }

@@ -49,6 +49,52 @@ pub struct Metadata {
     pub peak_resets: Option<String>,
     pub semantics: String,
     pub outcome: Outcome,
+    /// Which process of a distributed job wrote this report (rank 0 of 1 otherwise).
+    #[serde(default)]
+    pub process: ProcessInfo,
+    /// The script as given (or `-m module`), so reports of one job can be told from another's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// `--warmup`/`--calls`: which calls of each function were measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+    /// `--collectives`: what the collective bytes are and what they cannot include.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collectives: Option<String>,
+}
+
+/// The process that wrote a report.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ProcessInfo {
+    /// `RANK` (0 when not distributed).
+    pub rank: u32,
+    /// `LOCAL_RANK`.
+    pub local_rank: u32,
+    /// `WORLD_SIZE` (1 when not distributed).
+    pub world_size: u32,
+    pub host: String,
+    pub pid: u32,
+}
+
+impl Default for ProcessInfo {
+    fn default() -> Self {
+        ProcessInfo {
+            rank: 0,
+            local_rank: 0,
+            world_size: 1,
+            host: String::new(),
+            pid: 0,
+        }
+    }
+}
+
+/// `--warmup N --calls M`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Schedule {
+    pub warmup: u64,
+    pub calls: Option<u64>,
+    /// Whether every target had its calls and memprof stopped its hooks before the end.
+    pub stopped_early: bool,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -104,8 +150,11 @@ pub struct FunctionProfile {
     pub first_line: u32,
     /// How it was chosen: the `-f` target(s) or `@profile`.
     pub targets: Vec<String>,
-    /// Number of calls (a generator's resumptions are not new calls).
+    /// Number of calls (a generator's resumptions are not new calls), until memprof stopped.
     pub calls: u64,
+    /// With `--warmup`/`--calls`: the first and last call measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_calls: Option<[u64; 2]>,
     /// Highest allocated_bytes.all.peak of any line (the function's own peak while it ran).
     pub peak_allocated_bytes: Option<i64>,
     pub lines: Vec<LineProfile>,
@@ -125,11 +174,25 @@ pub struct LineProfile {
     /// The chosen stats, by key; empty for lines that never ran.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub stats: BTreeMap<String, i64>,
+    /// `--collectives`: bytes of the collectives issued during the line, by kind (summed over
+    /// hits; kinds with none are left out).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub collectives: BTreeMap<String, i64>,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
+
+/// What `--collectives` counts, written into the report.
+pub const COLLECTIVES_SEMANTICS: &str = "Bytes of the torch.distributed collectives that started \
+during the line or module call (on any thread: the program's, DDP's reducer, FSDP's hooks), summed \
+over hits, by kind, exact from the tensors' sizes, seen where libtorch dispatches its c10d ops. For \
+each collective the full buffer counts: what is reduced (all_reduce, broadcast, reduce), the gathered \
+output (all_gather: world size x the shard), the input that is reduced and scattered \
+(reduce_scatter), what this rank sends (all_to_all, send, gather) or receives (recv, scatter). Not \
+included: buffers the backend allocates itself (NCCL's, invisible to PyTorch's allocator), and \
+collectives issued inside CUDA graphs.";
 
 /// The rules of the module report, written into it.
 pub const MODULE_SEMANTICS: &str = "One row per module (its qualified name in the root model) and \
@@ -141,7 +204,9 @@ during any call and peak_increase_bytes the largest rise above a call's starting
 saved_bytes is the bytes of the storages that autograd saved for backward during the call (through a \
 saved-tensors hook), not counting parameters and buffers of the model or storages already saved \
 earlier in the same forward pass, summed over calls. A module's numbers include its submodules'. \
-parameter_bytes is the module's parameters, submodules included, on the profiled device.";
+parameter_bytes is the module's parameters, submodules included, on the profiled device, as the module \
+holds them when the run ends (at its first call if it is gone by then); a sharded DTensor parameter \
+(FSDP2's fully_shard) counts by its local shard, and unsharded_parameter_bytes gives the full size.";
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ModulesProfile {
@@ -177,7 +242,14 @@ pub struct ModuleEntry {
     /// Forward rows only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saved_bytes: Option<i64>,
+    /// Parameters held on this device (for sharded DTensor parameters, the local shards).
     pub parameter_bytes: i64,
+    /// When some parameters are sharded (FSDP2, DTensor): their full size on all ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsharded_parameter_bytes: Option<i64>,
+    /// `--collectives`: bytes of the collectives issued during the calls, by kind, summed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub collectives: BTreeMap<String, i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -257,6 +329,9 @@ pub struct CategoryTotal {
     pub category: String,
     pub bytes: i64,
     pub storages: u64,
+    /// Parameters (and their gradients) sharded as DTensors: their full size on all ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsharded_bytes: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -1,7 +1,9 @@
 //! Turns the hook's events on targeted frames (start, resume, line, yield, return, exception
 //! exit) into executions of lines: which frame runs which line, when an execution starts and
-//! ends, and which lines it is attributed to. What an execution measures is `sampler`'s. It
-//! knows nothing of Python: the hooks hand it frame, code and thread addresses.
+//! ends, and which lines it is attributed to; which calls are measured (`--warmup`/`--calls`)
+//! and on which CUDA device (the one the program uses when a measured call starts). What an
+//! execution measures is `sampler`'s. It knows nothing of Python: the hooks hand it frame, code
+//! and thread addresses.
 pub use crate::sampler::{LineAgg, ScopeReading, Source};
 use crate::sampler::{Sampler, Window};
 use crate::stats::StatDef;
@@ -25,6 +27,8 @@ struct FrameState {
     open: bool,
     /// This window continues the line a generator yielded from: not a new hit.
     continuation: bool,
+    /// The call is one the schedule measures (every call without `--warmup`/`--calls`).
+    measured: bool,
     window: Window,
 }
 
@@ -37,7 +41,22 @@ pub struct FunctionRecord {
     pub last_line: u32,
     pub targets: Vec<String>,
     pub calls: u64,
+    /// The first and last call measured (all calls without a schedule).
+    pub measured: Option<(u64, u64)>,
     pub lines: HashMap<u32, LineAgg>,
+}
+
+/// How a run measures, beyond the stats.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// No `--device`: measure the CUDA device the program uses when a measured call starts.
+    pub follow_device: bool,
+    /// `--collectives`.
+    pub collectives: bool,
+    /// `--warmup N`: the first N calls of each function are not measured.
+    pub warmup: u64,
+    /// `--calls M`: the M calls after the warm-up are measured; then memprof stops.
+    pub calls: Option<u64>,
 }
 
 /// The state of a profiling run.
@@ -65,6 +84,14 @@ pub struct Recorder {
     collect_ended: bool,
     /// Tell the allocation tags which line runs (for `--tensors`).
     tagging: bool,
+    options: Options,
+    /// The CUDA devices measured, in the order first used.
+    devices: Vec<i32>,
+    /// Functions that have not had all the calls the schedule measures.
+    unfinished: usize,
+    /// The schedule is complete and the hooks were not yet told to stop.
+    finished: bool,
+    stopped_early: bool,
 }
 
 /// A targeted call that ended: which function, its call number, and whether an exception left it.
@@ -77,9 +104,9 @@ pub struct EndedCall {
 
 impl Recorder {
     /// A recorder that measures `chosen` (validated keys of `stats::stats_for`) on `source`.
-    pub fn new(source: Source, chosen: Vec<StatDef>) -> Self {
+    pub fn new(source: Source, chosen: Vec<StatDef>, options: Options) -> Self {
         Recorder {
-            sampler: Sampler::new(source, chosen),
+            sampler: Sampler::new(source, chosen, options.collectives),
             stopped: false,
             codes: HashMap::new(),
             functions: Vec::new(),
@@ -93,7 +120,72 @@ impl Recorder {
             ended: Vec::new(),
             collect_ended: false,
             tagging: false,
+            options,
+            devices: Vec::new(),
+            unfinished: 0,
+            finished: false,
+            stopped_early: false,
         }
+    }
+
+    /// The CUDA devices measured, in the order first used (empty on the CPU, or when CUDA was
+    /// never initialised).
+    pub fn devices(&self) -> &[i32] {
+        &self.devices
+    }
+
+    /// Nothing is being measured: no targeted frame runs, no returned call waits for its caller,
+    /// no module scope is open.
+    fn idle(&self) -> bool {
+        self.returning.is_empty()
+            && self.scopes.is_empty()
+            && self.stacks.values().all(|s| s.is_empty())
+    }
+
+    /// A measured call starts: with nothing else open, follow the program to the CUDA device it
+    /// uses now (`torch.cuda.set_device` in each rank, say), and remember which devices were
+    /// measured.
+    fn choose_device(&mut self) {
+        let Some(mut device) = self.sampler.device() else {
+            return;
+        };
+        let follow = self.options.follow_device && self.idle();
+        // Asked only when it can matter: the device query is a call into the CUDA runtime.
+        let used = if follow || !self.devices.contains(&device) {
+            crate::torch::current_device()
+        } else {
+            None
+        };
+        if let Some(used) = used.filter(|_| follow) {
+            if used != device && self.sampler.switch_device(used) {
+                device = used;
+            }
+        }
+        if used.is_some() && !self.devices.contains(&device) {
+            self.devices.push(device);
+        }
+    }
+
+    /// Whether a targeted call of the schedule's is running now (on any thread); always true
+    /// without a schedule. Module calls and inventories follow it.
+    pub fn measuring(&self) -> bool {
+        if self.options.calls.is_none() && self.options.warmup == 0 {
+            return true;
+        }
+        self.stacks
+            .values()
+            .flatten()
+            .any(|f| self.frames.get(f).is_some_and(|s| s.measured))
+    }
+
+    /// Once, when every targeted function has had its measured calls and they have all ended:
+    /// the hooks can stop, so the rest of the run pays nothing.
+    pub fn take_finished(&mut self) -> bool {
+        if !self.finished || !self.idle() {
+            return false;
+        }
+        self.finished = false;
+        true
     }
 
     /// The measurement plan (columns, peak resets, per-line values).
@@ -126,8 +218,10 @@ impl Recorder {
             last_line: lines.1,
             targets: vec![target],
             calls: 0,
+            measured: None,
             lines: HashMap::new(),
         });
+        self.unfinished += 1;
         true
     }
 
@@ -145,6 +239,9 @@ impl Recorder {
     /// were left by that exception, which sys.monitoring does not report; frames of other
     /// threads still running end unraised.
     pub fn stop(&mut self, exception_thread: Option<usize>) {
+        if self.stopped {
+            return;
+        }
         self.take_sample();
         for (_, mut state) in std::mem::take(&mut self.returning) {
             self.close(&mut state, false);
@@ -159,6 +256,20 @@ impl Recorder {
             }
         }
         self.stopped = true;
+    }
+
+    /// The schedule is complete (`take_finished`): stop now, so that later events cost only the
+    /// lookup that finds nothing.
+    pub fn stop_early(&mut self) {
+        if !self.stopped {
+            self.stop(None);
+            self.stopped_early = true;
+        }
+    }
+
+    /// Whether recording stopped before the end because the schedule was complete.
+    pub fn stopped_early(&self) -> bool {
+        self.stopped_early
     }
 
     /// Whether calls that returned are waiting for their caller to resume.
@@ -236,7 +347,10 @@ impl Recorder {
             _ => self.new_state(func),
         };
         if !resume {
-            self.functions[func as usize].calls += 1;
+            state.measured = self.count_call(func);
+            if state.measured {
+                self.choose_device();
+            }
         }
         state.caller = caller;
         self.watch(caller.code);
@@ -246,6 +360,26 @@ impl Recorder {
             self.open(&mut state, line, true);
         }
         self.frames.insert(frame, state);
+    }
+
+    /// Counts a call of `func`; whether the schedule measures it.
+    fn count_call(&mut self, func: u32) -> bool {
+        let (warmup, calls) = (self.options.warmup, self.options.calls);
+        let f = &mut self.functions[func as usize];
+        f.calls += 1;
+        let n = f.calls;
+        let measured = n > warmup && calls.is_none_or(|m| n <= warmup + m);
+        if measured {
+            let first = f.measured.map_or(n, |(first, _)| first);
+            f.measured = Some((first, n));
+        }
+        if calls.is_some_and(|m| n == warmup + m) {
+            self.unfinished -= 1;
+            if self.unfinished == 0 {
+                self.finished = true;
+            }
+        }
+        measured
     }
 
     /// A new line starts in a targeted frame.
@@ -291,7 +425,7 @@ impl Recorder {
         self.resumed(thread, frame);
         self.pop(thread, frame);
         if let Some(mut state) = self.frames.remove(&frame) {
-            self.ended(state.func, raised);
+            self.ended(&state, raised);
             if state.open && !raised && state.caller.frame != 0 {
                 self.returning.push((state.caller, state));
             } else {
@@ -365,7 +499,7 @@ impl Recorder {
         let dead: Vec<usize> = stack.drain(from.min(stack.len())..).collect();
         for frame in dead.into_iter().rev() {
             if let Some(mut state) = self.frames.remove(&frame) {
-                self.ended(state.func, true);
+                self.ended(&state, true);
                 if state.open {
                     self.close(&mut state, true);
                 }
@@ -405,6 +539,9 @@ impl Recorder {
             line: 0,
             open: false,
             continuation: false,
+            // A frame first seen mid-call (it was running before profiling started) is measured
+            // only without a schedule.
+            measured: self.options.calls.is_none() && self.options.warmup == 0,
             window: self.sampler.new_window(),
         }
     }
@@ -421,6 +558,9 @@ impl Recorder {
 
     fn close(&mut self, state: &mut FrameState, raised: bool) {
         state.open = false;
+        if !state.measured {
+            return;
+        }
         let agg = self.functions[state.func as usize]
             .lines
             .entry(state.line)
@@ -472,8 +612,9 @@ impl Recorder {
         }
     }
 
-    fn ended(&mut self, func: u32, raised: bool) {
-        if self.collect_ended {
+    fn ended(&mut self, state: &FrameState, raised: bool) {
+        if self.collect_ended && state.measured {
+            let func = state.func;
             let call = self.functions[func as usize].calls;
             self.ended.push(EndedCall { func, call, raised });
         }
@@ -483,6 +624,7 @@ impl Recorder {
     /// the same peaks as the lines open around it.
     pub fn open_scope(&mut self) -> u64 {
         self.take_sample();
+        self.choose_device();
         let mut window = self.sampler.new_window();
         self.sampler.open(&mut window);
         self.next_scope += 1;

@@ -1,10 +1,11 @@
 //! How memprof measures one execution of a line: the plan that maps each chosen stat to the
 //! numbers it is computed from, reading those numbers (a sample of the allocator's stats, the
-//! allocation reporter's tally and host RSS), the running peaks of an open execution (a
+//! allocation reporter's tally, host RSS and, with `--collectives`, the collective counters),
+//! which CUDA device is read, the running peaks of an open execution (a
 //! window), and how executions combine into a line's aggregate.
 use crate::host::RssReader;
 use crate::stats::{self, Field, StatDef, CUDA_STAT_COUNT};
-use crate::torch::{self, tally, TALLY_LEN};
+use crate::torch::{self, collectives, tally, TALLY_LEN};
 
 /// Where the numbers come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +49,8 @@ pub struct LineAgg {
     pub delta: i64,
     /// Per column (`Recorder::columns`), aggregated by the column's rule.
     pub values: Vec<i64>,
+    /// With `--collectives`: bytes per kind, then calls per kind, summed over hits.
+    pub collectives: Vec<i64>,
     measured: bool,
 }
 
@@ -59,12 +62,14 @@ pub struct Window {
     peaks: Vec<i64>,
 }
 
-/// What a scope measured of `allocated_bytes.all`: at its start and end, and its peak.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a scope measured of `allocated_bytes.all`: at its start and end, and its peak; and
+/// with `--collectives`, the collectives' bytes per kind, then their calls per kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScopeReading {
     pub start: i64,
     pub end: i64,
     pub peak: i64,
+    pub collectives: Option<Vec<i64>>,
 }
 
 /// The measurement plan and the latest sample.
@@ -79,6 +84,8 @@ pub struct Sampler {
     delta_at: usize,
     rss_at: Option<usize>,
     tally_at: usize,
+    /// Where the collective counters are in a sample (`--collectives`).
+    collectives_at: Option<usize>,
     reset_peaks: bool,
     /// Device-wide peak values at the previous sample, per peak slot.
     last_global: Vec<i64>,
@@ -91,8 +98,9 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Plans how to measure `chosen` (validated keys of `stats::stats_for`) on `source`.
-    pub fn new(source: Source, chosen: Vec<StatDef>) -> Self {
+    /// Plans how to measure `chosen` (validated keys of `stats::stats_for`) on `source`, and
+    /// the collectives' bytes when `with_collectives`.
+    pub fn new(source: Source, chosen: Vec<StatDef>, with_collectives: bool) -> Self {
         let cuda = matches!(source, Source::Cuda(_));
         let all = stats::stats_for(cuda);
         let find = |key: &str| {
@@ -113,7 +121,8 @@ impl Sampler {
                 columns.len() - 1
             }
         };
-        // Sample layout: CUDA stats (CUDA only), then the tally, then host RSS.
+        // Sample layout: CUDA stats (CUDA only), then the tally, then host RSS, then the
+        // collective counters (with --collectives).
         let tally_at = if cuda { CUDA_STAT_COUNT } else { 0 };
         let rss_at = tally_at + TALLY_LEN;
         let cpu_index = |key: &str| -> usize {
@@ -207,14 +216,63 @@ impl Sampler {
             delta_at,
             rss_at: uses_rss.then_some(rss_at),
             tally_at,
+            collectives_at: with_collectives.then_some(rss_at + 1),
             reset_peaks,
             last_global: vec![i64::MIN; peak_slots],
             since: vec![i64::MIN; peak_slots],
             peak_slots,
-            sample: vec![0; rss_at + 1],
+            sample: vec![
+                0;
+                rss_at
+                    + 1
+                    + if with_collectives {
+                        collectives::LEN
+                    } else {
+                        0
+                    }
+            ],
             cuda_ready: false,
             rss: RssReader::new(),
         }
+    }
+
+    /// The CUDA device read, if any.
+    pub fn device(&self) -> Option<i32> {
+        match self.source {
+            Source::Cuda(d) => Some(d),
+            Source::Cpu => None,
+        }
+    }
+
+    /// Whether the collectives are counted.
+    pub fn counts_collectives(&self) -> bool {
+        self.collectives_at.is_some()
+    }
+
+    /// Reads `device` from now on instead of the CUDA device read so far; false if nothing
+    /// changed. Call only while no window is open: a window's start and end must come from one
+    /// device.
+    pub fn switch_device(&mut self, device: i32) -> bool {
+        let Source::Cuda(current) = self.source else {
+            return false;
+        };
+        if current == device || torch::set_reporter_device(device).is_err() {
+            return false;
+        }
+        self.source = Source::Cuda(device);
+        self.read();
+        // Only rises of the new device's peaks from now on count, not its earlier highs.
+        for probe in &self.probes {
+            if let Probe::Peak {
+                slot,
+                source: PeakSource::Reports { global, .. },
+                ..
+            } = *probe
+            {
+                self.last_global[slot] = self.sample[global];
+            }
+        }
+        true
     }
 
     /// The columns shown in the report, in order.
@@ -264,6 +322,9 @@ impl Sampler {
         let end = &self.sample;
         if !agg.measured {
             agg.measured = true;
+            if self.collectives_at.is_some() {
+                agg.collectives = vec![0; collectives::LEN];
+            }
             agg.values = self
                 .probes
                 .iter()
@@ -281,6 +342,11 @@ impl Sampler {
         }
         agg.raised += u64::from(raised);
         agg.delta += end[self.delta_at] - window.start[self.delta_at];
+        if let Some(at) = self.collectives_at {
+            for (k, sum) in agg.collectives.iter_mut().enumerate() {
+                *sum += end[at + k] - window.start[at + k];
+            }
+        }
         for (value, probe) in agg.values.iter_mut().zip(&self.probes) {
             match *probe {
                 Probe::Level { at } => *value = (*value).max(end[at]),
@@ -315,6 +381,12 @@ impl Sampler {
         torch::take_tally(matches!(self.source, Source::Cuda(_)), t);
         if let Some(at) = self.rss_at {
             self.sample[at] = self.rss.bytes();
+        }
+        if let Some(at) = self.collectives_at {
+            let c: &mut [i64; collectives::LEN] = (&mut self.sample[at..at + collectives::LEN])
+                .try_into()
+                .expect("sample layout");
+            collectives::take(c);
         }
         let since = &mut self.since;
         let s = &self.sample;
@@ -386,6 +458,11 @@ impl Sampler {
             start: window.start[self.delta_at],
             end: self.sample[self.delta_at],
             peak: window.peaks[slot],
+            collectives: self.collectives_at.map(|at| {
+                (at..at + collectives::LEN)
+                    .map(|i| self.sample[i] - window.start[i])
+                    .collect()
+            }),
         }
     }
 

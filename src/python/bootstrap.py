@@ -15,6 +15,10 @@ _MONITORING = sys.version_info >= (3, 12)
 _TOOL = None
 _LOCAL_EVENTS = 0
 _targeted_codes = set()
+# Untargeted callers whose events are on while a targeted call they made runs (sys.monitoring).
+_watched_codes = set()
+# The schedule (--warmup/--calls) is complete: no hook is switched on again.
+_finished = False
 
 
 class Target:
@@ -88,6 +92,8 @@ def _last_line(code):
 
 def activate(code, label):
     """Profile this code object from now on."""
+    if _finished:
+        return
     _targeted_codes.add(code)
     if _memprof.register(code, label, code.co_qualname, code.co_filename, code.co_firstlineno, _last_line(code)):
         if _MONITORING:
@@ -206,7 +212,33 @@ def _start_monitoring():
     # the call has returned or raised. A returning call's last line also lasts until then, so it
     # includes the release of the frame's locals.
     watch_events = E.LINE | E.PY_RETURN | E.PY_YIELD
-    _memprof.set_watcher(lambda code, on: mon.set_local_events(_TOOL, code, watch_events if on else 0))
+
+    def watch(code, on):
+        mon.set_local_events(_TOOL, code, watch_events if on else 0)
+        if on:
+            _watched_codes.add(code)
+        else:
+            _watched_codes.discard(code)
+
+    _memprof.set_watcher(watch)
+
+
+def finish_schedule():
+    """Every target had the calls --warmup/--calls measures: switch every hook off, so that the
+    rest of the run pays nothing."""
+    global _finished
+    _finished = True
+    _memprof.stop_recording()
+    if _MONITORING and _TOOL is not None:
+        for code in list(_targeted_codes) + list(_watched_codes):
+            sys.monitoring.set_local_events(_TOOL, code, 0)
+        _watched_codes.clear()
+    import threading
+    threading.settrace(None)
+    if _options.get("modules"):
+        import _memprof_modules
+
+        _memprof_modules.uninstall()
 
 
 def stop():
@@ -233,6 +265,7 @@ def install(specs, script_path, options):
     _unscoped_targets.extend(t for t in _targets if not t.is_scoped())
     if _MONITORING:
         _start_monitoring()
+    _memprof.set_finisher(finish_schedule)
     _install_import_hook()
     for t in _targets:
         if t.module is not None:
@@ -339,11 +372,88 @@ def _install_reports(options):
     if options.get("modules"):
         import _memprof_modules
 
+        # With -f, module calls are measured during the targets' measured calls; without, the
+        # schedule counts each root module's forward calls.
+        own_schedule = not options.get("schedule_by_targets") and (
+            options.get("warmup") or options.get("calls") is not None
+        )
         _memprof_modules.install(
-            options["device_type"], options["device_index"], options.get("checkpoints", False)
+            options["device_type"],
+            options["device_index"],
+            options.get("checkpoints", False),
+            schedule=(options.get("warmup", 0), options.get("calls")) if own_schedule else None,
+            follow_targets=bool(options.get("schedule_by_targets"))
+            and (options.get("warmup") or options.get("calls") is not None),
         )
     if options.get("tensors"):
         _memprof.set_inventory(_inventory)
+    if options.get("collectives"):
+        import _memprof_imports
+
+        _memprof_imports.after_import("torch.distributed", lambda _: _announce_collectives())
+
+
+# The process group's methods and what each collective counts: its kind, and which argument
+# holds its full buffer (the shim's rules for the c10d ops they dispatch). The dispatcher hands
+# some of those ops to memprof without their tensors; for calls from Python, this says what they
+# carry beforehand. Calls from C++ (DDP's reducer) are seen in the dispatcher alone.
+_GROUP_METHODS = (
+    ("allreduce", "all_reduce", 0),
+    ("allreduce_coalesced", "all_reduce", 0),
+    ("allgather", "all_gather", 0),
+    ("_allgather_base", "all_gather", 0),
+    ("allgather_coalesced", "all_gather", 0),
+    ("allgather_into_tensor_coalesced", "all_gather", 0),
+    ("reduce_scatter", "reduce_scatter", 1),
+    ("_reduce_scatter_base", "reduce_scatter", 1),
+    ("reduce_scatter_tensor_coalesced", "reduce_scatter", 1),
+    ("broadcast", "broadcast", 0),
+    ("alltoall", "all_to_all", 1),
+    ("alltoall_base", "all_to_all", 1),
+    ("send", "send", 0),
+    ("recv", "recv", 0),
+    ("recv_anysource", "recv", 0),
+    ("reduce", "other", 0),
+    ("gather", "other", 1),
+    ("scatter", "other", 0),
+)
+
+
+def _tensor_bytes(value, torch):
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v, torch) for v in value)
+    return 0
+
+
+def _announce_collectives():
+    """--collectives: wrap torch's ProcessGroup methods so that each call says what it carries
+    before it runs, unchanged."""
+    torch = sys.modules["torch"]
+    group = getattr(torch._C, "_distributed_c10d", None)
+    group = getattr(group, "ProcessGroup", None)
+    if group is None:
+        return
+    expect = _memprof.expect_collective
+    for method, kind, which in _GROUP_METHODS:
+        original = getattr(group, method, None)
+        if original is None:
+            continue
+
+        def counted(self, *args, _original=original, _kind=kind, _which=which, **kwargs):
+            try:
+                if len(args) > _which:
+                    expect(_kind, _tensor_bytes(args[_which], torch))
+            except Exception:
+                pass
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                expect(None)
+
+        counted.__wrapped__ = original
+        setattr(group, method, counted)
 
 
 def _inventory(qualname, call, raised, traceback):
@@ -367,7 +477,7 @@ def _inventory(qualname, call, raised, traceback):
     label = f"{'an exception left' if raised else 'end of'} {qualname} (call {call})"
     try:
         inv = _memprof_inventory.take(
-            _options["device_type"], _options["device_index"], label, frames
+            _options["device_type"], _memprof.measured_device(), label, frames
         )
     finally:
         del frames, f

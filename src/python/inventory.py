@@ -4,7 +4,8 @@
 # the profiled device, grouped by storage (views and tied weights count once), names them from
 # the models and optimizers it finds (`layer1.0.conv1.weight`, `….grad`,
 # `optimizer.state[layer1.0.conv1.weight].exp_avg`) or from the targeted frames' variables,
-# and totals them by category against the allocator's allocated bytes. It holds the objects it
+# and totals them by category against the allocator's allocated bytes. A sharded DTensor
+# parameter (FSDP2, tensor parallelism) counts by its local shard, with its full size beside it. It holds the objects it
 # inspects only while it scans (the list from gc.get_objects() and nothing derived from it
 # survives the call), and an object that fails or vanishes while inspected is skipped.
 import gc
@@ -40,11 +41,13 @@ class _Kinds(dict):
 
 
 class _Storage:
-    __slots__ = ("ptr", "bytes", "category", "names", "tensors", "shape", "dtype")
+    __slots__ = ("ptr", "bytes", "category", "names", "tensors", "shape", "dtype", "full")
 
     def __init__(self, ptr, nbytes, shape, dtype):
         self.ptr = ptr
         self.bytes = nbytes
+        # The full size of the DTensor this storage is the local shard of, if it is one.
+        self.full = None
         self.category = "other"
         self.names = []
         self.tensors = 0
@@ -103,15 +106,36 @@ def _scan(torch, objects, device_type, device_index, label, frames):
             skipped += 1
             return None
 
+    def sharded(t):
+        """The local shard of a DTensor parameter or gradient, and its full size; (t, None) for
+        a plain tensor."""
+        local = getattr(t, "_local_tensor", None) if dtensor is not None else None
+        if local is None:
+            return t, None
+        return local, t.numel() * t.element_size()
+
+    def name_storage(t, name, category):
+        local, full = sharded(t)
+        s = storage_of(local)
+        if s is not None:
+            s.name(name, category)
+            if full is not None:
+                s.full = full
+
     modules, optimizers = [], []
     # The kind of each type is decided once, and the objects of the wanted types are picked out
     # by C loops (compress/map), since the program may hold millions of objects. type(), not
     # isinstance(): isinstance may read `__class__`, which runs arbitrary code (deprecation
-    # warnings, proxies of dead objects).
-    kinds = _Kinds(Tensor, Module, Optimizer)
+    # warnings, proxies of dead objects). A DTensor is skipped here: gc finds its local shard.
+    dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+    # Kinds after this shift: 0 DTensor (skipped), 1 tensor, 2 module, 3 optimizer.
+    bases, shift = ((dtensor,), 1) if dtensor is not None else ((), 0)
+    kinds = _Kinds(*bases, Tensor, Module, Optimizer)
     for o in compress(objects, map(kinds.__getitem__, map(type, objects))):
         try:
-            kind = kinds[type(o)]
+            kind = kinds[type(o)] - shift
+            if kind == 0:
+                continue
             if kind == 1:
                 s = storage_of(o)
                 if s is not None:
@@ -137,14 +161,10 @@ def _scan(torch, objects, device_type, device_index, label, frames):
         try:
             for name, p in root.named_parameters(remove_duplicate=False):
                 param_names.setdefault(id(p), prefix + name)
-                s = storage_of(p)
-                if s is not None:
-                    s.name(prefix + name, "parameters")
+                name_storage(p, prefix + name, "parameters")
                 g = p.grad
                 if g is not None:
-                    gs = storage_of(g)
-                    if gs is not None:
-                        gs.name(prefix + name + ".grad", "gradients")
+                    name_storage(g, prefix + name + ".grad", "gradients")
             for name, b in root.named_buffers(remove_duplicate=False):
                 s = storage_of(b)
                 if s is not None:
@@ -159,9 +179,7 @@ def _scan(torch, objects, device_type, device_index, label, frames):
                 pname = param_names.get(id(p), f"<param {list(p.shape)}>")
                 for k, v in list(state.items()):
                     if issubclass(type(v), Tensor):
-                        s = storage_of(v)
-                        if s is not None:
-                            s.name(f"{oname}.state[{pname}].{k}", "optimizer_state")
+                        name_storage(v, f"{oname}.state[{pname}].{k}", "optimizer_state")
         except Exception:
             skipped += 1
 
@@ -170,7 +188,7 @@ def _scan(torch, objects, device_type, device_index, label, frames):
             qual = frame.f_code.co_qualname if hasattr(frame.f_code, "co_qualname") else frame.f_code.co_name
             for var, v in list(frame.f_locals.items()):
                 if issubclass(type(v), Tensor):
-                    s = storage_of(v)
+                    s = storage_of(sharded(v)[0])
                     if s is not None and s.category == "other":
                         s.name(f"{qual}:{var}", "other")
         except Exception:
@@ -178,9 +196,15 @@ def _scan(torch, objects, device_type, device_index, label, frames):
 
     totals = {c: 0 for c in CATEGORIES}
     counts = {c: 0 for c in CATEGORIES}
+    full = {}
     for s in storages.values():
         totals[s.category] += s.bytes
         counts[s.category] += 1
+        if s.full is not None:
+            full[s.category] = full.get(s.category, 0)
+    for s in storages.values():
+        if s.category in full:
+            full[s.category] += s.bytes if s.full is None else s.full
     tensor_bytes = sum(totals.values())
     allocated = _memprof.allocated_now()
     ranked = sorted(storages.values(), key=lambda s: -s.bytes)
@@ -207,7 +231,8 @@ def _scan(torch, objects, device_type, device_index, label, frames):
         "tensor_bytes": tensor_bytes,
         "gap_bytes": allocated - tensor_bytes,
         "categories": [
-            {"category": c, "bytes": totals[c], "storages": counts[c]} for c in CATEGORIES
+            {"category": c, "bytes": totals[c], "storages": counts[c], "unsharded_bytes": full.get(c)}
+            for c in CATEGORIES
         ],
         "storages": len(storages),
         "unlisted_storages": max(0, len(ranked) - TOP),

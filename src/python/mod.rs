@@ -5,3 +5,15 @@ mod inventory;
 mod module;
 pub mod runner;
 mod tracing;
+
+/// Exits the process; if memprof started Python, with the GIL held. Static destructors of
+/// libtorch objects that hold Python references (DTensor's and FSDP's, say) release them at
+/// exit, and CPython aborts the process ("PyThreadState_Get: ... the GIL is released") if the
+/// exiting thread does not hold the GIL. Python itself is never finalized: PyO3 does not.
+pub fn exit(code: i32) -> ! {
+    // SAFETY: a plain query of the interpreter's state.
+    if unsafe { pyo3::ffi::Py_IsInitialized() } != 0 {
+        pyo3::Python::attach(|_| std::process::exit(code))
+    }
+    std::process::exit(code)
+}

@@ -55,12 +55,46 @@ fn scope_open() -> u64 {
     recorder::with(|r| r.open_scope()).unwrap_or(0)
 }
 
-/// Closes a scope: (allocated at start, at end, peak while open), or None for an unknown id.
+/// A scope's reading: allocated bytes at its start and end, the peak while it was open, and
+/// with `--collectives` the collectives' bytes per kind (`torch::collectives::KINDS` order).
+type Reading = (i64, i64, i64, Option<Vec<i64>>);
+
+/// Closes a scope, or None for an unknown id.
 #[pyfunction]
-fn scope_close(id: u64) -> Option<(i64, i64, i64)> {
-    recorder::with(|r| r.close_scope(id))
-        .flatten()
-        .map(|s| (s.start, s.end, s.peak))
+fn scope_close(id: u64) -> Option<Reading> {
+    recorder::with(|r| r.close_scope(id)).flatten().map(|s| {
+        let bytes = s
+            .collectives
+            .map(|c| c[..torch::collectives::KINDS.len()].to_vec());
+        (s.start, s.end, s.peak, bytes)
+    })
+}
+
+/// What the process-group call about to run carries (`--collectives`); None after it.
+#[pyfunction]
+#[pyo3(signature = (kind, bytes=0))]
+fn expect_collective(kind: Option<&str>, bytes: i64) {
+    torch::collectives::expect(kind, bytes);
+}
+
+/// The CUDA device measured now (it follows the program's), or None on the CPU.
+#[pyfunction]
+fn measured_device() -> Option<i32> {
+    recorder::with(|r| r.sampler().device()).flatten()
+}
+
+/// Whether a call the schedule measures is running (always, without `--warmup`/`--calls`).
+#[pyfunction]
+fn measuring() -> bool {
+    recorder::with(|r| r.measuring()).unwrap_or(false)
+}
+
+/// The schedule is complete: stop recording and counting; the bootstrap switches its hooks off.
+#[pyfunction]
+fn stop_recording(py: Python<'_>) {
+    recorder::with(|r| r.stop_early());
+    torch::collectives::disable();
+    super::tracing::stop_on_all_threads(py);
 }
 
 /// allocated_bytes.all.current of the profiled device now.
@@ -75,14 +109,37 @@ fn created_at(ptr: usize) -> Option<(String, String, u32)> {
     recorder::with(|r| r.created_at(ptr)).flatten()
 }
 
+/// The bootstrap's `finish_schedule()`, called once the schedule is complete.
+static FINISHER: std::sync::OnceLock<Py<PyAny>> = std::sync::OnceLock::new();
+
+#[pyfunction]
+fn set_finisher(finisher: Py<PyAny>) {
+    let _ = FINISHER.set(finisher);
+}
+
+/// Tells the bootstrap that every target had its measured calls (see `Recorder::take_finished`).
+pub fn finish_schedule(py: Python<'_>) {
+    if let Some(finisher) = FINISHER.get() {
+        if let Err(e) = finisher.call0(py) {
+            e.write_unraisable(py, None);
+        }
+    }
+}
+
 /// Creates the module.
 pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_memprof")?;
+    m.add("COLLECTIVE_KINDS", torch::collectives::KINDS.to_vec())?;
     m.add_function(wrap_pyfunction!(register, &m)?)?;
     m.add_function(wrap_pyfunction!(warn, &m)?)?;
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_close, &m)?)?;
+    m.add_function(wrap_pyfunction!(measured_device, &m)?)?;
+    m.add_function(wrap_pyfunction!(measuring, &m)?)?;
+    m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
+    m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
+    m.add_function(wrap_pyfunction!(set_finisher, &m)?)?;
     m.add_function(wrap_pyfunction!(allocated_now, &m)?)?;
     m.add_function(wrap_pyfunction!(created_at, &m)?)?;
     m.add_function(wrap_pyfunction!(super::inventory::set_inventory, &m)?)?;

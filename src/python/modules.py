@@ -7,7 +7,9 @@
 # (plain tensor hooks, which wrap nothing and return nothing), or when the backward pass ends.
 # Bytes saved for backward are counted by a saved-tensors pack hook pushed only while a root
 # module's forward runs and the program has no such hook of its own. Nothing here keeps a tensor
-# alive beyond what autograd itself keeps.
+# alive beyond what autograd itself keeps. Sharded (DTensor) parameters count by their local
+# shard, with their full size beside it. With --warmup/--calls, only the scheduled root calls
+# (or the module calls inside the targets' measured calls) are measured.
 import sys
 import threading
 import weakref
@@ -77,14 +79,16 @@ def _storage_key_bytes(t):
 
 
 class Tracker:
-    def __init__(self, device_type, device_index, plan):
+    def __init__(self, device_type, device_index, plan, schedule=None, follow_targets=False):
         # Only checkpoint suggestions need the bytes of each call's inputs.
         self.plan = plan
         self.device_type = device_type
         self.device_index = device_index
         self.local = threading.local()
-        # (root label, module name, phase) -> aggregate dict, in first-seen order.
+        # (root label, module name, phase) -> aggregate dict, in first-seen order; and the module
+        # of each forward entry, to count its parameters again when the run ends.
         self.entries = {}
+        self.entry_modules = {}
         self.timeline = []
         self.timeline_dropped = 0
         self.root_labels = weakref.WeakKeyDictionary()
@@ -102,6 +106,14 @@ class Tracker:
         self.unmeasured_passes = 0
         # Hooks on leaf tensors (which outlive a graph): removed when a backward pass ends.
         self.leaf_hooks = []
+        # --warmup/--calls: (warmup, calls) counted per root module here, or follow the targets'
+        # measured calls (follow_targets); forward calls of each root label so far.
+        self.schedule = schedule
+        self.follow_targets = follow_targets
+        self.root_calls = {}
+        self.roots_done = set()
+        self.finish_pending = False
+        self.handles = []
 
     # --- naming -------------------------------------------------------------------------
 
@@ -137,6 +149,7 @@ class Tracker:
         entry = self.entries.get(key)
         if entry is None:
             depth = 0 if name == "" else name.count(".") + 1
+            local, unsharded = self._parameter_bytes(module)
             entry = {
                 "root": label,
                 "module": name,
@@ -148,9 +161,12 @@ class Tracker:
                 "peak_bytes": None,
                 "peak_increase_bytes": None,
                 "saved_bytes": 0 if phase == "forward" else None,
-                "parameter_bytes": self._parameter_bytes(module),
+                "parameter_bytes": local,
+                "unsharded_parameter_bytes": unsharded,
+                "collectives": {},
             }
             self.entries[key] = entry
+            self.entry_modules[key] = weakref.ref(module)
         return entry
 
     def _on_device(self, t):
@@ -160,18 +176,33 @@ class Tracker:
         return t.is_cuda and t.get_device() == self.device_index
 
     def _parameter_bytes(self, module):
+        """(bytes on this device, full size when some parameters are sharded DTensors, else
+        None). A DTensor (FSDP2's fully_shard, tensor parallelism) holds only its local shard
+        here: that shard counts, and the full size is numel x element size of the whole."""
         seen = set()
         total = 0
+        unsharded = 0
+        sharded = False
         try:
             for p in module.parameters():
-                if self._on_device(p):
+                local = getattr(p, "_local_tensor", None)
+                if local is not None:
+                    sharded = True
+                    if self._on_device(local):
+                        key = (local.data_ptr(), local.storage_offset())
+                        if key not in seen:
+                            seen.add(key)
+                            total += local.numel() * local.element_size()
+                            unsharded += p.numel() * p.element_size()
+                elif self._on_device(p):
                     ptr, n = _storage_key_bytes(p)
                     if ptr not in seen:
                         seen.add(ptr)
                         total += n
+                        unsharded += n
         except Exception:
             pass
-        return total
+        return total, (unsharded if sharded else None)
 
     def _tensor_bytes(self, values, seen):
         total = 0
@@ -191,7 +222,12 @@ class Tracker:
     def _record(self, entry, reading, saved=None):
         if reading is None:
             return None
-        start, end, peak = reading
+        start, end, peak, collectives = reading
+        if collectives:
+            sums = entry["collectives"]
+            for kind, n in zip(_memprof.COLLECTIVE_KINDS, collectives):
+                if n:
+                    sums[kind] = sums.get(kind, 0) + n
         entry["calls"] += 1
         entry["delta_bytes"] += end - start
         if entry["peak_bytes"] is None or peak > entry["peak_bytes"]:
@@ -215,7 +251,7 @@ class Tracker:
     def _fill(item, reading, saved=None):
         if item is None or reading is None:
             return
-        item["start_bytes"], item["end_bytes"], item["peak_bytes"] = reading
+        item["start_bytes"], item["end_bytes"], item["peak_bytes"] = reading[:3]
         if saved is not None:
             item["saved_bytes"] = saved
 
@@ -234,6 +270,15 @@ class Tracker:
         stack = getattr(self.local, "stack", None)
         if stack is None:
             stack = self.local.stack = []
+        if not stack:
+            # Module calls inside a root call that the schedule skips are not measured.
+            skip = getattr(self.local, "skip", None)
+            if skip:
+                skip.append(id(module))
+                return
+            if not self._measures(module):
+                self.local.skip = [id(module)]
+                return
         grad = torch.is_grad_enabled()
         if stack:
             parent = stack[-1]
@@ -261,10 +306,15 @@ class Tracker:
                     pass_.pushed = True
                 else:
                     self.unmeasured_passes += 1
+        # The scope opens first: a root call's scope follows the program to the CUDA device it
+        # uses now, and the entry's parameter bytes are counted on that device.
+        scope = _memprof.scope_open()
+        if not stack and self.device_type == "cuda":
+            self.device_index = _memprof.measured_device()
         entry = self._entry(self._root_label(pass_.root), name, "forward", module)
         input_bytes = self._tensor_bytes(args, set()) if self.plan else 0
         slot = self._timeline_slot(entry)
-        call = _Call(entry, _memprof.scope_open(), input_bytes, pass_)
+        call = _Call(entry, scope, input_bytes, pass_)
         call.module_id = id(module)
         call.slot = slot
         call.index = len(pass_.calls)
@@ -281,6 +331,12 @@ class Tracker:
         torch = self.torch
         if torch is None or torch.compiler.is_compiling():
             return
+        skip = getattr(self.local, "skip", None)
+        if skip:
+            # The top is this module's, unless an exception skipped inner post-hooks.
+            while skip and skip.pop() != id(module):
+                pass
+            return
         stack = getattr(self.local, "stack", None)
         if not stack or not any(c.module_id == id(module) for c in stack):
             return
@@ -291,11 +347,17 @@ class Tracker:
             if call.module_id == id(module):
                 break
         torch = self.torch
+        hooked = False
         if output is not None and torch.is_grad_enabled():
             ready = call.backward.output_ready
             for t in _tensors_in(output, torch):
                 if t.requires_grad:
                     self._hook(t, ready)
+                    hooked = True
+        if self.finish_pending and not stack and not hooked:
+            # The last scheduled root call, with no backward to wait for: stop now; else when
+            # its backward pass ends (or when the next root call starts).
+            self._finish()
 
     def _hook(self, tensor, fn):
         """A hook on a tensor's gradient (plain tensor hooks: no wrapping, no graph change)."""
@@ -329,6 +391,34 @@ class Tracker:
         if e["module"] == "" and saved > self.best_saved:
             self.best_saved = saved
             self.best_chain = (e["root"], pass_.calls)
+
+    # --- schedule (--warmup/--calls) ----------------------------------------------------
+
+    def _measures(self, module):
+        """Whether a root call starting now is measured."""
+        if self.finish_pending:
+            self._finish()
+            return False
+        if self.follow_targets:
+            return _memprof.measuring()
+        if self.schedule is None:
+            return True
+        if module in self.known:  # a submodule recomputed under checkpointing: its pass's
+            return True
+        warmup, calls = self.schedule
+        label = self._root_label(module)
+        n = self.root_calls[label] = self.root_calls.get(label, 0) + 1
+        if calls is not None and n == warmup + calls:
+            self.roots_done.add(label)
+            if len(self.roots_done) == len(self.root_calls):
+                self.finish_pending = True
+        return n > warmup and (calls is None or n <= warmup + calls)
+
+    def _finish(self):
+        self.finish_pending = False
+        boot = sys.modules.get("_memprof_bootstrap")
+        if boot is not None:
+            boot.finish_schedule()
 
     # --- saved tensors ------------------------------------------------------------------
 
@@ -424,6 +514,8 @@ class Tracker:
         for handle in self.leaf_hooks:
             handle.remove()
         self.leaf_hooks.clear()
+        if self.finish_pending:
+            self._finish()
 
     def _backward_entry(self, backward):
         f = backward.entry
@@ -431,7 +523,7 @@ class Tracker:
         entry = self.entries.get(key)
         if entry is None:
             entry = dict(f, phase="backward", calls=0, delta_bytes=0, peak_bytes=None,
-                         peak_increase_bytes=None, saved_bytes=None)
+                         peak_increase_bytes=None, saved_bytes=None, collectives={})
             self.entries[key] = entry
         return entry
 
@@ -440,6 +532,19 @@ class Tracker:
     def report(self):
         for backward in list(self.open_backward.values()):
             self.backward_end(backward)
+        # Parameters as the modules hold them at the end, at rest: during a call, FSDP2 has
+        # swapped its sharded parameters for the gathered ones (a module that is gone keeps the
+        # count of its first call).
+        for (label, name, _), ref in self.entry_modules.items():
+            module = ref()
+            if module is None:
+                continue
+            local, unsharded = self._parameter_bytes(module)
+            for phase in ("forward", "backward"):
+                entry = self.entries.get((label, name, phase))
+                if entry is not None:
+                    entry["parameter_bytes"] = local
+                    entry["unsharded_parameter_bytes"] = unsharded
         chain = None
         if self.best_chain is not None:
             label, calls = self.best_chain
@@ -479,39 +584,27 @@ def _tensors_in(value, torch, depth=0):
 
 
 def _install_on(module_mod):
-    module_mod.register_module_forward_pre_hook(_tracker.forward_pre)
-    module_mod.register_module_forward_hook(_tracker.forward_post, always_call=True)
+    _tracker.handles = [
+        module_mod.register_module_forward_pre_hook(_tracker.forward_pre),
+        module_mod.register_module_forward_hook(_tracker.forward_post, always_call=True),
+    ]
 
 
-def install(device_type, device_index, plan=False):
+def uninstall():
+    """The schedule is complete: module calls run without memprof's hooks from now on."""
+    if _tracker is not None:
+        for handle in _tracker.handles:
+            handle.remove()
+        _tracker.handles = []
+
+
+def install(device_type, device_index, plan=False, schedule=None, follow_targets=False):
     """Arms the tracker: now if torch.nn is loaded, else when `torch.nn.modules.module` is."""
     global _tracker
-    _tracker = Tracker(device_type, device_index, plan)
-    loaded = sys.modules.get("torch.nn.modules.module")
-    if loaded is not None:
-        _install_on(loaded)
-        return
-    import importlib.abc
-    import importlib.machinery
+    _tracker = Tracker(device_type, device_index, plan, schedule, follow_targets)
+    import _memprof_imports
 
-    class Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, fullname, path, target=None):
-            if fullname != "torch.nn.modules.module":
-                return None
-            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-            if spec is None or spec.loader is None:
-                return None
-            real_exec = spec.loader.exec_module
-
-            def exec_module(module):
-                real_exec(module)
-                _install_on(module)
-
-            spec.loader.exec_module = exec_module
-            sys.meta_path.remove(self)
-            return spec
-
-    sys.meta_path.insert(0, Finder())
+    _memprof_imports.after_import("torch.nn.modules.module", _install_on)
 
 
 def report():

@@ -13,6 +13,7 @@ use std::ffi::CString;
 use std::path::PathBuf;
 
 const BOOTSTRAP: &str = include_str!("bootstrap.py");
+const IMPORTS: &str = include_str!("imports.py");
 const MODULES: &str = include_str!("modules.py");
 const INVENTORY: &str = include_str!("inventory.py");
 
@@ -29,6 +30,12 @@ pub struct Program {
     pub tensors: bool,
     /// `--suggest-checkpoints`: the module tracker also measures each call's inputs.
     pub checkpoints: bool,
+    /// `--collectives`: count the bytes of torch.distributed collectives.
+    pub collectives: bool,
+    /// `--warmup`: calls (of each target, or each root module) not measured first.
+    pub warmup: u64,
+    /// `--calls`: calls measured after the warm-up.
+    pub calls: Option<u64>,
 }
 
 /// Facts gathered from Python for the report.
@@ -36,7 +43,11 @@ pub struct RunFacts {
     pub outcome: Outcome,
     pub python_version: String,
     pub torch_version: String,
+    /// The CUDA device measured last (it follows the program's), None on the CPU.
+    pub device_index: Option<i32>,
     pub device_name: Option<String>,
+    /// The schedule was complete before the program ended, and memprof stopped its hooks.
+    pub stopped_early: bool,
     pub warnings: Vec<String>,
     /// What `--modules` and `--tensors` collected, as the bootstrap's JSON.
     pub sections_json: Option<String>,
@@ -93,9 +104,13 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
         options
             .set_item("modules", program.modules)
             .and_then(|_| options.set_item("tensors", program.tensors))
+            .and_then(|_| options.set_item("collectives", program.collectives))
             .and_then(|_| options.set_item("checkpoints", program.checkpoints))
             .and_then(|_| options.set_item("device_type", kind))
             .and_then(|_| options.set_item("device_index", device_index))
+            .and_then(|_| options.set_item("warmup", program.warmup))
+            .and_then(|_| options.set_item("calls", program.calls))
+            .and_then(|_| options.set_item("schedule_by_targets", !program.targets.is_empty()))
             .map_err(|e| python_failure(py, "pass the options", e))?;
         boot.call_method1(
             "install",
@@ -146,7 +161,12 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             "exception" | "interrupted" | "terminated"
         );
         let main_thread = tracing::current_thread();
-        crate::recorder::with(|r| r.stop(raised.then_some(main_thread)));
+        let stopped_early = crate::recorder::with(|r| {
+            r.stop(raised.then_some(main_thread));
+            r.stopped_early()
+        })
+        .unwrap_or(false);
+        let device_index = crate::recorder::with(|r| r.sampler().device()).flatten();
         tracing::stop_on_this_thread();
         let _ = boot.call_method0("stop");
         let sections_json = if program.modules || program.tensors {
@@ -195,7 +215,9 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             outcome,
             python_version,
             torch_version,
+            device_index,
             device_name,
+            stopped_early,
             warnings,
             sections_json,
         })
@@ -207,7 +229,9 @@ fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     py.import("sys")?
         .getattr("modules")?
         .set_item("_memprof", m)?;
-    // The bootstrap imports these two by name; from_code puts them into sys.modules.
+    // The bootstrap imports these by name; from_code puts them into sys.modules.
+    let imports = CString::new(IMPORTS).expect("no NUL");
+    PyModule::from_code(py, &imports, c"<memprof imports>", c"_memprof_imports")?;
     let modules = CString::new(MODULES).expect("no NUL");
     PyModule::from_code(py, &modules, c"<memprof modules>", c"_memprof_modules")?;
     let inventory = CString::new(INVENTORY).expect("no NUL");

@@ -104,17 +104,22 @@ mod imp {
         targeted: impl FnOnce(&mut recorder::Recorder, usize, u32),
     ) {
         let ptr = code.as_ptr() as usize;
-        let (changes, ended) = recorder::with(|r| {
+        let (changes, ended, finished) = recorder::with(|r| {
             match r.function_of(ptr) {
                 Some(func) => targeted(r, current_frame(), func),
                 // A watched caller: the only untargeted code with events.
                 None => r.on_caller_event(current_frame(), current_thread()),
             }
-            (r.take_watch_changes(), r.take_ended())
+            (r.take_watch_changes(), r.take_ended(), r.take_finished())
         })
-        .unwrap_or((None, None));
+        .unwrap_or((None, None, false));
         if let Some(ended) = ended {
             crate::python::inventory::run(py, ended, None);
+        }
+        if finished {
+            // The bootstrap switches every event off, watched callers' included.
+            crate::python::module::finish_schedule(py);
+            return;
         }
         let (Some(changes), Some(watcher)) = (changes, WATCHER.get()) else {
             return;
@@ -200,6 +205,9 @@ mod imp {
 
     /// Monitoring is switched off by the bootstrap's `stop()`.
     pub fn stop_on_this_thread() {}
+
+    /// Monitoring is switched off by the bootstrap's `finish_schedule()`.
+    pub fn stop_on_all_threads(_py: Python<'_>) {}
 }
 
 #[cfg(not(Py_3_12))]
@@ -252,14 +260,14 @@ mod imp {
     ) -> c_int {
         let code = code_of(frame as usize);
         let frame_key = frame as usize;
-        let ended = recorder::with(|r| {
+        let (ended, finished) = recorder::with(|r| {
             let Some(func) = r.function_of(code) else {
                 // Every frame's events reach a C trace function: the caller's line or return
                 // ends the calls that returned to it. (Exceptions are reported: RETURN with NULL.)
                 if r.has_returning() && (what == ffi::PyTrace_LINE || what == ffi::PyTrace_RETURN) {
                     r.on_caller_event(frame_key, current_thread());
                 }
-                return r.take_ended();
+                return (r.take_ended(), r.take_finished());
             };
             let thread = current_thread();
             match what {
@@ -292,13 +300,18 @@ mod imp {
                 }
                 _ => {}
             }
-            r.take_ended()
+            (r.take_ended(), r.take_finished())
         })
-        .flatten();
-        if let Some(ended) = ended {
+        .unwrap_or((None, false));
+        if ended.is_some() || finished {
             // SAFETY: the interpreter calls the trace function with the GIL held.
             let py = unsafe { Python::assume_attached() };
-            crate::python::inventory::run(py, ended, None);
+            if let Some(ended) = ended {
+                crate::python::inventory::run(py, ended, None);
+            }
+            if finished {
+                crate::python::module::finish_schedule(py);
+            }
         }
         0
     }
@@ -321,6 +334,29 @@ mod imp {
     pub fn stop_on_this_thread() {
         // SAFETY: GIL held by the caller.
         unsafe { ffi::PyEval_SetTrace(None, std::ptr::null_mut()) };
+    }
+
+    extern "C" {
+        /// CPython 3.11's per-thread-state form of PyEval_SetTrace (what 3.12's
+        /// PyEval_SetTraceAllThreads loops over).
+        fn _PyEval_SetTrace(
+            tstate: *mut ffi::PyThreadState,
+            func: Option<ffi::Py_tracefunc>,
+            arg: *mut ffi::PyObject,
+        ) -> c_int;
+    }
+
+    /// Removes the trace function from every thread, so that code runs untraced from now on.
+    pub fn stop_on_all_threads(_py: Python<'_>) {
+        // SAFETY: GIL held (the Python token); thread states are walked under it.
+        unsafe {
+            let interp = ffi::PyInterpreterState_Get();
+            let mut ts = ffi::PyInterpreterState_ThreadHead(interp);
+            while !ts.is_null() {
+                _PyEval_SetTrace(ts, None, std::ptr::null_mut());
+                ts = ffi::PyThreadState_Next(ts);
+            }
+        }
     }
 }
 

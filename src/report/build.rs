@@ -1,7 +1,7 @@
 //! Assembles the report model from the recorder's aggregates and the run's facts.
 use crate::profile::{
-    DeviceInfo, FunctionProfile, LineProfile, Metadata, Outcome, Profile, StatColumn, SCHEMA,
-    SEMANTICS,
+    DeviceInfo, FunctionProfile, LineProfile, Metadata, Outcome, ProcessInfo, Profile, Schedule,
+    StatColumn, COLLECTIVES_SEMANTICS, SCHEMA, SEMANTICS,
 };
 use crate::recorder::{FunctionRecord, Recorder};
 use std::collections::BTreeMap;
@@ -14,6 +14,9 @@ pub struct RunContext {
     pub command_line: Vec<String>,
     pub outcome: Outcome,
     pub warnings: Vec<String>,
+    pub process: ProcessInfo,
+    pub script: Option<String>,
+    pub schedule: Option<Schedule>,
 }
 
 /// Builds the report. Source lines are read from the functions' files (empty if unreadable).
@@ -45,7 +48,7 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
             ));
             continue;
         }
-        functions.push(function_profile(recorder, f));
+        functions.push(function_profile(recorder, f, ctx.schedule.is_some()));
     }
     functions.sort_by(|a, b| (&a.file, a.first_line).cmp(&(&b.file, b.first_line)));
     Profile {
@@ -60,6 +63,13 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
             peak_resets: recorder.sampler().peak_reset_reason(),
             semantics: SEMANTICS.to_string(),
             outcome: ctx.outcome,
+            process: ctx.process,
+            script: ctx.script,
+            schedule: ctx.schedule,
+            collectives: recorder
+                .sampler()
+                .counts_collectives()
+                .then(|| COLLECTIVES_SEMANTICS.to_string()),
         },
         functions,
         modules: None,
@@ -68,7 +78,7 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
     }
 }
 
-fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile {
+fn function_profile(recorder: &Recorder, f: &FunctionRecord, schedule: bool) -> FunctionProfile {
     let source = std::fs::read_to_string(&f.file).unwrap_or_default();
     let source_lines: Vec<&str> = source.lines().collect();
     let keys: Vec<&str> = recorder
@@ -92,6 +102,7 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile 
             raised: 0,
             delta_bytes: None,
             stats: BTreeMap::new(),
+            collectives: BTreeMap::new(),
         };
         if let Some(agg) = f.lines.get(&line) {
             let (values, peak) = recorder.sampler().shown_values(agg);
@@ -105,6 +116,7 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile 
                     .map(|k| k.to_string())
                     .zip(values.iter().copied())
                     .collect();
+                out.collectives = collective_bytes(&agg.collectives);
             }
         }
         lines.push(out);
@@ -115,7 +127,19 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord) -> FunctionProfile 
         first_line: f.first_line,
         targets: f.targets.clone(),
         calls: f.calls,
+        measured_calls: schedule.then(|| f.measured.map(|(a, b)| [a, b])).flatten(),
         peak_allocated_bytes: total_peak,
         lines,
     }
+}
+
+/// The kinds of collective with any bytes, from counters laid out as `torch::collectives`
+/// reads them (bytes per kind first).
+pub fn collective_bytes(counters: &[i64]) -> BTreeMap<String, i64> {
+    crate::torch::collectives::KINDS
+        .iter()
+        .zip(counters)
+        .filter(|(_, &bytes)| bytes != 0)
+        .map(|(kind, &bytes)| (kind.to_string(), bytes))
+        .collect()
 }

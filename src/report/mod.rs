@@ -3,10 +3,11 @@
 mod build;
 mod modules;
 mod sections;
-mod table;
+pub(crate) mod table;
 mod tensors;
 
 pub use build::{build, RunContext};
+pub(crate) use modules::kind_order;
 pub use sections::{read as read_sections, SectionOptions};
 
 use crate::cli::Format;
@@ -81,14 +82,43 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
     })
 }
 
-/// Reads a report saved as YAML or JSON.
+/// A saved report: one run's, or several ranks' merged.
+pub enum Saved {
+    Run(Box<Profile>),
+    Merged(Box<crate::merge::Merged>),
+}
+
+/// Reads a run's report saved as YAML or JSON (not a merged one).
 pub fn load(path: &Path) -> Result<Profile> {
+    match load_any(path)? {
+        Saved::Run(p) => Ok(*p),
+        Saved::Merged(_) => Err(Error::usage(format!(
+            "'{}' is a merged report; pass the ranks' own reports",
+            path.display()
+        ))
+        .hint("`memprof show` renders a merged report")),
+    }
+}
+
+/// Reads a saved report of either kind, told apart by its `schema`.
+pub fn load_any(path: &Path) -> Result<Saved> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::usage(format!("cannot read '{}': {e}", path.display())))?;
-    let parsed = if text.trim_start().starts_with('{') {
-        serde_json::from_str(&text).map_err(|e| e.to_string())
-    } else {
-        serde_yaml::from_str(&text).map_err(|e| e.to_string())
+    let json = text.trim_start().starts_with('{');
+    let merged = text.contains(crate::merge::MERGED_SCHEMA);
+    let parsed = match (json, merged) {
+        (true, false) => serde_json::from_str(&text)
+            .map(|p| Saved::Run(Box::new(p)))
+            .map_err(|e| e.to_string()),
+        (true, true) => serde_json::from_str(&text)
+            .map(|m| Saved::Merged(Box::new(m)))
+            .map_err(|e| e.to_string()),
+        (false, false) => serde_yaml::from_str(&text)
+            .map(|p| Saved::Run(Box::new(p)))
+            .map_err(|e| e.to_string()),
+        (false, true) => serde_yaml::from_str(&text)
+            .map(|m| Saved::Merged(Box::new(m)))
+            .map_err(|e| e.to_string()),
     };
     parsed.map_err(|e| {
         let first = e
@@ -104,4 +134,12 @@ pub fn load(path: &Path) -> Result<Profile> {
         ))
         .hint("pass a file written by `memprof run --format yaml|json -o FILE`")
     })
+}
+
+/// A saved report of either kind in `format`.
+pub fn render_saved(saved: &Saved, format: Format) -> String {
+    match saved {
+        Saved::Run(p) => render(p, format),
+        Saved::Merged(m) => crate::merge::render(m, format),
+    }
 }

@@ -41,7 +41,20 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
         return;
     }
     out.push('\n');
-    let header = [
+    // --collectives: a column per phase and kind that any module used.
+    let kinds = |phase: &str| -> Vec<String> {
+        let mut kinds: Vec<String> = m
+            .modules
+            .iter()
+            .filter(|e| e.phase == phase)
+            .flat_map(|e| e.collectives.keys().cloned())
+            .collect();
+        kinds.sort_by_key(|k| kind_order(k));
+        kinds.dedup();
+        kinds
+    };
+    let (fwd_kinds, bwd_kinds) = (kinds("forward"), kinds("backward"));
+    let mut header: Vec<String> = [
         "Module",
         "Type",
         "Calls",
@@ -51,12 +64,16 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
         "Bwd Δ",
         "Bwd peak +",
         "Params",
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(fwd_kinds.iter().map(|k| format!("Fwd {k}")));
+    header.extend(bwd_kinds.iter().map(|k| format!("Bwd {k}")));
     let mut table = styled(&header);
     for e in &forward {
         let b = backward.get(&(e.root.as_str(), e.module.as_str()));
         let indent = "  ".repeat(e.depth as usize);
-        table.add_row(vec![
+        let mut row = vec![
             format!("{indent}{}", display_name(e)),
             e.kind.clone(),
             e.calls.to_string(),
@@ -67,10 +84,28 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
                 .unwrap_or_default(),
             b.map(|b| opt_bytes(b.peak_increase_bytes))
                 .unwrap_or_default(),
-            units::bytes(e.parameter_bytes),
-        ]);
+            parameters(e),
+        ];
+        let bytes_of = |entry: Option<&ModuleEntry>, kind: &str| {
+            entry
+                .and_then(|x| x.collectives.get(kind))
+                .map(|&n| units::bytes(n))
+                .unwrap_or_default()
+        };
+        row.extend(fwd_kinds.iter().map(|k| bytes_of(Some(e), k)));
+        row.extend(bwd_kinds.iter().map(|k| bytes_of(b.copied(), k)));
+        table.add_row(row);
     }
     write(out, table, 2..header.len());
+    if forward
+        .iter()
+        .any(|e| e.unsharded_parameter_bytes.is_some())
+    {
+        let _ = writeln!(
+            out,
+            "Params of sharded (DTensor) parameters: the local shards on this rank, of their full size"
+        );
+    }
     render_top(out, m, &forward);
     if m.timeline_dropped > 0 {
         let _ = writeln!(
@@ -83,6 +118,26 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
     if let Some(plan) = &m.checkpoints {
         render_plan(out, plan);
     }
+}
+
+/// The Params cell: the bytes on this device, and the full size when some are sharded.
+fn parameters(e: &ModuleEntry) -> String {
+    match e.unsharded_parameter_bytes {
+        Some(full) => format!(
+            "{} of {}",
+            units::bytes(e.parameter_bytes),
+            units::bytes(full)
+        ),
+        None => units::bytes(e.parameter_bytes),
+    }
+}
+
+/// Collective kinds in the shim's order (the order of `torch::collectives::KINDS`).
+pub(crate) fn kind_order(kind: &str) -> usize {
+    crate::torch::collectives::KINDS
+        .iter()
+        .position(|k| *k == kind)
+        .unwrap_or(usize::MAX)
 }
 
 /// The modules with no row below them in the table, ranked.

@@ -10,7 +10,7 @@ const PRESET: &str = "     ==            ";
 
 /// A table in line_profiler's style (no borders, a rule of '=' under the header), for every
 /// section of the report.
-pub(super) fn styled<S: ToString>(header: &[S]) -> Table {
+pub(crate) fn styled<S: ToString>(header: &[S]) -> Table {
     let mut table = Table::new();
     table
         .load_preset(PRESET)
@@ -20,7 +20,7 @@ pub(super) fn styled<S: ToString>(header: &[S]) -> Table {
 }
 
 /// Writes `table` with the columns in `right` right-aligned, without trailing spaces.
-pub(super) fn write(out: &mut String, mut table: Table, right: std::ops::Range<usize>) {
+pub(crate) fn write(out: &mut String, mut table: Table, right: std::ops::Range<usize>) {
     for i in right {
         if let Some(col) = table.column_mut(i) {
             col.set_cell_alignment(CellAlignment::Right);
@@ -36,12 +36,38 @@ pub fn render(p: &Profile) -> String {
     let m = &p.metadata;
     let _ = writeln!(
         out,
-        "memprof {} · torch {} · Python {} · device {}",
+        "memprof {} · torch {} · Python {} · device {}{}",
         m.memprof_version,
         m.torch_version,
         m.python_version,
-        m.device.describe()
+        m.device.describe(),
+        rank_label(p)
+            .map(|r| format!(" · {r} on {}", m.process.host))
+            .unwrap_or_default()
     );
+    if let Some(schedule) = &m.schedule {
+        let _ = writeln!(
+            out,
+            "schedule: --warmup {}{}{}",
+            schedule.warmup,
+            schedule
+                .calls
+                .map(|c| format!(" --calls {c}"))
+                .unwrap_or_default(),
+            if schedule.stopped_early {
+                " · every target had its calls, and memprof stopped its hooks"
+            } else {
+                ""
+            }
+        );
+    }
+    if m.collectives.is_some() {
+        let _ = writeln!(
+            out,
+            "collectives: bytes of the torch.distributed collectives started during each line \
+             (the full buffer of each; NCCL's own buffers are not included)"
+        );
+    }
     if let Some(reason) = &m.peak_resets {
         let _ = writeln!(out, "note: {reason}");
     }
@@ -81,6 +107,12 @@ pub fn render(p: &Profile) -> String {
     out
 }
 
+/// `rank 1 of 2` for a report of a multi-rank run.
+fn rank_label(p: &Profile) -> Option<String> {
+    let r = &p.metadata.process;
+    (r.world_size > 1).then(|| format!("rank {} of {}", r.rank, r.world_size))
+}
+
 fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
     let m = &p.metadata;
     let _ = writeln!(out, "File: {}", f.file);
@@ -90,19 +122,28 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
         .map(units::bytes)
         .unwrap_or_else(|| "-".into());
     let device = m.device.describe();
+    let rank = rank_label(p).map(|r| format!(" · {r}")).unwrap_or_default();
+    let measured = f
+        .measured_calls
+        .map(|[a, b]| format!(" (measured: {a}–{b})"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "Device: {device} · Calls: {} · Peak allocated_bytes.all.peak: {peak}",
+        "Device: {device}{rank} · Calls: {}{measured} · Peak allocated_bytes.all.peak: {peak}",
         f.calls
     );
     out.push('\n');
     let any_raised = f.lines.iter().any(|l| l.raised > 0);
+    let mut kinds: Vec<&String> = f.lines.iter().flat_map(|l| l.collectives.keys()).collect();
+    kinds.sort_by_key(|k| super::modules::kind_order(k));
+    kinds.dedup();
     let mut header = vec![
         "Line #".to_string(),
         "Hits".to_string(),
         "Δ allocated".to_string(),
     ];
     header.extend(m.stats.iter().map(|s| s.key.clone()));
+    header.extend(kinds.iter().map(|k| k.to_string()));
     if any_raised {
         header.push("Raised".into());
     }
@@ -126,8 +167,19 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
                     None => String::new(),
                 });
             }
+            for k in &kinds {
+                row.push(
+                    line.collectives
+                        .get(*k)
+                        .map(|&n| units::bytes(n))
+                        .unwrap_or_default(),
+                );
+            }
         } else {
-            row.extend(std::iter::repeat_n(String::new(), 2 + m.stats.len()));
+            row.extend(std::iter::repeat_n(
+                String::new(),
+                2 + m.stats.len() + kinds.len(),
+            ));
         }
         if any_raised {
             row.push(if line.raised > 0 {
@@ -139,6 +191,6 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
         row.push(line.source.clone());
         table.add_row(row);
     }
-    let columns = 3 + m.stats.len() + usize::from(any_raised);
+    let columns = 3 + m.stats.len() + kinds.len() + usize::from(any_raised);
     write(out, table, 0..columns);
 }

@@ -9,7 +9,14 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
     for inv in inventories {
         let _ = writeln!(out, "\nLive tensors at {}:", inv.when);
         for c in &inv.categories {
-            let storages = format!("{} storages", c.storages);
+            let storages = match c.unsharded_bytes {
+                Some(full) => format!(
+                    "{} storages; local shards of {} sharded across ranks",
+                    c.storages,
+                    units::bytes(full)
+                ),
+                None => format!("{} storages", c.storages),
+            };
             total(
                 out,
                 &c.category.replace('_', " "),

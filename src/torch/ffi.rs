@@ -27,6 +27,18 @@ extern "C" {
     pub fn mp_tag_set(tag: u64);
     /// The tag of the live block at `ptr` (0: unknown).
     pub fn mp_tag_of(ptr: *const std::ffi::c_void) -> u64;
+    /// The CUDA device the calling thread uses, or -1 before CUDA is initialised.
+    pub fn mp_current_device(out: *mut c_int) -> c_int;
+    /// Makes the reporter count `device`, its tally restarting at that device's current bytes.
+    pub fn mp_reporter_set_device(device: c_int) -> c_int;
+    /// Starts counting the bytes of torch.distributed collectives.
+    pub fn mp_collectives_enable() -> c_int;
+    /// Stops counting collectives and removes the callback.
+    pub fn mp_collectives_disable();
+    /// What the next c10d op of this thread carries, if its inputs do not show (-1: nothing).
+    pub fn mp_collectives_expect(kind: c_int, bytes: i64);
+    /// Bytes (8) then calls (8) per kind of collective, since the start.
+    pub fn mp_collectives_take(out: *mut i64);
     /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
     pub fn mp_tally_take(which: c_int, out: *mut i64);
 }

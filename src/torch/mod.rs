@@ -100,6 +100,23 @@ pub fn reset_peak_stats(device: i32) -> Result<()> {
     )
 }
 
+/// The CUDA device the calling thread uses now; None before the program initialised CUDA.
+pub fn current_device() -> Option<i32> {
+    let mut n: c_int = -1;
+    // SAFETY: writes one int.
+    let rc = unsafe { ffi::mp_current_device(&mut n) };
+    (rc == 0 && n >= 0).then_some(n)
+}
+
+/// Makes the reporter count `device` from now on (its tally restarts at that device's bytes).
+pub fn set_reporter_device(device: i32) -> Result<()> {
+    // SAFETY: plain call.
+    check(
+        unsafe { ffi::mp_reporter_set_device(device) },
+        "switch the memory reporter to another device",
+    )
+}
+
 /// Installs the allocation reporter on the calling thread.
 pub fn install_reporter(device: Option<i32>) -> Result<()> {
     // SAFETY: plain call.
@@ -144,5 +161,57 @@ pub mod tags {
         // SAFETY: only looks the address up.
         let tag = unsafe { ffi::mp_tag_of(ptr as *const std::ffi::c_void) };
         (tag != 0).then(|| (((tag >> 32) - 1) as u32, tag as u32))
+    }
+}
+
+/// `--collectives`: the bytes of torch.distributed collectives, by kind, counted where libtorch
+/// dispatches its c10d ops (on whichever thread issues them: the program, DDP's reducer, FSDP).
+pub mod collectives {
+    use super::{check, ffi, Result};
+
+    /// The kinds, in the shim's order.
+    pub const KINDS: [&str; 8] = [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "all_to_all",
+        "send",
+        "recv",
+        "other",
+    ];
+    /// Values per read: bytes per kind, then calls per kind.
+    pub const LEN: usize = 2 * KINDS.len();
+
+    /// Starts counting.
+    pub fn enable() -> Result<()> {
+        // SAFETY: plain call.
+        check(
+            unsafe { ffi::mp_collectives_enable() },
+            "watch torch.distributed collectives",
+        )
+    }
+
+    /// Stops counting; dispatched ops no longer pass memprof's callback.
+    pub fn disable() {
+        // SAFETY: plain call.
+        unsafe { ffi::mp_collectives_disable() }
+    }
+
+    /// What the next c10d op of this thread carries, as the program's Python call of the
+    /// process group gives it: counted for an op whose inputs the dispatcher does not show
+    /// (None forgets it).
+    pub fn expect(kind: Option<&str>, bytes: i64) {
+        let k = kind
+            .and_then(|kind| KINDS.iter().position(|k| *k == kind))
+            .map_or(-1, |k| k as i32);
+        // SAFETY: plain call; the shim checks the index.
+        unsafe { ffi::mp_collectives_expect(k, bytes) }
+    }
+
+    /// The counters since the start: bytes per kind, then calls per kind.
+    pub fn take(out: &mut [i64; LEN]) {
+        // SAFETY: out has room for the 16 values.
+        unsafe { ffi::mp_collectives_take(out.as_mut_ptr()) }
     }
 }

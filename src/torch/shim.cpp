@@ -3,12 +3,17 @@
 // - the caching allocator's DeviceStats, flattened in the order of src/stats.rs (122 values);
 // - a memory reporter in libtorch's PROFILER_STATE slot that sees every allocation and free of
 //   the CUDA caching allocator and of the CPU allocator, exactly and without resetting any stat;
-// - the libtorch version and the path of the loaded libc10, for the start-up check.
+// - the libtorch version and the path of the loaded libc10, for the start-up check;
+// - which CUDA device the calling thread uses now, and switching the reporter to it;
+// - with --collectives, the bytes of every torch.distributed collective, by kind, seen where
+//   libtorch dispatches its c10d ops (a RecordFunction callback), whoever issued them.
 //
 // Every entry point catches every C++ exception: an exception crossing into Rust is undefined
 // behaviour. The reporter callback runs inside the allocator (with its mutex held, on whatever
 // thread allocates), so it only touches atomics.
 #include <ATen/DeviceAccelerator.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
@@ -158,6 +163,112 @@ void flatten_array(const c10::CachingAllocator::StatArray& a, int64_t*& out) {
   for (const auto& s : a) flatten_stat(s, out);
 }
 
+
+// --collectives: bytes per kind of collective, summed since the start. The kinds, in the order
+// of src/torch/mod.rs `COLLECTIVE_KINDS`.
+enum Kind { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, ALL_TO_ALL, SEND, RECV, OTHER, KINDS };
+std::atomic<int64_t> collective_bytes[KINDS];
+std::atomic<int64_t> collective_count[KINDS];
+std::atomic<bool> collectives_on{false};
+at::CallbackHandle collectives_handle = 0;
+
+int64_t tensor_bytes(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() ? (int64_t)(t.numel() * t.element_size()) : 0;
+  }
+  int64_t total = 0;
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) {
+      if (t.defined()) total += (int64_t)(t.numel() * t.element_size());
+    }
+  } else if (v.isList()) {
+    for (const c10::IValue& item : v.toListRef()) total += tensor_bytes(item);
+  }
+  return total;
+}
+
+// Which kind a c10d op is, and which argument holds the collective's full buffer: what is
+// reduced (all_reduce, broadcast, reduce), the gathered output (all_gather), the input that is
+// reduced and scattered (reduce_scatter), what this rank sends (all_to_all, send, gather) or
+// receives (recv, scatter).
+bool classify(const char* op, Kind& kind, size_t& arg) {
+  struct Rule {
+    const char* name;
+    Kind kind;
+    size_t arg;
+  };
+  static const Rule rules[] = {
+      {"allreduce_", ALL_REDUCE, 0},
+      {"allreduce_coalesced_", ALL_REDUCE, 0},
+      {"allgather_", ALL_GATHER, 0},
+      {"_allgather_base_", ALL_GATHER, 0},
+      {"allgather_coalesced_", ALL_GATHER, 0},
+      {"allgather_into_tensor_coalesced_", ALL_GATHER, 0},
+      {"reduce_scatter_", REDUCE_SCATTER, 1},
+      {"_reduce_scatter_base_", REDUCE_SCATTER, 1},
+      {"reduce_scatter_tensor_coalesced_", REDUCE_SCATTER, 1},
+      {"broadcast_", BROADCAST, 0},
+      {"alltoall_", ALL_TO_ALL, 1},
+      {"alltoall_base_", ALL_TO_ALL, 1},
+      {"send", SEND, 0},
+      {"recv_", RECV, 0},
+      {"recv_any_source_", RECV, 0},
+      {"reduce_", OTHER, 0},
+      {"gather_", OTHER, 1},
+      {"scatter_", OTHER, 0},
+  };
+  for (const Rule& r : rules) {
+    if (std::strcmp(op, r.name) == 0) {
+      kind = r.kind;
+      arg = r.arg;
+      return true;
+    }
+  }
+  return false;  // barrier, monitored_barrier_: no payload
+}
+
+// Some c10d ops reach RecordFunction callbacks without their inputs (the dispatcher cannot box
+// their arguments: a Tensor[][], and in torch 2.11 _reduce_scatter_base_ too). When Python calls
+// the process group, memprof's wrapper says beforehand what the next c10d op on this thread
+// carries (`mp_collectives_expect`); the op is counted from its own inputs when it has them, else
+// from that.
+thread_local int expected_kind = -1;
+thread_local int64_t expected_bytes = 0;
+
+void count_collective(int kind, int64_t bytes) {
+  collective_bytes[kind].fetch_add(bytes, std::memory_order_relaxed);
+  collective_count[kind].fetch_add(1, std::memory_order_relaxed);
+}
+
+// Runs for every dispatched op while --collectives is on (the op's name is checked first, so
+// other ops cost a string compare); never throws into the dispatcher.
+std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
+  const char* name = fn.name();
+  if (name == nullptr || std::strncmp(name, "c10d::", 6) != 0 ||
+      !collectives_on.load(std::memory_order_relaxed)) {
+    return nullptr;
+  }
+  int kind = expected_kind;
+  int64_t bytes = expected_bytes;
+  expected_kind = -1;
+  try {
+    Kind k;
+    size_t arg;
+    if (classify(name + 6, k, arg)) {
+      auto inputs = fn.inputs();  // throws when the dispatcher had none to give
+      if (arg < inputs.size()) {
+        kind = k;
+        bytes = tensor_bytes(inputs[arg]);
+      }
+    } else {
+      kind = -1;
+    }
+  } catch (...) {
+  }
+  if (kind >= 0) count_collective(kind, bytes);
+  return nullptr;
+}
 }  // namespace
 
 extern "C" {
@@ -224,6 +335,69 @@ int mp_device_stats(int device, int64_t* out) {
     *p++ = s.num_device_alloc;
     *p++ = s.num_device_free;
   });
+}
+
+
+/// The CUDA device the calling thread uses now, or -1 before the program initialised CUDA
+/// (asking earlier could initialise it).
+int mp_current_device(int* out) {
+  return guarded([&] {
+    auto* alloc = c10::getDeviceAllocator(c10::DeviceType::CUDA);
+    *out = alloc != nullptr && alloc->initialized() ? (int)at::accelerator::getDeviceIndex() : -1;
+  });
+}
+
+/// Makes the reporter count `device` from now on; its tally restarts at that device's current
+/// allocated and reserved bytes, so no maximum of the previous device carries over.
+int mp_reporter_set_device(int device) {
+  return guarded([&] {
+    auto s = at::accelerator::getDeviceStats((c10::DeviceIndex)device);
+    int64_t allocated = s.allocated_bytes[0].current;
+    int64_t reserved = s.reserved_bytes[0].current;
+    device_index.store(device);
+    device_tally.allocated_current.store(allocated);
+    device_tally.allocated_max.store(allocated);
+    device_tally.reserved_current.store(reserved);
+    device_tally.reserved_max.store(reserved);
+  });
+}
+
+/// Starts counting collectives (a global RecordFunction callback that needs the ops' inputs).
+int mp_collectives_enable() {
+  return guarded([&] {
+    if (collectives_handle == 0) {
+      collectives_handle = at::addGlobalCallback(
+          at::RecordFunctionCallback(&on_op).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+    }
+    collectives_on.store(true);
+  });
+}
+
+/// Stops counting collectives and removes the callback, so ops run as without memprof.
+void mp_collectives_disable() {
+  collectives_on.store(false);
+  if (collectives_handle != 0) {
+    try {
+      at::removeCallback(collectives_handle);
+    } catch (...) {
+    }
+    collectives_handle = 0;
+  }
+}
+
+/// The next c10d op this thread dispatches is a collective of `kind` with `bytes`, unless its
+/// own inputs say otherwise (see `expected_kind`); kind -1 forgets it.
+void mp_collectives_expect(int kind, int64_t bytes) {
+  expected_kind = kind >= 0 && kind < KINDS ? kind : -1;
+  expected_bytes = bytes;
+}
+
+/// Reads the collective counters: out[0..8) bytes per kind, out[8..16) calls per kind.
+void mp_collectives_take(int64_t* out) {
+  for (int k = 0; k < KINDS; k++) {
+    out[k] = collective_bytes[k].load(std::memory_order_relaxed);
+    out[KINDS + k] = collective_count[k].load(std::memory_order_relaxed);
+  }
 }
 
 /// Resets the device's peak stats (peak = current). Only used when a chosen peak stat has no

@@ -201,3 +201,49 @@ pub fn python_output(script: &Path, args: &[&str]) -> Run {
         .expect("python starts");
     finish(out)
 }
+
+/// `torchrun --standalone --nproc-per-node N --no-python memprof --device cpu run <args>`, run in
+/// `cwd`: a real multi-rank job (the fixtures use the gloo backend on the CPU).
+pub fn torchrun(nproc: u32, cwd: &Path, args: &[&str]) -> Run {
+    let bin = std::env::var_os("MEMPROF_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_memprof")));
+    // memprof()'s environment (the venv, the device), lent to torchrun and so to every rank.
+    let template = memprof();
+    let torchrun = venv().join("bin").join("torchrun");
+    let mut full = Command::new(torchrun);
+    full.args([
+        "--standalone",
+        "--nproc-per-node",
+        &nproc.to_string(),
+        "--no-python",
+    ])
+    .arg(bin)
+    .args(["--device", "cpu", "run"])
+    .args(args)
+    .current_dir(cwd)
+    .stdin(Stdio::null());
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => full.env(k, v),
+            None => full.env_remove(k),
+        };
+    }
+    finish(full.output().expect("torchrun starts"))
+}
+
+/// A memprof command run as rank `rank` of `world` (the launcher's environment, one process).
+pub fn as_rank(rank: u32, world: u32) -> Command {
+    let mut cmd = memprof();
+    cmd.env("RANK", rank.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string());
+    cmd
+}
+
+/// Reads a JSON file.
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}

@@ -1,0 +1,33 @@
+# memprof's one import hook helper, run inside the profiled interpreter: call a function with a
+# module once the program has imported it (at once if it already has), without importing it
+# earlier than the program would and without changing how it loads.
+import importlib.abc
+import importlib.machinery
+import sys
+
+
+def after_import(name, callback):
+    """callback(module) when `name` is imported (now, if it is loaded)."""
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        callback(loaded)
+        return
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != name:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if spec is None or spec.loader is None:
+                return None
+            real_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                real_exec(module)
+                callback(module)
+
+            spec.loader.exec_module = exec_module
+            sys.meta_path.remove(self)
+            return spec
+
+    sys.meta_path.insert(0, Finder())
