@@ -1,5 +1,5 @@
 //! `--warmup N --calls M`: exactly the chosen calls are measured (call i of the fixture's step
-//! allocates (i + 1) MiB, so the bytes say which calls were), memprof stops its hooks once every
+//! allocates 2 (i + 1) MiB, so the bytes say which calls were), memprof stops its hooks once every
 //! target had its calls, and the schedule applies to --modules and --tensors too.
 mod common;
 use common::*;
@@ -25,9 +25,9 @@ fn warmup_and_calls_measure_exactly_the_chosen_calls_then_stop() {
     assert_eq!(step["measured_calls"], serde_json::json!([3, 5]));
     let a = line(step, "a = torch.empty");
     assert_eq!(hits(a), 3);
-    // Calls 3, 4 and 5 allocate 3, 4 and 5 MiB.
-    assert_eq!(stat(a, "allocated_bytes.all.allocated"), 12 * MIB);
-    assert_eq!(delta(a), 12 * MIB);
+    // Calls 3, 4 and 5 allocate 6, 8 and 10 MiB.
+    assert_eq!(stat(a, "allocated_bytes.all.allocated"), 24 * MIB);
+    assert_eq!(delta(a), 24 * MIB);
     let schedule = &report["metadata"]["schedule"];
     assert_eq!(schedule["warmup"], 2);
     assert_eq!(schedule["calls"], 3);
@@ -82,7 +82,7 @@ fn warmup_alone_measures_every_later_call() {
             line(step, "a = torch.empty"),
             "allocated_bytes.all.allocated"
         ),
-        11 * MIB
+        22 * MIB
     );
     assert_eq!(report["metadata"]["schedule"]["stopped_early"], false);
 }

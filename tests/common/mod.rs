@@ -229,6 +229,8 @@ pub fn torchrun(nproc: u32, cwd: &Path, args: &[&str]) -> Run {
             None => full.env_remove(k),
         };
     }
+    // The ranks run on the CPU (gloo) even on a GPU machine: memprof measures the CPU.
+    full.env("MEMPROF_TEST_DEVICE", "cpu");
     finish(full.output().expect("torchrun starts"))
 }
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The multi-GPU acceptance run, in one device call on two GPUs (kind nvidia-h200-x2), after
+# scripts/build-device.sh here:
+#   run(command="scripts/gpu-multi-check.sh", carry=[".device"], kind="nvidia-h200-x2")
+# DDP (rank 1 with a 4x batch, set_device after start-up) and an FSDP2 training step under
+# torchrun, each rank's report checked against what its program says itself; the merged view;
+# the launch forms; and the CPU multi-rank suite (tests/ranks.rs) on this build.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH
+export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
+bin=$repo/.device/memprof
+out=${OUT:-/tmp/multigpu}
+mkdir -p "$out/ddp" "$out/fsdp" "$out/module"
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
+launch() { torchrun --standalone --nproc-per-node 2 --no-python "$bin" run "$@"; }
+status=0
+
+echo "== DDP: torchrun --nproc-per-node 2 --no-python memprof run -f start_up -f train_step --collectives ddp.py (rank 0 prints)"
+(cd "$out/ddp" && launch -f start_up -f train_step --collectives "$repo/fixtures/multigpu/ddp.py" "$out/ddp") || status=1
+python3 scripts/multigpu_check.py ddp "$out/ddp" "$out/ddp/memprof.rank{rank}.json" || status=1
+echo "== memprof merge memprof.rank*.json"
+"$bin" merge "$out"/ddp/memprof.rank*.json || status=1
+"$bin" --stat allocated_bytes.all.peak merge "$out"/ddp/memprof.rank*.json || status=1
+
+echo "== the -m form and --all-ranks: cd fixtures/multigpu && ... memprof run --all-ranks -f train_step -m ddp"
+(cd fixtures/multigpu && launch --all-ranks --stat allocated_bytes.all.peak -f train_step \
+  -o "$out/module/ddp.json" -m ddp "$out/module") || status=1
+ls "$out/module"
+
+echo "== FSDP2: memprof run -f train_step --modules --collectives --depth 2 fsdp.py"
+(cd "$out/fsdp" && launch -f train_step --modules --collectives --depth 2 --tensors \
+  --stat allocated_bytes.all.peak,reserved_bytes.all.peak -o "f.{rank}.json" --format json \
+  "$repo/fixtures/multigpu/fsdp.py" "$out/fsdp") || status=1
+python3 scripts/multigpu_check.py fsdp "$out/fsdp" "$out/fsdp/f.{rank}.json" || status=1
+"$bin" show "$out/fsdp/f.0.json" || status=1
+"$bin" merge "$out"/fsdp/f.*.json || status=1
+
+echo "== tests/ranks.rs (gloo on the CPU) with this build"
+MEMPROF_BIN=$bin MEMPROF_REPO=$repo MEMPROF_TEST_DEVICE=cpu .device/tests/ranks --test-threads 2 || status=1
+echo "gpu-multi-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
+exit $status
