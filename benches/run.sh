@@ -2,7 +2,8 @@
 # The whole benchmark and agreement run, in one call on the GPU machine (after
 # scripts/build-device.sh here, which also copies the baseline wheels into .device/wheels):
 #   run(command="benches/run.sh", carry=[".device"])
-# Sections: all, loop, resnet, modules (--modules and --tensors), untargeted, startup, agree.
+# Sections: all, loop, resnet, modules (--modules and --tensors), untargeted, startup, agree,
+# collectives (the resnet step with and without --collectives), memory (benches/memory.sh).
 # The pure-Python cases (1, 4) run pinned to one CPU core (less noise); the GPU cases are not
 # pinned, since autograd's device thread needs a core of its own. The variants of a case run
 # interleaved, ROUNDS times (default 3): a case's time is the median over rounds of each process's median of its
@@ -58,6 +59,11 @@ for round in $(seq "$rounds"); do
     bench tensors-memprof "$mp" run -f train_step --tensors --format json -o "$out/tensors-memprof.json" "$w" resnet
     bench tensors-memreporter python3 "$w" resnet --profiler memreporter
   fi
+  if [ "$only" = all ] || [ "$only" = collectives ]; then
+    bench collectives-none python3 "$w" resnet
+    bench collectives-memprof "$mp" run -f train_step --format json -o "$out/collectives-memprof.json" "$w" resnet
+    bench collectives-on "$mp" run -f train_step --collectives --format json -o "$out/collectives-on.json" "$w" resnet
+  fi
   if [ "$only" = all ] || [ "$only" = untargeted ]; then
     bench untargeted-none python3 "$w" untargeted --repeats 7
     memprof_on untargeted-memprof rare untargeted --repeats 7
@@ -80,6 +86,10 @@ for _ in range(7):
 json.dump(res, open(path, "w"))
 print("startup", {k: [round(x, 2) for x in sorted(v)] for k, v in res.items()})
 PY
+fi
+# memprof's own memory over 10^5 and 10^7 traced line events.
+if [ "$only" = all ] || [ "$only" = memory ]; then
+  MEMPROF=$mp ROUNDS=$rounds benches/memory.sh | tee "$out/memory.tsv"
 fi
 # Agreement with torch's own numbers, and with pytorch_memlab's per-line peaks.
 if [ "$only" = all ] || [ "$only" = agree ]; then

@@ -73,6 +73,17 @@ if want("modules"):
         ours, theirs = med(f"{case}-memprof") / base, med(f"{case}-{baseline}") / base
         section_rows.append((label, f"{base * 1e3:.1f} ms", f"{what} {ours:.2f}x", f"{name}: {theirs:.2f}x"))
 
+if want("collectives"):
+    # Min, median and max over rounds of each round's ratio to the unprofiled step.
+    base = [statistics.median(r["times"]) for r in rounds("collectives-none")]
+    for variant, what in [("memprof", "`-f train_step`"), ("on", "`-f train_step --collectives`")]:
+        ratios = sorted(statistics.median(r["times"]) / b
+                        for r, b in zip(rounds(f"collectives-{variant}"), base))
+        section_rows.append(("9. resnet50 step (one process, no collectives issued)",
+                             f"{statistics.median(base) * 1e3:.1f} ms",
+                             f"{what} {ratios[len(ratios) // 2]:.3f}x (min {ratios[0]:.3f}x, max {ratios[-1]:.3f}x)",
+                             "the callback's cost on every dispatched op"))
+
 if want("startup"):
     with open(os.path.join(d, "startup.json")) as f:
         st = json.load(f)
