@@ -231,7 +231,8 @@ pub fn torchrun(nproc: u32, cwd: &Path, args: &[&str]) -> Run {
     }
     // The ranks run on the CPU (gloo) even on a GPU machine, and see no GPU: FSDP2 would build
     // its default mesh on CUDA. memprof measures the CPU.
-    full.env("MEMPROF_TEST_DEVICE", "cpu").env("CUDA_VISIBLE_DEVICES", "");
+    full.env("MEMPROF_TEST_DEVICE", "cpu")
+        .env("CUDA_VISIBLE_DEVICES", "");
     finish(full.output().expect("torchrun starts"))
 }
 
