@@ -1,5 +1,6 @@
 //! memprof: line-level memory profiler for PyTorch programs. main only parses, dispatches and
 //! turns errors into exit codes.
+mod argv;
 mod checkpoints;
 mod cli;
 mod commands;
@@ -21,7 +22,9 @@ mod units;
 use clap::Parser;
 
 fn main() {
-    let cli = match cli::Cli::try_parse() {
+    let (own, script_args) = argv::from_env();
+    let parsed = cli::Cli::try_parse_from(std::iter::once("memprof".to_string()).chain(own));
+    let mut cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -33,6 +36,10 @@ fn main() {
             std::process::exit(code);
         }
     };
+    if let cli::Command::Run(run) = &mut cli.command {
+        // The script's arguments, whatever they look like (clap saw none of them).
+        run.args.extend(script_args);
+    }
     let code = match commands::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

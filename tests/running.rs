@@ -229,3 +229,68 @@ fn dataloader_workers_started_by_spawn_run_the_venv_python() {
         r.stdout
     );
 }
+
+/// The first line of stdout as the JSON list fixtures/argv.py prints.
+fn script_argv(r: &Run) -> serde_json::Value {
+    let first = r.stdout.lines().next().unwrap_or_default();
+    serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr))
+}
+
+#[test]
+fn everything_after_the_script_reaches_it_untouched() {
+    let theirs = [
+        "-f",
+        "x",
+        "--device",
+        "3",
+        "--format",
+        "json",
+        "-o",
+        "out",
+        "--modules",
+        "--help",
+        "--",
+        "-m",
+        "y",
+        "--stat=z",
+    ];
+    // memprof's options before the subcommand (the helper's `--device D run`) ...
+    let mut args = vec!["argv.py"];
+    args.extend(theirs);
+    let r = run(&args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(script_argv(&r), serde_json::json!(theirs));
+    // ... and after it, in every spelling.
+    let out = memprof()
+        .args([
+            "run",
+            "--device",
+            device_flag(),
+            "--stat=allocated_bytes.all.current",
+        ])
+        .args(["-f", "nothing", "--format", "yaml", "argv.py"])
+        .args(theirs)
+        .output()
+        .unwrap();
+    let r = finish(out);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(script_argv(&r), serde_json::json!(theirs));
+    assert!(
+        r.stdout.contains("schema: memprof.profile/1"),
+        "memprof's own --format: {}",
+        r.stdout
+    );
+    // `--` ends memprof's options: the next word is the script, even if it looks like one.
+    let r = run(&["--", "argv.py", "--calls", "0"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(script_argv(&r), serde_json::json!(["--calls", "0"]));
+    // After -m MODULE too.
+    let r = run(&["-m", "mypkg", "--device", "3", "-f", "x"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .starts_with("module argv ['--device', '3', '-f', 'x'] 3072\n"),
+        "{}",
+        r.stdout
+    );
+}
