@@ -19,6 +19,9 @@ _memprof() {
             memprof,completions)
                 cmd="memprof__subcmd__completions"
                 ;;
+            memprof,diff)
+                cmd="memprof__subcmd__diff"
+                ;;
             memprof,help)
                 cmd="memprof__subcmd__help"
                 ;;
@@ -36,6 +39,9 @@ _memprof() {
                 ;;
             memprof__subcmd__help,completions)
                 cmd="memprof__subcmd__help__subcmd__completions"
+                ;;
+            memprof__subcmd__help,diff)
+                cmd="memprof__subcmd__help__subcmd__diff"
                 ;;
             memprof__subcmd__help,help)
                 cmd="memprof__subcmd__help__subcmd__help"
@@ -59,7 +65,7 @@ _memprof() {
 
     case "${cmd}" in
         memprof)
-            opts="-h -V --device --stat --help --version run show merge stats completions help"
+            opts="-h -V --device --stat --help --version run show merge diff stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -102,8 +108,46 @@ _memprof() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        memprof__subcmd__diff)
+            opts="-o -h -V --format --output --max-increase --device --stat --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-increase)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         memprof__subcmd__help)
-            opts="run show merge stats completions help"
+            opts="run show merge diff stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -117,6 +161,20 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memprof__subcmd__help__subcmd__diff)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -235,7 +293,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --function --format --output --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --device --stat --help --version"
+            opts="-f -m -o -h -V --function --format --output --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --device --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -274,6 +332,10 @@ _memprof() {
                     return 0
                     ;;
                 --calls)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -31,6 +31,7 @@ complete -c memprof -n "__fish_memprof_needs_command" -s V -l version -d 'Print 
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "run" -d 'Run a Python script (or `-m module`) as `python` would, profiling the targeted functions'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "show" -d 'Render a saved YAML or JSON report as a table (or convert it); several reports (the ranks of one job) are merged as by `memprof merge`'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "merge" -d 'Merge the reports of the ranks of one job: per line and per module, the max and min over ranks of each stat, the rank that holds the max, and the imbalance (max - min)'
+complete -c memprof -n "__fish_memprof_needs_command" -f -a "diff" -d 'Compare two runs\' reports: per function line (matched by source text) and module, the change of Δ and of each stat; `--max-increase` fails CI (exit 4)'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "stats" -d 'List every stat key with what it means'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -43,6 +44,7 @@ complete -c memprof -n "__fish_memprof_using_subcommand run" -l depth -d 'Show m
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l suggest-checkpoints -d 'Suggest N activation-checkpoint split points from the measured saved activations, with the estimated activation memory before and after (implies --modules)' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l warmup -d 'Skip the first N calls of each targeted function (and, with --modules and no -f, of each root module): their lines are not measured' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l calls -d 'Measure M calls after the warm-up, then stop every hook so the rest of the run pays nothing' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l max -d 'A budget (repeatable): `KEY=SIZE` or `FUNCTION:KEY=SIZE`, KEY a stat or `delta`, SIZE in bytes or with a unit (`20GiB`, `512MB`); a line above it is marked and memprof exits 3' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s m -d 'Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)'
@@ -67,6 +69,15 @@ complete -c memprof -n "__fish_memprof_using_subcommand merge" -l device -d 'Dev
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s V -l version -d 'Print version'
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -l format -d 'Output format' -r -f -a "table\t''
+yaml\t''
+json\t''"
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -s o -l output -d 'Write the diff to this file (atomically) instead of standard output' -r -F
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -l max-increase -d 'Fail (exit 4) when a line\'s KEY (`delta` or a stat) grew by more than SIZE (`64MiB`) or PERCENT (`5%`) of its base value (repeatable)' -r
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -s h -l help -d 'Print help'
@@ -75,9 +86,10 @@ complete -c memprof -n "__fish_memprof_using_subcommand completions" -l device -
 complete -c memprof -n "__fish_memprof_using_subcommand completions" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "run" -d 'Run a Python script (or `-m module`) as `python` would, profiling the targeted functions'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "show" -d 'Render a saved YAML or JSON report as a table (or convert it); several reports (the ranks of one job) are merged as by `memprof merge`'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "merge" -d 'Merge the reports of the ranks of one job: per line and per module, the max and min over ranks of each stat, the rank that holds the max, and the imbalance (max - min)'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "stats" -d 'List every stat key with what it means'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "completions" -d 'Print a shell completion script'
-complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge stats completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge diff stats completions help" -f -a "run" -d 'Run a Python script (or `-m module`) as `python` would, profiling the targeted functions'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge diff stats completions help" -f -a "show" -d 'Render a saved YAML or JSON report as a table (or convert it); several reports (the ranks of one job) are merged as by `memprof merge`'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge diff stats completions help" -f -a "merge" -d 'Merge the reports of the ranks of one job: per line and per module, the max and min over ranks of each stat, the rank that holds the max, and the imbalance (max - min)'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge diff stats completions help" -f -a "diff" -d 'Compare two runs\' reports: per function line (matched by source text) and module, the change of Δ and of each stat; `--max-increase` fails CI (exit 4)'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge diff stats completions help" -f -a "stats" -d 'List every stat key with what it means'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge diff stats completions help" -f -a "completions" -d 'Print a shell completion script'
+complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge diff stats completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -42,6 +42,9 @@ pub enum Command {
     /// Merge the reports of the ranks of one job: per line and per module, the max and min over
     /// ranks of each stat, the rank that holds the max, and the imbalance (max - min)
     Merge(MergeArgs),
+    /// Compare two runs' reports: per function line (matched by source text) and module, the
+    /// change of Δ and of each stat; `--max-increase` fails CI (exit 4)
+    Diff(DiffArgs),
     /// List every stat key with what it means
     Stats,
     /// Print a shell completion script
@@ -103,6 +106,10 @@ pub struct RunArgs {
     /// not only rank 0's
     #[arg(long)]
     pub all_ranks: bool,
+    /// A budget (repeatable): `KEY=SIZE` or `FUNCTION:KEY=SIZE`, KEY a stat or `delta`, SIZE in
+    /// bytes or with a unit (`20GiB`, `512MB`); a line above it is marked and memprof exits 3
+    #[arg(long = "max", value_name = "[FUNCTION:]KEY=SIZE")]
+    pub max: Vec<String>,
     /// The Python script to run (a module name with -m)
     #[arg(value_name = "SCRIPT")]
     pub script: PathBuf,
@@ -132,6 +139,26 @@ pub struct MergeArgs {
     /// Write the merged report to this file (atomically) instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The report of the earlier run (YAML or JSON)
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// The report of the later run
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the diff to this file (atomically) instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Fail (exit 4) when a line's KEY (`delta` or a stat) grew by more than SIZE (`64MiB`) or
+    /// PERCENT (`5%`) of its base value (repeatable)
+    #[arg(long = "max-increase", value_name = "KEY=SIZE|PERCENT%")]
+    pub max_increase: Vec<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::profile::{DeviceInfo, Schedule};
 use crate::python::runner::{self, Program};
 use crate::recorder::{self, Recorder, Source};
-use crate::{config, merge, ranks, report, stats, torch};
+use crate::{budget, config, diff, merge, ranks, report, stats, torch};
 use clap::CommandFactory;
 use std::io::Write;
 use std::path::PathBuf;
@@ -34,6 +34,24 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
                     note(&format!("merged report written to {}", path.display()));
                 }
                 None => print(&text),
+            }
+            Ok(0)
+        }
+        Command::Diff(args) => {
+            let mut d = diff::diff_files(&args.base, &args.new)?;
+            let exceeded = diff::check_limits(&mut d, &args.max_increase)?;
+            let text = diff::render(&d, args.format);
+            match &args.output {
+                Some(path) => {
+                    report::check_writable(path)?;
+                    report::write_atomically(path, &text)?;
+                    note(&format!("diff written to {}", path.display()));
+                }
+                None => print(&text),
+            }
+            if exceeded {
+                note("an increase went beyond --max-increase (the diff lists the lines)");
+                return Ok(crate::error::exit_code::INCREASE_EXCEEDED);
             }
             Ok(0)
         }
@@ -111,7 +129,17 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         );
     }
     let source = config::resolve_device(global.device.as_deref(), torch::cuda_device_count())?;
-    let columns = config::resolve_stats(&global.stats, source)?;
+    let mut columns = config::resolve_stats(&global.stats, source)?;
+    let cuda = matches!(source, Source::Cuda(_));
+    let budgets = budget::parse(&args.max, |key| {
+        stats::stats_for(cuda).iter().any(|s| s.key == key)
+    })?;
+    // A budgeted stat is measured even when --stat did not choose it.
+    for b in budgets.iter().filter(|b| b.key != budget::DELTA) {
+        if !columns.iter().any(|c| c.key == b.key) {
+            columns.extend(config::resolve_stats(std::slice::from_ref(&b.key), source)?);
+        }
+    }
     let device_index = match source {
         Source::Cuda(i) => Some(i),
         Source::Cpu => None,
@@ -226,6 +254,26 @@ fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
             }
             Err(warning) => profile.warnings.push(warning),
         }
+    }
+    let mut exit_code = exit_code;
+    if !budgets.is_empty() {
+        let results = budget::check(&profile, &budgets);
+        let broken: Vec<&str> = results
+            .iter()
+            .filter(|r| !r.exceeded.is_empty())
+            .map(|r| r.spec.as_str())
+            .collect();
+        if !broken.is_empty() {
+            note(&format!(
+                "budget exceeded: --max {} (the report marks the lines)",
+                broken.join(", --max ")
+            ));
+            // The script's own failure comes first; a clean run that broke a budget exits 3.
+            if exit_code == 0 {
+                exit_code = crate::error::exit_code::BUDGET_EXCEEDED;
+            }
+        }
+        profile.budgets = Some(results);
     }
     if let Some(text) = rank_note {
         note(&text);

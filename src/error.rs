@@ -2,11 +2,14 @@
 use std::fmt;
 
 /// Exit codes: 0 success (or the script's own `SystemExit` code), 1 the script raised,
-/// 2 a memprof error (bad flags, missing script, syntax error, mismatched torch),
-/// 130 interrupted by SIGINT, 143 terminated by SIGTERM.
+/// 2 a memprof error (bad flags, missing script, syntax error, mismatched torch), 3 the script
+/// finished but a `--max` budget was exceeded, 4 `memprof diff` found an increase beyond
+/// `--max-increase`, 130 interrupted by SIGINT, 143 terminated by SIGTERM.
 pub mod exit_code {
     pub const SCRIPT_RAISED: i32 = 1;
     pub const USAGE: i32 = 2;
+    pub const BUDGET_EXCEEDED: i32 = 3;
+    pub const INCREASE_EXCEEDED: i32 = 4;
     pub const INTERRUPTED: i32 = 130;
     pub const TERMINATED: i32 = 143;
 }

@@ -1,10 +1,12 @@
 //! memprof: line-level memory profiler for PyTorch programs. main only parses, dispatches and
 //! turns errors into exit codes.
 mod argv;
+mod budget;
 mod checkpoints;
 mod cli;
 mod commands;
 mod config;
+mod diff;
 mod error;
 mod host;
 mod interrupt;

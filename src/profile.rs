@@ -30,8 +30,33 @@ pub struct Profile {
     /// `--tensors`: the live tensors at the end of targeted calls and where exceptions left them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensors: Option<Vec<Inventory>>,
+    /// `--max`: each budget and the lines that exceeded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<Vec<BudgetResult>>,
     /// Targets that matched nothing or never ran, and other things the user should know.
     pub warnings: Vec<String>,
+}
+
+/// One `--max` budget, checked.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BudgetResult {
+    /// As given, e.g. `train_step:allocated_bytes.all.peak=20GiB`.
+    pub spec: String,
+    /// The function it applies to (None: every targeted function).
+    pub function: Option<String>,
+    /// A stat key, or `delta`.
+    pub key: String,
+    pub limit: i64,
+    /// The lines whose value was above the limit (empty: the budget held).
+    pub exceeded: Vec<Exceeded>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Exceeded {
+    pub function: String,
+    pub line: u32,
+    pub source: String,
+    pub value: i64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

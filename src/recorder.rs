@@ -169,13 +169,18 @@ impl Recorder {
     /// Whether a targeted call of the schedule's is running now (on any thread); always true
     /// without a schedule. Module calls and inventories follow it.
     pub fn measuring(&self) -> bool {
-        if self.options.calls.is_none() && self.options.warmup == 0 {
+        if !self.scheduled() {
             return true;
         }
         self.stacks
             .values()
             .flatten()
             .any(|f| self.frames.get(f).is_some_and(|s| s.measured))
+    }
+
+    /// Whether `--warmup` or `--calls` chose which calls are measured.
+    fn scheduled(&self) -> bool {
+        self.options.calls.is_some() || self.options.warmup > 0
     }
 
     /// Once, when every targeted function has had its measured calls and they have all ended:
@@ -541,7 +546,7 @@ impl Recorder {
             continuation: false,
             // A frame first seen mid-call (it was running before profiling started) is measured
             // only without a schedule.
-            measured: self.options.calls.is_none() && self.options.warmup == 0,
+            measured: !self.scheduled(),
             window: self.sampler.new_window(),
         }
     }

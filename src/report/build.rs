@@ -74,6 +74,7 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
         functions,
         modules: None,
         tensors: None,
+        budgets: None,
         warnings,
     }
 }

@@ -84,6 +84,9 @@ pub fn render(p: &Profile) -> String {
     if let Some(modules) = &p.modules {
         super::modules::render(&mut out, modules);
     }
+    if let Some(budgets) = &p.budgets {
+        render_budgets(&mut out, budgets);
+    }
     for w in &p.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
@@ -134,6 +137,20 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
     );
     out.push('\n');
     let any_raised = f.lines.iter().any(|l| l.raised > 0);
+    // --max: the budgets each line broke.
+    let over = |line: u32| -> Vec<&str> {
+        p.budgets
+            .iter()
+            .flatten()
+            .filter(|b| {
+                b.exceeded
+                    .iter()
+                    .any(|e| e.line == line && e.function == f.qualname)
+            })
+            .map(|b| b.key.as_str())
+            .collect()
+    };
+    let any_over = f.lines.iter().any(|l| !over(l.line).is_empty());
     let mut kinds: Vec<&String> = f.lines.iter().flat_map(|l| l.collectives.keys()).collect();
     kinds.sort_by_key(|k| super::modules::kind_order(k));
     kinds.dedup();
@@ -146,6 +163,9 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
     header.extend(kinds.iter().map(|k| k.to_string()));
     if any_raised {
         header.push("Raised".into());
+    }
+    if any_over {
+        header.push("Over budget".into());
     }
     header.push("Line Contents".into());
     let mut table = styled(&header);
@@ -188,9 +208,42 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
                 String::new()
             });
         }
+        if any_over {
+            row.push(over(line.line).join(", "));
+        }
         row.push(line.source.clone());
         table.add_row(row);
     }
     let columns = 3 + m.stats.len() + kinds.len() + usize::from(any_raised);
+    // (The "Over budget" column stays left-aligned, as text.)
     write(out, table, 0..columns);
+}
+
+/// The `--max` budgets: which held, and the lines that broke the others.
+fn render_budgets(out: &mut String, budgets: &[crate::profile::BudgetResult]) {
+    let _ = writeln!(out, "\nBudgets (--max):");
+    for b in budgets {
+        let limit = if b.key == crate::budget::DELTA || b.key.contains("bytes") {
+            units::bytes(b.limit)
+        } else {
+            b.limit.to_string()
+        };
+        if b.exceeded.is_empty() {
+            let _ = writeln!(out, "  held      {} (≤ {limit})", b.spec);
+            continue;
+        }
+        let _ = writeln!(out, "  EXCEEDED  {} (≤ {limit}):", b.spec);
+        for e in &b.exceeded {
+            let value = if b.key == crate::budget::DELTA || b.key.contains("bytes") {
+                units::bytes(e.value)
+            } else {
+                e.value.to_string()
+            };
+            let _ = writeln!(
+                out,
+                "            {} line {}: {} = {value}   {}",
+                e.function, e.line, b.key, e.source
+            );
+        }
+    }
 }
