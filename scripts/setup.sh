@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything memprof needs to build and run here, idempotently:
-#   - .venv: a virtualenv with torch==2.11.0 from PyPI (the version tch 0.24 binds to);
+#   - .venv: a virtualenv with torch==2.11.0 from PyPI (the version tch 0.24 binds to) and numpy
+#     (without it every `import torch` warns "Failed to initialize NumPy");
 #   - the memprof binary, built against that venv's libtorch (LIBTORCH_USE_PYTORCH=1).
 # Usage: scripts/setup.sh [debug|release]   (default: release)
 set -euo pipefail
@@ -14,6 +15,10 @@ fi
 if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.11.0")' 2>/dev/null; then
   echo "setup: installing torch==2.11.0 into .venv (about 5 GB with its CUDA libraries)" >&2
   .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.11.0
+fi
+if ! .venv/bin/python -c 'import numpy' 2>/dev/null; then
+  echo "setup: installing numpy into .venv" >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy
 fi
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1
 if [ "$profile" = release ]; then

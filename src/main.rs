@@ -16,6 +16,7 @@ mod python;
 mod ranks;
 mod recorder;
 mod report;
+mod run;
 mod sampler;
 mod stats;
 mod torch;

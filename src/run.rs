@@ -1,0 +1,264 @@
+//! `memprof run`: validates the options, runs the program under the recorder, builds the report
+//! (sections, budgets, warnings) and sends it where it goes: a file per rank, the terminal.
+use crate::cli::{Format, GlobalOptions, RunArgs};
+use crate::commands::{note, print};
+use crate::error::Result;
+use crate::profile::{DeviceInfo, Schedule};
+use crate::python::runner::{self, Program};
+use crate::recorder::{self, Recorder, Source};
+use crate::{budget, config, ranks, report, stats, torch};
+use std::path::PathBuf;
+
+/// Runs the program; returns the process exit code.
+pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
+    let process = ranks::this_process();
+    let (output, rank_note) = ranks::output_path(
+        args.output.as_deref(),
+        &process,
+        file_extension(args.format),
+    )?;
+    // Without -o, a multi-rank run still keeps every rank's report, as JSON or YAML for merging.
+    let default_file = args.output.is_none() && output.is_some();
+    let file_format = if default_file && args.format == Format::Table {
+        Format::Json
+    } else {
+        args.format
+    };
+    let prints = !ranks::is_multi(&process) || process.rank == 0 || args.all_ranks;
+    if let Some(path) = &output {
+        report::check_writable(path)?;
+    }
+    if args.depth.is_some() && !args.modules && args.suggest_checkpoints.is_none() {
+        return Err(
+            crate::error::Error::usage("--depth shapes the module report, which is off")
+                .hint("add --modules (or --suggest-checkpoints N)"),
+        );
+    }
+    let source = config::resolve_device(global.device.as_deref(), torch::cuda_device_count())?;
+    let mut columns = config::resolve_stats(&global.stats, source)?;
+    let cuda = matches!(source, Source::Cuda(_));
+    let budgets = budget::parse(&args.max, |key| {
+        stats::stats_for(cuda).iter().any(|s| s.key == key)
+    })?;
+    // A budgeted stat is measured even when --stat did not choose it.
+    for b in budgets.iter().filter(|b| b.key != budget::DELTA) {
+        if !columns.iter().any(|c| c.key == b.key) {
+            columns.extend(config::resolve_stats(std::slice::from_ref(&b.key), source)?);
+        }
+    }
+    let device_index = match source {
+        Source::Cuda(i) => Some(i),
+        Source::Cpu => None,
+    };
+    let scheduled = args.warmup > 0 || args.calls.is_some();
+    let options = recorder::Options {
+        follow_device: global.device.is_none(),
+        collectives: args.collectives,
+        warmup: args.warmup,
+        calls: args.calls,
+    };
+    *recorder::RECORDER.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(Recorder::new(source, columns, options));
+    if args.collectives {
+        torch::collectives::enable()?;
+    }
+    let command_line: Vec<String> = std::env::args().collect();
+    let script = Some(if args.module {
+        format!("-m {}", args.script.display())
+    } else {
+        args.script.display().to_string()
+    });
+    let device = DeviceInfo {
+        kind: if device_index.is_some() {
+            "cuda"
+        } else {
+            "cpu"
+        }
+        .to_string(),
+        index: device_index,
+        name: String::new(),
+    };
+    let emergency = Destination {
+        output: output.clone(),
+        format: file_format,
+        printed: (prints && (output.is_none() || default_file)).then_some(args.format),
+    };
+    install_emergency_report(emergency.clone(), device.clone(), command_line.clone());
+    let program = Program {
+        script: args.script.clone(),
+        module: args.module,
+        args: args.args.clone(),
+        targets: args.functions.clone(),
+        modules: args.modules || args.suggest_checkpoints.is_some(),
+        tensors: args.tensors,
+        checkpoints: args.suggest_checkpoints.is_some(),
+        collectives: args.collectives,
+        warmup: args.warmup,
+        calls: args.calls,
+    };
+    let mut facts = runner::run(&program, device_index)?;
+    if args.collectives {
+        torch::collectives::disable();
+    }
+    let exit_code = facts.outcome.exit_code;
+    let modules_only = args.modules || args.suggest_checkpoints.is_some();
+    if args.functions.is_empty()
+        && !modules_only
+        && recorder::with(|r| r.functions.is_empty()).unwrap_or(true)
+    {
+        facts.warnings.push(
+            "nothing was targeted: pass -f FUNCTION, or decorate functions with @profile".into(),
+        );
+    }
+    if args.tensors && recorder::with(|r| r.functions.is_empty()).unwrap_or(true) {
+        facts.warnings.push(
+            "--tensors lists the live tensors when a targeted call ends, and nothing was targeted: \
+             pass -f FUNCTION"
+                .into(),
+        );
+    }
+    let devices = recorder::with(|r| r.devices().to_vec()).unwrap_or_default();
+    if devices.len() > 1 {
+        let names: Vec<String> = devices.iter().map(|d| format!("cuda:{d}")).collect();
+        facts.warnings.push(format!(
+            "calls were measured on {} (the device the program used when each call started); \
+             the report's device is the last",
+            names.join(", ")
+        ));
+    }
+    let ctx = report::RunContext {
+        torch_version: facts.torch_version,
+        python_version: facts.python_version,
+        device: DeviceInfo {
+            index: facts.device_index,
+            name: facts.device_name.unwrap_or_else(|| device.kind.clone()),
+            ..device
+        },
+        command_line,
+        outcome: facts.outcome,
+        warnings: facts.warnings,
+        process: process.clone(),
+        script,
+        schedule: scheduled.then_some(Schedule {
+            warmup: args.warmup,
+            calls: args.calls,
+            stopped_early: facts.stopped_early,
+        }),
+    };
+    let mut profile =
+        recorder::with(|r| report::build(r, ctx)).expect("the recorder exists during a run");
+    if let Some(json) = &facts.sections_json {
+        let options = report::SectionOptions {
+            depth: args.depth,
+            checkpoints: args.suggest_checkpoints,
+        };
+        match report::read_sections(json, options) {
+            Ok(sections) => {
+                profile.modules = sections.modules;
+                profile.tensors = sections.tensors;
+                profile.warnings.extend(sections.warnings);
+            }
+            Err(warning) => profile.warnings.push(warning),
+        }
+    }
+    let mut exit_code = exit_code;
+    if !budgets.is_empty() {
+        let results = budget::check(&profile, &budgets);
+        let broken: Vec<&str> = results
+            .iter()
+            .filter(|r| !r.exceeded.is_empty())
+            .map(|r| r.spec.as_str())
+            .collect();
+        if !broken.is_empty() {
+            note(&format!(
+                "budget exceeded: --max {} (the report marks the lines)",
+                broken.join(", --max ")
+            ));
+            // The script's own failure comes first; a clean run that broke a budget exits 3.
+            if exit_code == 0 {
+                exit_code = crate::error::exit_code::BUDGET_EXCEEDED;
+            }
+        }
+        profile.budgets = Some(results);
+    }
+    if let Some(text) = rank_note {
+        note(&text);
+    }
+    emit(&profile, &emergency)?;
+    if default_file && process.rank == 0 {
+        let ext = file_extension(file_format);
+        note(&format!(
+            "each of the {} ranks wrote its report (memprof.rank<N>.{ext}); see them side by side \
+             with `memprof merge memprof.rank*.{ext}`",
+            process.world_size
+        ));
+    }
+    Ok(exit_code)
+}
+
+/// The file name extension for reports in `format` (JSON for tables, which cannot be merged).
+fn file_extension(format: Format) -> &'static str {
+    match format {
+        Format::Yaml => "yaml",
+        _ => "json",
+    }
+}
+
+/// Where a run's report goes: a file (in `format`) and/or the terminal.
+#[derive(Clone)]
+struct Destination {
+    output: Option<PathBuf>,
+    format: Format,
+    /// The format printed to standard output, if this process prints: without -o, or with a
+    /// multi-rank run's default file; and in a multi-rank run only rank 0 (or --all-ranks).
+    printed: Option<Format>,
+}
+
+fn emit(profile: &crate::profile::Profile, to: &Destination) -> Result<()> {
+    if let Some(path) = &to.output {
+        report::write_atomically(path, &report::render(profile, to.format))?;
+        let rank = &profile.metadata.process;
+        if ranks::is_multi(rank) {
+            note(&format!(
+                "rank {} report written to {}",
+                rank.rank,
+                path.display()
+            ));
+        } else {
+            note(&format!("report written to {}", path.display()));
+        }
+    }
+    if let Some(format) = to.printed {
+        print(&report::render(profile, format));
+    }
+    Ok(())
+}
+
+/// A second Ctrl-C exits at once; this writes what the recorder holds, if it can get it.
+fn install_emergency_report(to: Destination, device: DeviceInfo, command_line: Vec<String>) {
+    crate::interrupt::set_emergency_report(Box::new(move || {
+        let Ok(guard) = recorder::RECORDER.try_lock() else {
+            return;
+        };
+        let Some(r) = guard.as_ref() else { return };
+        let ctx = report::RunContext {
+            torch_version: torch::linked_version(),
+            python_version: String::new(),
+            device: device.clone(),
+            command_line: command_line.clone(),
+            outcome: crate::profile::Outcome {
+                status: "interrupted".into(),
+                exit_code: 130,
+                exception: None,
+            },
+            warnings: vec![
+                "interrupted twice: this report was written without Python's help".into(),
+            ],
+            process: ranks::this_process(),
+            script: None,
+            schedule: None,
+        };
+        let profile = report::build(r, ctx);
+        let _ = emit(&profile, &to);
+    }));
+}
