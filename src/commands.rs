@@ -23,29 +23,21 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
         Command::Merge(args) => {
             let mut merged = merge::merge_files(&args.files)?;
             merge::keep_stats(&mut merged, &cli.global.stats)?;
-            let text = merge::render(&merged, args.format);
-            match &args.output {
-                Some(path) => {
-                    report::check_writable(path)?;
-                    report::write_atomically(path, &text)?;
-                    note(&format!("merged report written to {}", path.display()));
-                }
-                None => print(&text),
-            }
+            deliver(
+                &merge::render(&merged, args.format),
+                args.output.as_deref(),
+                "merged report",
+            )?;
             Ok(0)
         }
         Command::Diff(args) => {
             let mut d = diff::diff_files(&args.base, &args.new)?;
             let exceeded = diff::check_limits(&mut d, &args.max_increase)?;
-            let text = diff::render(&d, args.format);
-            match &args.output {
-                Some(path) => {
-                    report::check_writable(path)?;
-                    report::write_atomically(path, &text)?;
-                    note(&format!("diff written to {}", path.display()));
-                }
-                None => print(&text),
-            }
+            deliver(
+                &diff::render(&d, args.format),
+                args.output.as_deref(),
+                "diff",
+            )?;
             if exceeded {
                 note("an increase went beyond --max-increase (the diff lists the lines)");
                 return Ok(crate::error::exit_code::INCREASE_EXCEEDED);
@@ -63,6 +55,19 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// Writes `text` to `output` (atomically, saying so) or prints it.
+fn deliver(text: &str, output: Option<&std::path::Path>, what: &str) -> Result<()> {
+    match output {
+        Some(path) => {
+            report::check_writable(path)?;
+            report::write_atomically(path, text)?;
+            note(&format!("{what} written to {}", path.display()));
+        }
+        None => print(text),
+    }
+    Ok(())
 }
 
 /// A line for the user on standard error, in one write: ranks share a terminal.

@@ -509,15 +509,7 @@ fn describe(i: &Increase) -> String {
 
 /// The diff in `format`.
 pub fn render(d: &Diff, format: Format) -> String {
-    match format {
-        Format::Yaml => serde_yaml::to_string(d).expect("the diff serialises"),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(d).expect("the diff serialises");
-            s.push('\n');
-            s
-        }
-        Format::Table => table(d),
-    }
+    crate::report::render_with(d, format, table)
 }
 
 fn table(d: &Diff) -> String {

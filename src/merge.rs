@@ -440,15 +440,7 @@ fn file_name(path: &str) -> String {
 
 /// The merged report in `format`.
 pub fn render(m: &Merged, format: Format) -> String {
-    match format {
-        Format::Table => table(m),
-        Format::Yaml => serde_yaml::to_string(m).expect("the merged report serialises"),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(m).expect("the merged report serialises");
-            s.push('\n');
-            s
-        }
-    }
+    crate::report::render_with(m, format, table)
 }
 
 /// `1.13 GiB (r1)`: the max and the rank holding it.

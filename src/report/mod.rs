@@ -18,11 +18,21 @@ use std::path::Path;
 
 /// The report in `format`.
 pub fn render(profile: &Profile, format: Format) -> String {
+    render_with(profile, format, table::render)
+}
+
+/// Any saved document (a run's report, a merged one, a diff) in `format`: YAML and JSON as
+/// serde writes it, the table as `table` draws it.
+pub fn render_with<T: serde::Serialize>(
+    value: &T,
+    format: Format,
+    table: fn(&T) -> String,
+) -> String {
     match format {
-        Format::Table => table::render(profile),
-        Format::Yaml => serde_yaml::to_string(profile).expect("the profile serialises"),
+        Format::Table => table(value),
+        Format::Yaml => serde_yaml::to_string(value).expect("reports serialise"),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(profile).expect("the profile serialises");
+            let mut s = serde_json::to_string_pretty(value).expect("reports serialise");
             s.push('\n');
             s
         }
