@@ -10,8 +10,8 @@ pub const SCHEMA: &str = "memprof.profile/1";
 pub const SEMANTICS: &str = "One execution of a line runs from its start to the start of the next \
 line of the same frame, or to the frame's yield or exception exit, and includes everything it calls \
 (other threads' allocations on the device land in it too); a returning call's last line runs until \
-its caller resumes (the caller's next line or return, or its next call of a target), so it includes \
-the release of the frame's locals. For one execution: a *.current \
+its caller moves on (the caller's next call, line, return or yield), so it includes the release of \
+the frame's locals and not the rest of the caller's statement. For one execution: a *.current \
 stat is its value at the end; a *.peak stat is the highest value reached during the execution \
 (exact: from the allocator's own allocation reports, or from peak resets where the header says so); \
 *.allocated and *.freed and num_* counters are the amounts during the execution; delta_bytes is the \

@@ -269,3 +269,19 @@ fn an_out_of_memory_error_still_produces_the_report_and_marks_its_line() {
         assert_eq!(stat(huge, "num_ooms"), 1);
     }
 }
+
+#[test]
+fn a_returning_line_ends_when_its_caller_moves_on_within_the_statement() {
+    // `keep += [C.s(), C.c(), ex()]`: C.c returns 2 MiB that the caller keeps; ex, called next
+    // in the same statement, allocates 1 MiB that is not C.c's.
+    let (r, report) = profile(
+        &["allocated_bytes.all.current"],
+        &["-f", "C.c", "returning.py"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c = function(&report, "C.c");
+    let ret = line(c, "return torch.ones(512, 1024");
+    assert_eq!(hits(ret), 2);
+    assert_eq!(delta(ret), 4 * MIB, "2 MiB per call, without ex()'s MiB");
+    assert_eq!(delta_sum(c), 4 * MIB);
+}

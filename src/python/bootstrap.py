@@ -211,7 +211,11 @@ def _start_monitoring():
     # Instead memprof watches the caller of each running target: when the caller runs again,
     # the call has returned or raised. A returning call's last line also lasts until then, so it
     # includes the release of the frame's locals.
-    watch_events = E.LINE | E.PY_RETURN | E.PY_YIELD
+    # CALL too, on targeted code and on watched callers: a returning call's last line ends at its
+    # caller's first event after the return, a call in the same statement included.
+    mon.register_callback(_TOOL, E.CALL, _memprof.on_call)
+    _LOCAL_EVENTS |= E.CALL
+    watch_events = E.LINE | E.PY_RETURN | E.PY_YIELD | E.CALL
 
     def watch(code, on):
         mon.set_local_events(_TOOL, code, watch_events if on else 0)
@@ -246,7 +250,7 @@ def stop():
         mon = sys.monitoring
         mon.set_events(_TOOL, 0)
         for event in (mon.events.PY_START, mon.events.PY_RESUME, mon.events.LINE,
-                      mon.events.PY_RETURN, mon.events.PY_YIELD):
+                      mon.events.PY_RETURN, mon.events.PY_YIELD, mon.events.CALL):
             mon.register_callback(_TOOL, event, None)
         mon.free_tool_id(_TOOL)
 

@@ -155,6 +155,21 @@ mod imp {
         dispatch(py, code, |r, frame, func| enter(r, frame, func, true));
     }
 
+    /// A call made by targeted code or by a watched caller: calls that returned to this frame
+    /// have ended (the caller moved on, within the same statement too).
+    #[pyfunction]
+    fn on_call(
+        py: Python<'_>,
+        code: &Bound<'_, PyAny>,
+        _offset: &Bound<'_, PyAny>,
+        _callable: &Bound<'_, PyAny>,
+        _arg0: &Bound<'_, PyAny>,
+    ) {
+        dispatch(py, code, |r, frame, _| {
+            r.on_caller_event(frame, current_thread())
+        });
+    }
+
     #[pyfunction]
     fn on_line(py: Python<'_>, code: &Bound<'_, PyAny>, line: u32) {
         dispatch(py, code, |r, frame, func| {
@@ -189,6 +204,7 @@ mod imp {
         m.add_function(wrap_pyfunction!(on_start, m)?)?;
         m.add_function(wrap_pyfunction!(on_resume, m)?)?;
         m.add_function(wrap_pyfunction!(on_line, m)?)?;
+        m.add_function(wrap_pyfunction!(on_call, m)?)?;
         m.add_function(wrap_pyfunction!(on_return, m)?)?;
         m.add_function(wrap_pyfunction!(on_yield, m)?)?;
         Ok(())
@@ -266,6 +282,13 @@ mod imp {
                 // ends the calls that returned to it. (Exceptions are reported: RETURN with NULL.)
                 if r.has_returning() && (what == ffi::PyTrace_LINE || what == ffi::PyTrace_RETURN) {
                     r.on_caller_event(frame_key, current_thread());
+                }
+                // A call of Python code: its caller moved on. (Calls of C functions reach only a
+                // profile function, not a trace function, on 3.11.)
+                if r.has_returning() && what == ffi::PyTrace_CALL {
+                    if let Some(caller) = caller_of(frame_key) {
+                        r.on_caller_event(caller, current_thread());
+                    }
                 }
                 return (r.take_ended(), r.take_finished());
             };
