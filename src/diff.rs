@@ -22,6 +22,8 @@ pub struct Diff {
     pub new: String,
     /// The keys compared: `delta` and the stats both reports measured.
     pub compared: Vec<String>,
+    /// Those of them that count bytes (the others count allocations, retries, ...).
+    pub byte_keys: Vec<String>,
     /// What could not be compared (other devices, stats only one report has).
     pub notes: Vec<String>,
     pub functions: Vec<FunctionDiff>,
@@ -354,6 +356,7 @@ pub fn diff(base: &Profile, new: &Profile, base_name: &str, new_name: &str) -> D
         base: base_name.to_string(),
         new: new_name.to_string(),
         compared: keys,
+        byte_keys,
         notes,
         functions,
         modules,
@@ -488,8 +491,9 @@ fn plain(v: i64, bytes: bool) -> String {
     }
 }
 
-/// `allocated_bytes.all.peak 88.21 MiB → 100.21 MiB (+12.00 MiB, +13.6%)`.
-fn describe(i: &Increase) -> String {
+/// `allocated_bytes.all.peak 88.21 MiB → 100.21 MiB (+12.00 MiB, +13.6%)`; counts that are not
+/// bytes are written as numbers.
+fn describe(i: &Increase, bytes: bool) -> String {
     let pct = if i.base > 0 {
         format!(", {:+.1}%", i.change as f64 * 100.0 / i.base as f64)
     } else {
@@ -501,9 +505,9 @@ fn describe(i: &Increase) -> String {
         i.line.map(|l| l.to_string()).unwrap_or_default(),
         i.source,
         i.key,
-        units::bytes(i.base),
-        units::bytes(i.new),
-        units::signed_bytes(i.change)
+        plain(i.base, bytes),
+        plain(i.new, bytes),
+        signed(i.change, bytes)
     )
 }
 
@@ -517,7 +521,7 @@ fn table(d: &Diff) -> String {
     let _ = writeln!(out, "memprof diff · base {} · new {}", d.base, d.new);
     match &d.largest_increase {
         Some(i) => {
-            let _ = writeln!(out, "largest increase: {}", describe(i));
+            let _ = writeln!(out, "largest increase: {}", describe(i, true));
         }
         None => {
             let _ = writeln!(out, "largest increase: none (no compared byte count grew)");
@@ -527,6 +531,7 @@ fn table(d: &Diff) -> String {
         let _ = writeln!(out, "note: {n}");
     }
     let keys: Vec<&String> = d.compared.iter().filter(|k| *k != DELTA).collect();
+    let bytes_of = |k: &str| d.byte_keys.iter().any(|b| b == k);
     for f in &d.functions {
         out.push('\n');
         let peak = |c: &Change| c.new.or(c.base).map(units::bytes).unwrap_or_default();
@@ -552,7 +557,6 @@ fn table(d: &Diff) -> String {
         header.push("Line Contents".into());
         let mut t = styled(&header);
         for l in &f.lines {
-            let bytes_of = |k: &str| k == DELTA || k.contains("bytes");
             let mut row = vec![
                 l.new_line
                     .map(|n| n.to_string())
@@ -638,7 +642,7 @@ fn table(d: &Diff) -> String {
         } else {
             let _ = writeln!(out, "EXCEEDED  --max-increase {} (≤ {limit}):", l.spec);
             for i in &l.exceeded {
-                let _ = writeln!(out, "          {}", describe(i));
+                let _ = writeln!(out, "          {}", describe(i, bytes_of(&i.key)));
             }
         }
     }

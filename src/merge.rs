@@ -307,7 +307,7 @@ pub fn merge(mut reports: Vec<(PathBuf, Profile)>) -> Result<Merged> {
                         .filter_map(|(r, l)| l.stats.get(key).map(|v| (*r, *v))),
                 )
             };
-            let collectives = kinds_of(ran.iter().map(|(_, l)| &l.collectives))
+            let collectives = crate::report::kinds_in(ran.iter().map(|(_, l)| &l.collectives))
                 .into_iter()
                 .filter_map(|k| {
                     let s = Spread::of(
@@ -399,7 +399,7 @@ fn merge_module(rows: &[(u32, &ModuleEntry)], ranks: u32) -> MergedModule {
     let spread = |f: &dyn Fn(&ModuleEntry) -> Option<i64>| {
         Spread::of(rows.iter().filter_map(|(r, e)| f(e).map(|v| (*r, v))))
     };
-    let collectives = kinds_of(rows.iter().map(|(_, e)| &e.collectives))
+    let collectives = crate::report::kinds_in(rows.iter().map(|(_, e)| &e.collectives))
         .into_iter()
         .filter_map(|k| {
             let s = spread(&|e| Some(e.collectives.get(&k).copied().unwrap_or(0)))?;
@@ -421,14 +421,6 @@ fn merge_module(rows: &[(u32, &ModuleEntry)], ranks: u32) -> MergedModule {
         parameter_bytes: spread(&|e| Some(e.parameter_bytes)).expect("one row at least"),
         collectives,
     }
-}
-
-/// The collective kinds any of the maps has, in the shim's order.
-fn kinds_of<'a>(maps: impl Iterator<Item = &'a BTreeMap<String, i64>>) -> Vec<String> {
-    let mut kinds: Vec<String> = maps.flat_map(|m| m.keys().cloned()).collect();
-    kinds.sort_by_key(|k| crate::report::kind_order(k));
-    kinds.dedup();
-    kinds
 }
 
 fn file_name(path: &str) -> String {
@@ -543,7 +535,7 @@ fn table(m: &Merged) -> String {
             }
         );
         out.push('\n');
-        let kinds = kinds_of_spreads(f.lines.iter().map(|l| &l.collectives));
+        let kinds = crate::report::kinds_in(f.lines.iter().map(|l| &l.collectives));
         let mut header = vec!["Line #".to_string(), "Hits".to_string()];
         header.extend(headers("Δ allocated"));
         for s in &md.stats {
@@ -583,20 +575,13 @@ fn table(m: &Merged) -> String {
     out
 }
 
-fn kinds_of_spreads<'a>(maps: impl Iterator<Item = &'a BTreeMap<String, Spread>>) -> Vec<String> {
-    let mut kinds: Vec<String> = maps.flat_map(|m| m.keys().cloned()).collect();
-    kinds.sort_by_key(|k| crate::report::kind_order(k));
-    kinds.dedup();
-    kinds
-}
-
 fn modules_table(out: &mut String, modules: &[MergedModule]) {
     let _ = writeln!(
         out,
         "\nModules · max over ranks (the rank holding it), min, max − min; peaks the highest of any call"
     );
     out.push('\n');
-    let kinds = kinds_of_spreads(modules.iter().map(|e| &e.collectives));
+    let kinds = crate::report::kinds_in(modules.iter().map(|e| &e.collectives));
     let mut header = vec!["Module".to_string(), "Phase".to_string()];
     header.extend(headers("Peak +"));
     header.extend(headers("Saved"));

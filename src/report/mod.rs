@@ -7,7 +7,7 @@ pub(crate) mod table;
 mod tensors;
 
 pub use build::{build, RunContext};
-pub(crate) use modules::kind_order;
+pub(crate) use modules::kinds_in;
 pub use sections::{read as read_sections, SectionOptions};
 
 use crate::cli::Format;

@@ -42,16 +42,13 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
     }
     out.push('\n');
     // --collectives: a column per phase and kind that any module used.
-    let kinds = |phase: &str| -> Vec<String> {
-        let mut kinds: Vec<String> = m
-            .modules
-            .iter()
-            .filter(|e| e.phase == phase)
-            .flat_map(|e| e.collectives.keys().cloned())
-            .collect();
-        kinds.sort_by_key(|k| kind_order(k));
-        kinds.dedup();
-        kinds
+    let kinds = |phase: &str| {
+        kinds_in(
+            m.modules
+                .iter()
+                .filter(|e| e.phase == phase)
+                .map(|e| &e.collectives),
+        )
     };
     let (fwd_kinds, bwd_kinds) = (kinds("forward"), kinds("backward"));
     let mut header: Vec<String> = [
@@ -132,12 +129,21 @@ fn parameters(e: &ModuleEntry) -> String {
     }
 }
 
-/// Collective kinds in the shim's order (the order of `torch::collectives::KINDS`).
-pub(crate) fn kind_order(kind: &str) -> usize {
-    crate::torch::collectives::KINDS
-        .iter()
-        .position(|k| *k == kind)
-        .unwrap_or(usize::MAX)
+/// The collective kinds any of `maps` has (by key), once each, in the shim's order (the order of
+/// `torch::collectives::KINDS`): the collective columns of a table.
+pub(crate) fn kinds_in<'a, V: 'a>(
+    maps: impl Iterator<Item = &'a std::collections::BTreeMap<String, V>>,
+) -> Vec<String> {
+    let order = |kind: &String| {
+        crate::torch::collectives::KINDS
+            .iter()
+            .position(|k| k == kind)
+            .unwrap_or(usize::MAX)
+    };
+    let mut kinds: Vec<String> = maps.flat_map(|m| m.keys().cloned()).collect();
+    kinds.sort_by_key(order);
+    kinds.dedup();
+    kinds
 }
 
 /// The modules with no row below them in the table, ranked.

@@ -1,6 +1,6 @@
 //! The table: one block per function in line_profiler's shape (a header naming the file, the
 //! function, the device and the function's peak; then Line #, Hits, Δ, the stats, Line Contents).
-use crate::profile::{FunctionProfile, Profile};
+use crate::profile::{BudgetResult, FunctionProfile, Profile, StatColumn};
 use crate::units;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 use std::fmt::Write;
@@ -85,7 +85,7 @@ pub fn render(p: &Profile) -> String {
         super::modules::render(&mut out, modules);
     }
     if let Some(budgets) = &p.budgets {
-        render_budgets(&mut out, budgets);
+        render_budgets(&mut out, budgets, &m.stats);
     }
     for w in &p.warnings {
         let _ = writeln!(out, "warning: {w}");
@@ -151,9 +151,7 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
             .collect()
     };
     let any_over = f.lines.iter().any(|l| !over(l.line).is_empty());
-    let mut kinds: Vec<&String> = f.lines.iter().flat_map(|l| l.collectives.keys()).collect();
-    kinds.sort_by_key(|k| super::modules::kind_order(k));
-    kinds.dedup();
+    let kinds = super::modules::kinds_in(f.lines.iter().map(|l| &l.collectives));
     let mut header = vec![
         "Line #".to_string(),
         "Hits".to_string(),
@@ -190,7 +188,7 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
             for k in &kinds {
                 row.push(
                     line.collectives
-                        .get(*k)
+                        .get(k)
                         .map(|&n| units::bytes(n))
                         .unwrap_or_default(),
                 );
@@ -220,25 +218,26 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
 }
 
 /// The `--max` budgets: which held, and the lines that broke the others.
-fn render_budgets(out: &mut String, budgets: &[crate::profile::BudgetResult]) {
+fn render_budgets(out: &mut String, budgets: &[BudgetResult], stats: &[StatColumn]) {
     let _ = writeln!(out, "\nBudgets (--max):");
     for b in budgets {
-        let limit = if b.key == crate::budget::DELTA || b.key.contains("bytes") {
-            units::bytes(b.limit)
-        } else {
-            b.limit.to_string()
+        let bytes =
+            b.key == crate::budget::DELTA || stats.iter().any(|s| s.key == b.key && s.is_bytes);
+        let show = |v: i64| {
+            if bytes {
+                units::bytes(v)
+            } else {
+                v.to_string()
+            }
         };
+        let limit = show(b.limit);
         if b.exceeded.is_empty() {
             let _ = writeln!(out, "  held      {} (≤ {limit})", b.spec);
             continue;
         }
         let _ = writeln!(out, "  EXCEEDED  {} (≤ {limit}):", b.spec);
         for e in &b.exceeded {
-            let value = if b.key == crate::budget::DELTA || b.key.contains("bytes") {
-                units::bytes(e.value)
-            } else {
-                e.value.to_string()
-            };
+            let value = show(e.value);
             let _ = writeln!(
                 out,
                 "            {} line {}: {} = {value}   {}",
