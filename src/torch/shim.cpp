@@ -165,7 +165,7 @@ void flatten_array(const c10::CachingAllocator::StatArray& a, int64_t*& out) {
 
 
 // --collectives: bytes per kind of collective, summed since the start. The kinds, in the order
-// of src/torch/mod.rs `COLLECTIVE_KINDS`.
+// of src/torch/mod.rs `collectives::KINDS` (keep them in step).
 enum Kind { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, ALL_TO_ALL, SEND, RECV, OTHER, KINDS };
 std::atomic<int64_t> collective_bytes[KINDS];
 std::atomic<int64_t> collective_count[KINDS];
