@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU acceptance run, in one device call (after scripts/build-device.sh here):
-#   the whole integration suite on cuda:0, the GPU-only agreement checks, and the demo.
+#   the whole integration suite on cuda:0, the GPU-only agreement checks, the OOM forensics
+#   check, and the demo.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH
@@ -23,5 +24,7 @@ echo "== demo: memprof run --modules --depth 2 --suggest-checkpoints 2 examples/
 echo "== demo: memprof run -f train_step --tensors examples/train.py --steps 2"
 .device/memprof run -f train_step --tensors --format yaml -o "$out/tensors.yaml" \
   examples/train.py --steps 2 && .device/memprof show "$out/tensors.yaml" || status=1
+echo "== OOM forensics: scripts/oom_check.py (fixtures/oom_cuda.py, capped at 3 GiB, no -f)"
+python3 scripts/oom_check.py "$MEMPROF_BIN" "$out" || status=1
 echo "gpu-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

@@ -11,6 +11,7 @@ mod error;
 mod host;
 mod interrupt;
 mod merge;
+mod oom;
 mod profile;
 mod python;
 mod ranks;

@@ -33,6 +33,9 @@ pub struct Profile {
     /// `--max`: each budget and the lines that exceeded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budgets: Option<Vec<BudgetResult>>,
+    /// Out-of-memory errors raised during the run (always recorded; absent when none was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom: Option<OomReport>,
     /// Targets that matched nothing or never ran, and other things the user should know.
     pub warnings: Vec<String>,
 }
@@ -377,3 +380,112 @@ pub struct InventoryTensor {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
 }
+
+/// What memprof recorded about the run's out-of-memory errors.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OomReport {
+    pub semantics: String,
+    /// OOMs raised during the run: every one the CUDA caching allocator raised, and one that
+    /// ended the program without the allocator having raised it.
+    pub count: u64,
+    /// Of those, the ones the program caught (it went on).
+    pub caught: u64,
+    /// The first few, and the latest (the one that ended the run, if one did).
+    pub events: Vec<OomEvent>,
+    /// Seconds the live-tensor scans took in all.
+    pub scan_seconds: f64,
+    /// What to do, ranked by the bytes each would save (measured or estimated).
+    pub suggestions: Vec<OomSuggestion>,
+}
+
+/// One out-of-memory error, recorded when the allocator raised it (`source: allocator`) or,
+/// for one that reached the top without it, from the exception (`source: exception`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OomEvent {
+    /// 1 for the run's first OOM.
+    pub index: u64,
+    /// `allocator` (numbers exact, read when it was raised) or `exception` (numbers parsed from
+    /// torch's message, rounded as it prints them).
+    pub source: String,
+    /// Whether the program caught it and went on.
+    pub caught: bool,
+    /// The first line of torch's message, for an OOM that ended the program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The CUDA device that ran out (absent when unknown).
+    #[serde(default)]
+    pub device: Option<i32>,
+    /// What the failed allocation asked for (rounded up as the allocator rounds requests).
+    #[serde(default)]
+    pub requested_bytes: Option<i64>,
+    /// The device's capacity.
+    #[serde(default)]
+    pub device_total_bytes: Option<i64>,
+    /// The cap set by torch.cuda.set_per_process_memory_fraction, when one was (on reserved bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_cap_bytes: Option<i64>,
+    /// Free on the device when the allocator gave up (after releasing its cached blocks).
+    #[serde(default)]
+    pub device_free_bytes: Option<i64>,
+    /// allocated_bytes.all.current.
+    #[serde(default)]
+    pub allocated_bytes: Option<i64>,
+    /// reserved_bytes.all.current.
+    #[serde(default)]
+    pub reserved_bytes: Option<i64>,
+    /// active_bytes.all.current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_bytes: Option<i64>,
+    /// inactive_split_bytes.all.current: free pieces of split blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactive_split_bytes: Option<i64>,
+    /// reserved − allocated: cached by PyTorch but not in use.
+    #[serde(default)]
+    pub fragmentation_bytes: Option<i64>,
+    /// The largest free block in PyTorch's cache on that device.
+    #[serde(default)]
+    pub largest_free_block_bytes: Option<i64>,
+    /// Whether PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) turned expandable segments on.
+    #[serde(default)]
+    pub expandable_segments: bool,
+    /// `program`: the thread that called the allocating op; `autograd`: one of autograd's threads
+    /// (backward), whose Python stack is that of the thread waiting in backward().
+    pub thread: String,
+    /// The innermost frame of the user's code (outside torch, the standard library and installed
+    /// packages): the line the OOM came from.
+    pub line: Option<OomFrame>,
+    /// The Python stack, innermost first.
+    pub stack: Vec<OomFrame>,
+    /// With --modules: the module calls running, outermost first.
+    #[serde(default)]
+    pub modules_active: Vec<String>,
+    /// The live tensors on that device when it was raised.
+    #[serde(default)]
+    pub tensors: Option<Inventory>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OomFrame {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+    pub source: String,
+    /// The user's code (not torch, the standard library or an installed package).
+    pub user: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OomSuggestion {
+    /// `expandable_segments`, `activation_checkpointing`, `free_gradients`, `smaller_batch`.
+    pub kind: String,
+    pub text: String,
+    /// What it would save, when it can be told from the measured numbers.
+    pub saving_bytes: Option<i64>,
+}
+
+pub const OOM_SEMANTICS: &str = "Recorded when the CUDA caching allocator raised \
+torch.OutOfMemoryError (its numbers exact, read at that moment, while the failing frames and \
+their tensors were alive), or, for an OutOfMemoryError that ended the program without the \
+allocator raising it, from the exception's traceback and message. `line` is the innermost frame \
+outside torch, the standard library and installed packages. Suggestions are ranked by the bytes \
+each would save.";

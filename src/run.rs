@@ -106,9 +106,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         && !modules_only
         && recorder::with(|r| r.functions.is_empty()).unwrap_or(true)
     {
-        facts.warnings.push(
-            "nothing was targeted: pass -f FUNCTION, or decorate functions with @profile".into(),
-        );
+        facts.warnings.push(NOTHING_TARGETED.into());
     }
     if args.tensors && recorder::with(|r| r.functions.is_empty()).unwrap_or(true) {
         facts.warnings.push(
@@ -156,6 +154,11 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
             Ok(sections) => {
                 profile.modules = sections.modules;
                 profile.tensors = sections.tensors;
+                profile.oom = sections.oom;
+                if profile.oom.is_some() {
+                    // The OOM report is what this run has to say; no target is no news then.
+                    profile.warnings.retain(|w| w != NOTHING_TARGETED);
+                }
                 profile.warnings.extend(sections.warnings);
             }
             Err(warning) => profile.warnings.push(warning),
@@ -195,6 +198,9 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     }
     Ok(exit_code)
 }
+
+const NOTHING_TARGETED: &str =
+    "nothing was targeted: pass -f FUNCTION, or decorate functions with @profile";
 
 /// The file name extension for reports in `format` (JSON for tables, which cannot be merged).
 fn file_extension(format: Format) -> &'static str {

@@ -373,6 +373,9 @@ _MAX_EXCEPTION_INVENTORIES = 8
 
 def _install_reports(options):
     _options.update(options)
+    import _memprof_oom
+
+    _memprof_oom.install(options)
     if options.get("modules"):
         import _memprof_modules
 
@@ -500,7 +503,7 @@ def _inventory(qualname, call, raised, traceback):
 
 
 def reports_json():
-    """What --modules and --tensors collected, as JSON for the Rust side."""
+    """What --modules, --tensors and the OOM forensics collected, as JSON for the Rust side."""
     import json
 
     modules = None
@@ -508,4 +511,17 @@ def reports_json():
         import _memprof_modules
 
         modules = _memprof_modules.report()
-    return json.dumps({"modules": modules, "inventories": _inventories if _options.get("tensors") else None})
+    import _memprof_oom
+
+    return json.dumps({
+        "modules": modules,
+        "inventories": _inventories if _options.get("tensors") else None,
+        "oom": _memprof_oom.report(),
+    })
+
+
+def uncaught(exc, traceback):
+    """The program ended with `exc`: an out-of-memory error is recorded as the one not caught."""
+    import _memprof_oom
+
+    _memprof_oom.uncaught(exc, traceback)

@@ -61,21 +61,21 @@ class _Storage:
             self.category = category
 
 
-def take(device_type, device_index, label, frames):
+def take(device_type, device_index, label, frames, fallback_frames=()):
     """The inventory now, as a dict for the report; `frames` are targeted frames whose local
-    variables name the tensors they hold."""
+    variables name the tensors they hold; `fallback_frames` name only what nothing else names."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
     objects = gc.get_objects()
     try:
-        return _scan(torch, objects, device_type, device_index, label, frames)
+        return _scan(torch, objects, device_type, device_index, label, frames, fallback_frames)
     finally:
         objects.clear()
         del objects
 
 
-def _scan(torch, objects, device_type, device_index, label, frames):
+def _scan(torch, objects, device_type, device_index, label, frames, fallback_frames=()):
     Tensor, Module = torch.Tensor, torch.nn.Module
     Optimizer = torch.optim.Optimizer
 
@@ -183,16 +183,17 @@ def _scan(torch, objects, device_type, device_index, label, frames):
         except Exception:
             skipped += 1
 
-    for frame in frames:
-        try:
-            qual = frame.f_code.co_qualname if hasattr(frame.f_code, "co_qualname") else frame.f_code.co_name
-            for var, v in list(frame.f_locals.items()):
-                if issubclass(type(v), Tensor):
-                    s = storage_of(sharded(v)[0])
-                    if s is not None and s.category == "other":
-                        s.name(f"{qual}:{var}", "other")
-        except Exception:
-            skipped += 1
+    for fallback, group in ((False, frames), (True, fallback_frames)):
+        for frame in group:
+            try:
+                qual = frame.f_code.co_qualname if hasattr(frame.f_code, "co_qualname") else frame.f_code.co_name
+                for var, v in list(frame.f_locals.items()):
+                    if issubclass(type(v), Tensor):
+                        s = storage_of(sharded(v)[0])
+                        if s is not None and s.category == "other" and not (fallback and s.names):
+                            s.name(f"{qual}:{var}", "other")
+            except Exception:
+                skipped += 1
 
     totals = {c: 0 for c in CATEGORIES}
     counts = {c: 0 for c in CATEGORIES}

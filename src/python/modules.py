@@ -114,6 +114,8 @@ class Tracker:
         self.roots_done = set()
         self.finish_pending = False
         self.handles = []
+        # (id of the latest exception seen leaving a forward call, the calls running then).
+        self.exception_active = (None, [])
 
     # --- naming -------------------------------------------------------------------------
 
@@ -331,6 +333,12 @@ class Tracker:
         torch = self.torch
         if torch is None or torch.compiler.is_compiling():
             return
+        if output is None:
+            # Also how an exception leaving forward reaches this hook (always_call): the first
+            # module it leaves tells which calls were running when it was raised.
+            exc = sys.exc_info()[1]
+            if exc is not None and id(exc) != self.exception_active[0]:
+                self.exception_active = (id(exc), self.active())
         skip = getattr(self.local, "skip", None)
         if skip:
             # The top is this module's, unless an exception skipped inner post-hooks.
@@ -527,6 +535,17 @@ class Tracker:
             self.entries[key] = entry
         return entry
 
+    def active(self):
+        """The module calls running now: this thread's forward calls, outermost first, then the
+        modules whose backward is under way."""
+        def label(entry, phase):
+            name = entry["root"] + ("." + entry["module"] if entry["module"] else "")
+            return f"{name} ({phase})"
+
+        running = [label(c.entry, "forward") for c in getattr(self.local, "stack", None) or ()]
+        running += [label(b.entry, "backward") for b in list(self.open_backward.values())]
+        return running
+
     # --- report -------------------------------------------------------------------------
 
     def report(self):
@@ -609,3 +628,14 @@ def install(device_type, device_index, plan=False, schedule=None, follow_targets
 
 def report():
     return None if _tracker is None else _tracker.report()
+
+
+def active():
+    return [] if _tracker is None else _tracker.active()
+
+
+def active_at(exc):
+    """The module calls that were running when `exc` left the innermost one."""
+    if _tracker is None or _tracker.exception_active[0] != id(exc):
+        return []
+    return _tracker.exception_active[1]

@@ -16,6 +16,7 @@ const BOOTSTRAP: &str = include_str!("bootstrap.py");
 const IMPORTS: &str = include_str!("imports.py");
 const MODULES: &str = include_str!("modules.py");
 const INVENTORY: &str = include_str!("inventory.py");
+const OOM: &str = include_str!("oom.py");
 
 /// What to run.
 pub struct Program {
@@ -49,7 +50,7 @@ pub struct RunFacts {
     /// The schedule was complete before the program ended, and memprof stopped its hooks.
     pub stopped_early: bool,
     pub warnings: Vec<String>,
-    /// What `--modules` and `--tensors` collected, as the bootstrap's JSON.
+    /// What `--modules`, `--tensors` and the OOM forensics collected, as the bootstrap's JSON.
     pub sections_json: Option<String>,
 }
 
@@ -141,6 +142,11 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             }
         };
         if let Err(err) = &result {
+            // While the traceback still holds the failing frames and their tensors.
+            let tb = err.traceback(py).map(|t| t.into_any().unbind());
+            if let Err(e) = boot.call_method1("uncaught", (err.value(py), tb)) {
+                e.write_unraisable(py, None);
+            }
             let thread = tracing::current_thread();
             let ended = crate::recorder::with(|r| {
                 r.on_uncaught(thread);
@@ -169,19 +175,15 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
         let device_index = crate::recorder::with(|r| r.sampler().device()).flatten();
         tracing::stop_on_this_thread();
         let _ = boot.call_method0("stop");
-        let sections_json = if program.modules || program.tensors {
-            match boot
-                .call_method0("reports_json")
-                .and_then(|j| j.extract::<String>())
-            {
-                Ok(j) => Some(j),
-                Err(e) => {
-                    e.display(py);
-                    None
-                }
+        let sections_json = match boot
+            .call_method0("reports_json")
+            .and_then(|j| j.extract::<String>())
+        {
+            Ok(j) => Some(j),
+            Err(e) => {
+                e.display(py);
+                None
             }
-        } else {
-            None
         };
 
         let mut warnings: Vec<String> = boot
@@ -241,6 +243,8 @@ fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         c"<memprof inventory>",
         c"_memprof_inventory",
     )?;
+    let oom = CString::new(OOM).expect("no NUL");
+    PyModule::from_code(py, &oom, c"<memprof oom>", c"_memprof_oom")?;
     let code = CString::new(BOOTSTRAP).expect("bootstrap has no NUL");
     PyModule::from_code(py, &code, c"<memprof>", c"_memprof_bootstrap")
 }

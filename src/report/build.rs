@@ -75,6 +75,7 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
         modules: None,
         tensors: None,
         budgets: None,
+        oom: None,
         warnings,
     }
 }

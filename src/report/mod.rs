@@ -2,6 +2,7 @@
 //! standard output or atomically to a file; and reading a saved report back for `memprof show`.
 mod build;
 mod modules;
+mod oom;
 mod sections;
 pub(crate) mod table;
 mod tensors;

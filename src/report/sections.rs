@@ -1,7 +1,10 @@
-//! The `--modules` and `--tensors` sections of the report: read from the bootstrap's JSON, cut to
-//! `--depth`, with the checkpoint plan computed from the measured pass.
+//! The `--modules`, `--tensors` and out-of-memory sections of the report: read from the
+//! bootstrap's JSON, cut to `--depth`, with the checkpoint plan computed from the measured pass
+//! and the OOM suggestions from the measured numbers.
 use crate::checkpoints::{self, Chain};
-use crate::profile::{Inventory, ModuleEntry, ModuleEvent, ModulesProfile, MODULE_SEMANTICS};
+use crate::profile::{
+    Inventory, ModuleEntry, ModuleEvent, ModulesProfile, OomReport, MODULE_SEMANTICS,
+};
 use serde::Deserialize;
 
 /// What the bootstrap hands over (`reports_json`).
@@ -9,6 +12,8 @@ use serde::Deserialize;
 struct Collected {
     modules: Option<CollectedModules>,
     inventories: Option<Vec<Inventory>>,
+    #[serde(default)]
+    oom: Option<crate::oom::Recorded>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -32,13 +37,14 @@ pub struct SectionOptions {
 pub struct Sections {
     pub modules: Option<ModulesProfile>,
     pub tensors: Option<Vec<Inventory>>,
+    pub oom: Option<OomReport>,
     pub warnings: Vec<String>,
 }
 
 /// The module profile and the inventories, from `json`; a warning when it cannot be read.
 pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
     let collected: Collected = serde_json::from_str(json)
-        .map_err(|e| format!("the --modules/--tensors data could not be read: {e}"))?;
+        .map_err(|e| format!("the --modules/--tensors/OOM data could not be read: {e}"))?;
     let mut warnings = Vec::new();
     let modules = collected.modules.map(|m| {
         warnings.extend(m.warnings);
@@ -67,9 +73,13 @@ pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
             checkpoints,
         }
     });
+    let oom = collected
+        .oom
+        .map(|recorded| crate::oom::report(recorded, modules.as_ref()));
     Ok(Sections {
         modules,
         tensors: collected.inventories,
+        oom,
         warnings,
     })
 }

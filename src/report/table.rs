@@ -75,7 +75,7 @@ pub fn render(p: &Profile) -> String {
         out.push('\n');
         render_function(&mut out, p, f);
     }
-    if p.functions.is_empty() && p.modules.is_none() {
+    if p.functions.is_empty() && p.modules.is_none() && p.oom.is_none() {
         let _ = writeln!(out, "\nno targeted function ran");
     }
     if let Some(inventories) = &p.tensors {
@@ -86,6 +86,9 @@ pub fn render(p: &Profile) -> String {
     }
     if let Some(budgets) = &p.budgets {
         render_budgets(&mut out, budgets, &m.stats);
+    }
+    if let Some(oom) = &p.oom {
+        super::oom::render(&mut out, oom);
     }
     for w in &p.warnings {
         let _ = writeln!(out, "warning: {w}");
