@@ -1,7 +1,8 @@
 //! The line hook: turns the interpreter's events on targeted code into recorder calls.
 //! On Python 3.12+ these are sys.monitoring callbacks on local events of the targeted code objects
-//! only (plus the global PY_UNWIND, filtered by code), so untargeted code pays nothing. On 3.11 it
-//! is a C trace function (PyEval_SetTrace) on every thread, filtered by code object.
+//! and of a running target's caller (no global event), so untargeted code pays nothing. On 3.11
+//! it is a C trace function (PyEval_SetTrace) on every thread, filtered by code object, from the
+//! moment the first code object is targeted (none: no trace function at all).
 use crate::recorder;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -231,6 +232,7 @@ mod imp {
     use super::*;
     use std::collections::HashMap;
     use std::os::raw::c_int;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     /// YIELD_VALUE in CPython 3.11's bytecode.
     const YIELD_VALUE: u8 = 86;
@@ -240,7 +242,18 @@ mod imp {
     /// return and a resume as a call, and the instruction tells them apart.
     static GENERATOR_CODE: Mutex<Option<HashMap<usize, Vec<u8>>>> = Mutex::new(None);
 
+    /// Whether any code is targeted: until then no thread carries the trace function (a trace
+    /// function slows every line of every frame on 3.11), so a run with nothing targeted runs
+    /// as fast as without memprof.
+    static TARGETED: AtomicBool = AtomicBool::new(false);
+    /// Whether the script has started; the trace function goes on threads only from then.
+    static SCRIPT_STARTED: AtomicBool = AtomicBool::new(false);
+
     pub fn add_code(ptr: usize) {
+        if !TARGETED.swap(true, Ordering::SeqCst) && SCRIPT_STARTED.load(Ordering::SeqCst) {
+            // The first target, found while the program runs (an import, @profile).
+            Python::attach(start_on_all_threads);
+        }
         Python::attach(|py| {
             // SAFETY: ptr is a live code object kept alive by KEEP.
             let code = unsafe { Bound::from_borrowed_ptr(py, ptr as *mut ffi::PyObject) };
@@ -343,15 +356,40 @@ mod imp {
         Ok(())
     }
 
+    /// A new thread: the C trace function replaces threading's Python hook, or, with nothing
+    /// targeted yet, the hook is removed.
     pub fn on_thread_start(_py: Python<'_>) -> PyResult<()> {
-        start_on_this_thread();
+        let func: Option<ffi::Py_tracefunc> = if TARGETED.load(Ordering::SeqCst) {
+            Some(trace)
+        } else {
+            None
+        };
+        // SAFETY: GIL held by the caller.
+        unsafe { ffi::PyEval_SetTrace(func, std::ptr::null_mut()) };
         Ok(())
     }
 
-    /// Installs the C trace function on the calling thread (replacing threading's Python hook).
+    /// The script starts on the calling thread: the C trace function goes on it if any code is
+    /// targeted (else when the first target is found).
     pub fn start_on_this_thread() {
-        // SAFETY: GIL held by the caller.
-        unsafe { ffi::PyEval_SetTrace(Some(trace), std::ptr::null_mut()) };
+        SCRIPT_STARTED.store(true, Ordering::SeqCst);
+        if TARGETED.load(Ordering::SeqCst) {
+            // SAFETY: GIL held by the caller.
+            unsafe { ffi::PyEval_SetTrace(Some(trace), std::ptr::null_mut()) };
+        }
+    }
+
+    /// Puts the trace function on every thread (what 3.12's PyEval_SetTraceAllThreads does).
+    fn start_on_all_threads(_py: Python<'_>) {
+        // SAFETY: GIL held (the Python token); thread states are walked under it.
+        unsafe {
+            let interp = ffi::PyInterpreterState_Get();
+            let mut ts = ffi::PyInterpreterState_ThreadHead(interp);
+            while !ts.is_null() {
+                _PyEval_SetTrace(ts, Some(trace), std::ptr::null_mut());
+                ts = ffi::PyThreadState_Next(ts);
+            }
+        }
     }
 
     pub fn stop_on_this_thread() {
