@@ -1,6 +1,7 @@
 //! Out-of-memory forensics on the Rust side: the report's `oom` record from what the bootstrap
 //! recorded (src/python/oom.py), and the suggestions, ranked by the bytes each would save.
 use crate::profile::{ModulesProfile, OomEvent, OomReport, OomSuggestion, OOM_SEMANTICS};
+use crate::report::file_name;
 use crate::units;
 use serde::Deserialize;
 
@@ -39,7 +40,7 @@ fn suggestions(e: &OomEvent, modules: Option<&ModulesProfile>) -> Vec<OomSuggest
     let place = e
         .line
         .as_ref()
-        .map(|l| format!("{}:{} ({})", short(&l.file), l.line, l.function))
+        .map(|l| format!("{}:{} ({})", file_name(&l.file), l.line, l.function))
         .unwrap_or_else(|| "the failing line".into());
     let in_backward =
         e.thread == "autograd" || e.modules_active.iter().any(|m| m.ends_with("(backward)"));
@@ -216,9 +217,4 @@ fn largest_call_saved(m: &ModulesProfile, root: &str, module: &str) -> i64 {
             .map(|r| r.saved_bytes.unwrap_or(0) / r.calls.max(1) as i64)
             .unwrap_or(0)
     })
-}
-
-/// The file name without its directories: the table is wide.
-pub fn short(path: &str) -> &str {
-    path.rsplit_once('/').map(|(_, f)| f).unwrap_or(path)
 }

@@ -250,11 +250,11 @@ mod imp {
     static SCRIPT_STARTED: AtomicBool = AtomicBool::new(false);
 
     pub fn add_code(ptr: usize) {
-        if !TARGETED.swap(true, Ordering::SeqCst) && SCRIPT_STARTED.load(Ordering::SeqCst) {
-            // The first target, found while the program runs (an import, @profile).
-            Python::attach(start_on_all_threads);
-        }
         Python::attach(|py| {
+            if !TARGETED.swap(true, Ordering::SeqCst) && SCRIPT_STARTED.load(Ordering::SeqCst) {
+                // The first target, found while the program runs (an import, @profile).
+                set_on_all_threads(py, Some(trace));
+            }
             // SAFETY: ptr is a live code object kept alive by KEEP.
             let code = unsafe { Bound::from_borrowed_ptr(py, ptr as *mut ffi::PyObject) };
             let flags: i32 = code
@@ -379,19 +379,6 @@ mod imp {
         }
     }
 
-    /// Puts the trace function on every thread (what 3.12's PyEval_SetTraceAllThreads does).
-    fn start_on_all_threads(_py: Python<'_>) {
-        // SAFETY: GIL held (the Python token); thread states are walked under it.
-        unsafe {
-            let interp = ffi::PyInterpreterState_Get();
-            let mut ts = ffi::PyInterpreterState_ThreadHead(interp);
-            while !ts.is_null() {
-                _PyEval_SetTrace(ts, Some(trace), std::ptr::null_mut());
-                ts = ffi::PyThreadState_Next(ts);
-            }
-        }
-    }
-
     pub fn stop_on_this_thread() {
         // SAFETY: GIL held by the caller.
         unsafe { ffi::PyEval_SetTrace(None, std::ptr::null_mut()) };
@@ -408,13 +395,19 @@ mod imp {
     }
 
     /// Removes the trace function from every thread, so that code runs untraced from now on.
-    pub fn stop_on_all_threads(_py: Python<'_>) {
+    pub fn stop_on_all_threads(py: Python<'_>) {
+        set_on_all_threads(py, None);
+    }
+
+    /// Sets (or, with None, removes) the trace function on every thread (what 3.12's
+    /// PyEval_SetTraceAllThreads does).
+    fn set_on_all_threads(_py: Python<'_>, func: Option<ffi::Py_tracefunc>) {
         // SAFETY: GIL held (the Python token); thread states are walked under it.
         unsafe {
             let interp = ffi::PyInterpreterState_Get();
             let mut ts = ffi::PyInterpreterState_ThreadHead(interp);
             while !ts.is_null() {
-                _PyEval_SetTrace(ts, None, std::ptr::null_mut());
+                _PyEval_SetTrace(ts, func, std::ptr::null_mut());
                 ts = ffi::PyThreadState_Next(ts);
             }
         }

@@ -17,6 +17,12 @@ use crate::profile::Profile;
 use std::io::Write;
 use std::path::Path;
 
+/// The file name without its directories (`train.py:29 (train_step)` for
+/// `/long/path/train.py:29 (train_step)`): tables are wide.
+pub(crate) fn file_name(path: &str) -> &str {
+    path.rsplit_once('/').map(|(_, f)| f).unwrap_or(path)
+}
+
 /// The report in `format`.
 pub fn render(profile: &Profile, format: Format) -> String {
     render_with(profile, format, table::render)

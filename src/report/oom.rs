@@ -1,6 +1,5 @@
 //! The "Out of memory" section of the table: each recorded OOM (where, what it asked for, what
 //! the allocator held, the modules running, the largest live tensors) and the ranked suggestions.
-use crate::oom::short;
 use crate::profile::{OomEvent, OomReport};
 use crate::units;
 use std::fmt::Write;
@@ -141,7 +140,7 @@ fn event(out: &mut String, e: &OomEvent) {
                 out,
                 "    {} {}:{} {}",
                 if f.user { "*" } else { " " },
-                short(&f.file),
+                super::file_name(&f.file),
                 f.line,
                 f.function
             );

@@ -70,7 +70,11 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
                 format!("{:?}", t.shape),
                 t.tensors.to_string(),
                 t.name.clone().unwrap_or_else(|| "(unnamed)".into()),
-                t.created_at.as_deref().map(short_place).unwrap_or_default(),
+                t.created_at
+                    .as_deref()
+                    .map(super::file_name)
+                    .unwrap_or_default()
+                    .to_string(),
             ]);
         }
         write(out, table, 0..1);
@@ -83,12 +87,4 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
 /// One line of the totals: a label, an amount and what it stands for.
 fn total(out: &mut String, label: &str, amount: String, note: &str) {
     let _ = writeln!(out, "  {label:<16} {amount:>12}  ({note})");
-}
-
-/// `train.py:29 (train_step)` for `/long/path/train.py:29 (train_step)`: the table is wide.
-fn short_place(place: &str) -> String {
-    match place.rsplit_once('/') {
-        Some((_, rest)) => rest.to_string(),
-        None => place.to_string(),
-    }
 }
