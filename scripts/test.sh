@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every check: formatting, clippy, and all tests (unit tests, and
-# integration tests that run the real binary on real Python and torch, on the CPU).
+# integration tests that run the real binary on real Python and torch, on the CPU), then the wheel:
+# built, installed into a fresh venv with torch from PyPI, and run from there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh debug
@@ -8,3 +9,4 @@ export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+scripts/wheel-check.sh

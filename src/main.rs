@@ -10,6 +10,7 @@ mod diff;
 mod error;
 mod host;
 mod interrupt;
+mod launcher;
 mod merge;
 mod oom;
 mod profile;
@@ -26,6 +27,7 @@ mod units;
 use clap::Parser;
 
 fn main() {
+    launcher::take_over();
     let (own, script_args) = argv::from_env();
     let parsed = cli::Cli::try_parse_from(std::iter::once("memprof".to_string()).chain(own));
     let mut cli = match parsed {

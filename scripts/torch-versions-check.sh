@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds and checks memprof's wheel for each supported torch minor release (default: 2.9.1,
+# 2.10.0 and 2.11.0): a build venv per release (target/venvs/torch-X, torch from PyPI), then
+# scripts/wheel-check.sh against it (exact bytes through the installed command). With --suite,
+# also the whole integration suite against that torch (tests/ run in the build's source copy).
+#   scripts/torch-versions-check.sh [--suite] [VERSION...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+suite=0
+if [ "${1:-}" = --suite ]; then suite=1; shift; fi
+versions=("$@")
+[ ${#versions[@]} -gt 0 ] || versions=(2.9.1 2.10.0 2.11.0)
+base=$(.venv/bin/python -c 'import sys; print(sys._base_executable)' 2>/dev/null || command -v python3)
+for v in "${versions[@]}"; do
+  echo "== torch $v" >&2
+  if [ "$v" = "$(.venv/bin/python -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)" ]; then
+    venv=$PWD/.venv
+    scripts/wheel-check.sh
+  else
+    venv=$PWD/target/venvs/torch-$v
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
+      "$base" -m venv "$venv"
+      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$v" numpy
+    fi
+    scripts/wheel-check.sh --venv "$venv"
+  fi
+  if [ "$suite" = 1 ]; then
+    # The build's source copy (older torch: its own tch) gets the tests and fixtures beside it.
+    source_dir=$PWD target_dir=$PWD/target
+    if [ -d "target/torch-$v/source" ]; then
+      source_dir=$PWD/target/torch-$v/source target_dir=$PWD/target/torch-$v
+      cp -r tests fixtures "$source_dir/"
+    fi
+    (cd "$source_dir" && VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 \
+      CARGO_TARGET_DIR=$target_dir cargo test 2>&1 | grep -E "^test result|FAILED|panicked" >&2)
+  fi
+done
