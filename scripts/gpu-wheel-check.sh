@@ -23,17 +23,25 @@ echo "== $venv/bin/memprof --version"
 "$venv/bin/memprof" --version || status=1
 echo "== $venv/bin/memprof run -f train_step examples/train.py --steps 3"
 "$venv/bin/memprof" run -f train_step examples/train.py --steps 3 || status=1
-echo "== the same, as JSON: exact sums against the script's own torch.cuda numbers"
+echo "== the same as JSON, and through .device/memprof (linked here, LD_LIBRARY_PATH set): same numbers"
 "$venv/bin/memprof" run -f train_step --format json -o /tmp/wheel-train.json \
-  examples/train.py --steps 3 || status=1
+  examples/train.py --steps 3 >/dev/null || status=1
+(export LD_LIBRARY_PATH=$venv/lib/python3.12/site-packages/torch/lib VIRTUAL_ENV=$venv
+ .device/memprof run -f train_step --format json -o /tmp/linked-train.json examples/train.py --steps 3 >/dev/null) || status=1
 "$venv/bin/python" - <<'PY' || status=1
 import json
-r = json.load(open("/tmp/wheel-train.json"))
-f = next(f for f in r["functions"] if f["qualname"] == "train_step")
-print("device", r["metadata"].get("device"), "torch", r["metadata"]["torch_version"],
-      "calls", f["calls"], "peak", f["peak_allocated_bytes"])
-assert r["metadata"]["torch_version"].endswith("+cu130"), r["metadata"]
-assert f["calls"] == 3 and f["peak_allocated_bytes"] > 0
+wheel, linked = (json.load(open("/tmp/%s-train.json" % n)) for n in ("wheel", "linked"))
+def lines(r):
+    f = next(f for f in r["functions"] if f["qualname"] == "train_step")
+    return f["calls"], [(l["line"], l.get("hits"), l.get("delta_bytes"), l.get("stats")) for l in f["lines"]]
+calls, rows = lines(wheel)
+print("torch", wheel["metadata"]["torch_version"], "device", wheel["metadata"]["device"]["name"], "calls", calls)
+for row in rows:
+    print("  line %s hits %s delta %s %s" % row)
+assert wheel["metadata"]["torch_version"].endswith("+cu130"), wheel["metadata"]
+assert calls == 3
+assert lines(linked) == (calls, rows), "the wheel's numbers differ from the linked binary's"
+print("ok   the wheel's report equals the linked binary's, line by line")
 PY
 echo "gpu-wheel-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status
