@@ -45,6 +45,10 @@ pub enum Command {
     /// Compare two runs' reports: per function line (matched by source text) and module, the
     /// change of Δ and of each stat; `--max-increase` fails CI (exit 4)
     Diff(DiffArgs),
+    /// Draw saved reports as pictures (SVG, PNG or HTML, by the file name): memory over module
+    /// calls, saved and parameter bytes per module, each targeted line's peak and Δ; several
+    /// reports (a job's ranks) give one series per rank
+    Plot(PlotArgs),
     /// List every stat key with what it means
     Stats,
     /// Print a shell completion script
@@ -74,6 +78,10 @@ pub struct RunArgs {
     /// the rank (ddp.json -> ddp.rank1.json)
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also draw the report as a picture: FILE.svg, FILE.png or FILE.html (as `memprof plot`);
+    /// may hold the same placeholders as -o
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
     /// Also profile every torch.nn.Module call, forward and backward: allocated Δ, peak, bytes
     /// saved for backward, parameters, as a tree of qualified names (works without -f)
     #[arg(long)]
@@ -126,6 +134,16 @@ pub struct ShowArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+#[derive(Args, Debug)]
+pub struct PlotArgs {
+    /// Reports written by `memprof run --format yaml|json -o FILE` (the ranks' own, not merged)
+    #[arg(value_name = "REPORT", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The picture to write: FILE.svg, FILE.png or FILE.html
+    #[arg(short = 'o', long = "output", value_name = "FILE", required = true)]
+    pub output: PathBuf,
 }
 
 #[derive(Args, Debug)]

@@ -44,6 +44,18 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
+        Command::Plot(args) => {
+            let reports = args
+                .files
+                .iter()
+                .map(|f| {
+                    let name = f.to_string_lossy();
+                    Ok((report::file_name(&name).to_string(), report::load(f)?))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            draw_plot(&crate::plot::sources(&reports), &args.output)?;
+            Ok(0)
+        }
         Command::Stats => {
             print(&stats_listing());
             Ok(0)
@@ -55,6 +67,15 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// Draws a plot and tells the user where it went and what had no data.
+pub fn draw_plot(sources: &[crate::plot::Source<'_>], output: &std::path::Path) -> Result<()> {
+    for n in crate::plot::draw(sources, output)? {
+        note(&format!("plot: no data for {n}"));
+    }
+    note(&format!("plot written to {}", output.display()));
+    Ok(())
 }
 
 /// Writes `text` to `output` (atomically, saying so) or prints it.

@@ -13,6 +13,7 @@ mod interrupt;
 mod launcher;
 mod merge;
 mod oom;
+mod plot;
 mod profile;
 mod python;
 mod ranks;

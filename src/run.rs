@@ -28,6 +28,13 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     if let Some(path) = &output {
         report::check_writable(path)?;
     }
+    let plot = match &args.plot {
+        Some(template) => ranks::output_path(Some(template), &process, "svg")?.0,
+        None => None,
+    };
+    if let Some(path) = &plot {
+        crate::plot::check_output(path)?;
+    }
     if args.depth.is_some() && !args.modules && args.suggest_checkpoints.is_none() {
         return Err(
             crate::error::Error::usage("--depth shapes the module report, which is off")
@@ -188,6 +195,13 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         note(&text);
     }
     emit(&profile, &emergency)?;
+    if let Some(path) = &plot {
+        let reports = [(String::new(), profile)];
+        // The report is out already; a plot that fails says why and leaves the exit code alone.
+        if let Err(e) = crate::commands::draw_plot(&crate::plot::sources(&reports), path) {
+            eprintln!("{e}");
+        }
+    }
     if default_file && process.rank == 0 {
         let ext = file_extension(file_format);
         note(&format!(

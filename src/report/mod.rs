@@ -72,6 +72,11 @@ pub fn check_writable(path: &Path) -> Result<()> {
 /// Writes `text` to `path` atomically: a temporary file beside it, then a rename, so a reader
 /// never sees half a report.
 pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    write_bytes_atomically(path, text.as_bytes())
+}
+
+/// `write_atomically` for any bytes (pictures).
+pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -86,7 +91,7 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
     ));
     let result = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
