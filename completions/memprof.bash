@@ -28,6 +28,9 @@ _memprof() {
             memprof,merge)
                 cmd="memprof__subcmd__merge"
                 ;;
+            memprof,plot)
+                cmd="memprof__subcmd__plot"
+                ;;
             memprof,run)
                 cmd="memprof__subcmd__run"
                 ;;
@@ -49,6 +52,9 @@ _memprof() {
             memprof__subcmd__help,merge)
                 cmd="memprof__subcmd__help__subcmd__merge"
                 ;;
+            memprof__subcmd__help,plot)
+                cmd="memprof__subcmd__help__subcmd__plot"
+                ;;
             memprof__subcmd__help,run)
                 cmd="memprof__subcmd__help__subcmd__run"
                 ;;
@@ -65,7 +71,7 @@ _memprof() {
 
     case "${cmd}" in
         memprof)
-            opts="-h -V --device --stat --help --version run show merge diff stats completions help"
+            opts="-h -V --device --stat --help --version run show merge diff plot stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -147,7 +153,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help)
-            opts="run show merge diff stats completions help"
+            opts="run show merge diff plot stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -203,6 +209,20 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help__subcmd__merge)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memprof__subcmd__help__subcmd__plot)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -292,8 +312,38 @@ _memprof() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        memprof__subcmd__plot)
+            opts="-o -h -V --output --device --stat --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --function --format --output --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --device --stat --help --version"
+            opts="-f -m -o -h -V --function --format --output --plot --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --device --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -316,6 +366,10 @@ _memprof() {
                     return 0
                     ;;
                 -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --plot)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -10,28 +10,33 @@ suite=0
 if [ "${1:-}" = --suite ]; then suite=1; shift; fi
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(2.9.1 2.10.0 2.11.0)
+status=0
 base=$(.venv/bin/python -c 'import sys; print(sys._base_executable)' 2>/dev/null || command -v python3)
 for v in "${versions[@]}"; do
   echo "== torch $v" >&2
   if [ "$v" = "$(.venv/bin/python -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)" ]; then
     venv=$PWD/.venv
-    scripts/wheel-check.sh
+    scripts/wheel-check.sh || status=1
   else
     venv=$PWD/target/venvs/torch-$v
     if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
       "$base" -m venv "$venv"
       "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$v" numpy
     fi
-    scripts/wheel-check.sh --venv "$venv"
+    scripts/wheel-check.sh --venv "$venv" || status=1
   fi
   if [ "$suite" = 1 ]; then
     # The build's source copy (older torch: its own tch) gets the tests and fixtures beside it.
     source_dir=$PWD target_dir=$PWD/target
     if [ -d "target/torch-$v/source" ]; then
       source_dir=$PWD/target/torch-$v/source target_dir=$PWD/target/torch-$v
-      cp -r tests fixtures "$source_dir/"
+      rm -rf "$source_dir/tests" "$source_dir/fixtures" "$source_dir/completions"
+      cp -r tests fixtures completions "$source_dir/"
     fi
     (cd "$source_dir" && VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 \
-      CARGO_TARGET_DIR=$target_dir cargo test 2>&1 | grep -E "^test result|FAILED|panicked" >&2)
+      CARGO_TARGET_DIR=$target_dir cargo test --no-fail-fast 2>&1 | grep -E "^test result|FAILED|panicked" >&2) ||
+      status=1
   fi
 done
+echo "torch-versions-check: $([ $status = 0 ] && echo PASSED || echo FAILED) (${versions[*]})"
+exit $status

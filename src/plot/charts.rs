@@ -107,13 +107,18 @@ pub fn plan(sources: &[Source<'_>]) -> super::Plan {
         notes.push("lines of targeted functions: no function was measured (-f)".into());
     }
     panels.extend(functions);
+    let with_data = panels.len();
     for n in &notes {
         panels.push(Panel {
             height: 28,
             content: Content::Note(format!("No plot: {n}")),
         });
     }
-    super::Plan { panels, notes }
+    super::Plan {
+        panels,
+        with_data,
+        notes,
+    }
 }
 
 /// `layer1.0.conv2 (Conv2d)`: a module's name in its root, and its type when the report has it.

@@ -24,6 +24,8 @@ pub struct Source<'a> {
 /// that had nothing to draw.
 pub struct Plan {
     pub panels: Vec<charts::Panel>,
+    /// How many of the panels draw data (the rest are the notes').
+    pub with_data: usize,
     pub notes: Vec<String>,
 }
 
@@ -85,7 +87,7 @@ pub fn draw(sources: &[Source<'_>], path: &Path) -> Result<Vec<String>> {
     let kind = kind_of(path)?;
     crate::report::check_writable(path)?;
     let plan = charts::plan(sources);
-    if plan.panels.is_empty() {
+    if plan.with_data == 0 {
         return Err(Error::usage(format!(
             "nothing to plot in the report: {}",
             plan.notes.join("; ")
