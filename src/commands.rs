@@ -111,14 +111,14 @@ fn stats_listing() -> String {
         s.push_str(&format!("  {:width$}  {}\n", d.key, d.meaning));
     }
     s.push_str("\nOn every device:\n");
-    for d in stats::cpu_stats()
-        .iter()
-        .filter(|d| d.key == stats::HOST_RSS)
-    {
+    for d in stats::cpu_stats().iter().filter(|d| stats::is_host(&d.key)) {
         s.push_str(&format!("  {:width$}  {}\n", d.key, d.meaning));
     }
     s.push_str("\nCPU stats (--device cpu, or no GPU):\n");
-    for d in stats::cpu_stats() {
+    for d in stats::cpu_stats()
+        .iter()
+        .filter(|d| !stats::is_host(&d.key))
+    {
         s.push_str(&format!("  {:width$}  {}\n", d.key, d.meaning));
     }
     s.push_str("\nPeaks are exact per line: allocated_bytes.all.peak and reserved_bytes.all.peak (CUDA) and all\n\

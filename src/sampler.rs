@@ -3,7 +3,7 @@
 //! allocation reporter's tally, host RSS and, with `--collectives`, the collective counters),
 //! which CUDA device is read, the running peaks of an open execution (a
 //! window), and how executions combine into a line's aggregate.
-use crate::host::RssReader;
+use crate::host::HostReader;
 use crate::stats::{self, Field, StatDef, CUDA_STAT_COUNT};
 use crate::torch::{self, collectives, tally, TALLY_LEN};
 
@@ -24,6 +24,9 @@ enum PeakSource {
     Reports { max: usize, global: usize },
     /// The device-wide peak at `global`, reset after every sample.
     Reset { global: usize },
+    /// Host RSS: the process's high-water mark at `high_water` when it rose since the previous
+    /// sample (the peak was reached then), else the sampled RSS.
+    HostHighWater { high_water: usize },
 }
 
 /// How one column is read from a sample.
@@ -82,7 +85,9 @@ pub struct Sampler {
     shown: usize,
     total_peak_column: usize,
     delta_at: usize,
-    rss_at: Option<usize>,
+    /// Where the host block (RSS, VMS, RSS high-water mark) is in a sample, when a host stat
+    /// is measured.
+    host_at: Option<usize>,
     tally_at: usize,
     /// Where the collective counters are in a sample (`--collectives`).
     collectives_at: Option<usize>,
@@ -94,8 +99,11 @@ pub struct Sampler {
     peak_slots: usize,
     sample: Vec<i64>,
     cuda_ready: bool,
-    rss: RssReader,
+    host: HostReader,
 }
+
+/// The host block of a sample: RSS, VMS, RSS high-water mark.
+const HOST_LEN: usize = 3;
 
 impl Sampler {
     /// Plans how to measure `chosen` (validated keys of `stats::stats_for`) on `source`, and
@@ -121,10 +129,10 @@ impl Sampler {
                 columns.len() - 1
             }
         };
-        // Sample layout: CUDA stats (CUDA only), then the tally, then host RSS, then the
+        // Sample layout: CUDA stats (CUDA only), then the tally, then the host block, then the
         // collective counters (with --collectives).
         let tally_at = if cuda { CUDA_STAT_COUNT } else { 0 };
-        let rss_at = tally_at + TALLY_LEN;
+        let host_at = tally_at + TALLY_LEN;
         let cpu_index = |key: &str| -> usize {
             tally_at
                 + match key {
@@ -140,11 +148,26 @@ impl Sampler {
         let mut reset_peaks = false;
         let mut peak_slots = 0;
         let mut probes = Vec::with_capacity(columns.len());
-        let mut uses_rss = false;
+        let mut uses_host = false;
+        let mut high_water = false;
         for col in &columns {
-            let probe = if col.key == stats::HOST_RSS {
-                uses_rss = true;
-                Probe::Level { at: rss_at }
+            let probe = if stats::is_host(&col.key) {
+                uses_host = true;
+                match col.key.as_str() {
+                    stats::HOST_RSS_PEAK => {
+                        high_water = true;
+                        peak_slots += 1;
+                        Probe::Peak {
+                            current: host_at,
+                            source: PeakSource::HostHighWater {
+                                high_water: host_at + 2,
+                            },
+                            slot: peak_slots - 1,
+                        }
+                    }
+                    stats::HOST_VMS => Probe::Level { at: host_at + 1 },
+                    _ => Probe::Level { at: host_at },
+                }
             } else if let Some(i) = col.cuda_index {
                 match col.field {
                     Field::Peak => {
@@ -207,6 +230,20 @@ impl Sampler {
         } else {
             tally_at + tally::ALLOCATED_CURRENT
         };
+        let host = HostReader::new(high_water);
+        let mut last_global = vec![i64::MIN; peak_slots];
+        // A high-water mark counts from when memprof starts reading it, not from earlier highs.
+        let start_high_water = host.read().rss_high_water;
+        for probe in &probes {
+            if let Probe::Peak {
+                slot,
+                source: PeakSource::HostHighWater { .. },
+                ..
+            } = *probe
+            {
+                last_global[slot] = start_high_water;
+            }
+        }
         Sampler {
             source,
             columns,
@@ -214,17 +251,17 @@ impl Sampler {
             shown,
             total_peak_column,
             delta_at,
-            rss_at: uses_rss.then_some(rss_at),
+            host_at: uses_host.then_some(host_at),
             tally_at,
-            collectives_at: with_collectives.then_some(rss_at + 1),
+            collectives_at: with_collectives.then_some(host_at + HOST_LEN),
             reset_peaks,
-            last_global: vec![i64::MIN; peak_slots],
+            last_global,
             since: vec![i64::MIN; peak_slots],
             peak_slots,
             sample: vec![
                 0;
-                rss_at
-                    + 1
+                host_at
+                    + HOST_LEN
                     + if with_collectives {
                         collectives::LEN
                     } else {
@@ -232,7 +269,7 @@ impl Sampler {
                     }
             ],
             cuda_ready: false,
-            rss: RssReader::new(),
+            host,
         }
     }
 
@@ -379,8 +416,11 @@ impl Sampler {
             .try_into()
             .expect("sample layout");
         torch::take_tally(matches!(self.source, Source::Cuda(_)), t);
-        if let Some(at) = self.rss_at {
-            self.sample[at] = self.rss.bytes();
+        if let Some(at) = self.host_at {
+            let m = self.host.read();
+            self.sample[at] = m.rss;
+            self.sample[at + 1] = m.vms;
+            self.sample[at + 2] = m.rss_high_water;
         }
         if let Some(at) = self.collectives_at {
             let c: &mut [i64; collectives::LEN] = (&mut self.sample[at..at + collectives::LEN])
@@ -408,6 +448,14 @@ impl Sampler {
                         v
                     }
                     PeakSource::Reset { global } => s[global],
+                    PeakSource::HostHighWater { high_water } => {
+                        let mut v = s[current];
+                        if s[high_water] > self.last_global[slot] {
+                            v = v.max(s[high_water]);
+                        }
+                        self.last_global[slot] = s[high_water];
+                        v
+                    }
                 };
             }
         }

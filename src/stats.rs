@@ -179,8 +179,10 @@ pub fn cuda_stats() -> Vec<StatDef> {
     out
 }
 
-/// Host resident set size, measured on every device.
+/// Host memory of the whole process, measured on every device.
 pub const HOST_RSS: &str = "host_rss_bytes.current";
+pub const HOST_RSS_PEAK: &str = "host_rss_bytes.peak";
+pub const HOST_VMS: &str = "host_vms_bytes.current";
 
 /// The keys memprof measures on the CPU (libtorch's CPU allocator reports, and host RSS).
 pub fn cpu_stats() -> Vec<StatDef> {
@@ -205,26 +207,49 @@ pub fn cpu_stats() -> Vec<StatDef> {
             });
         }
     }
-    out.push(host_rss());
+    out.extend(host_stats());
     out
 }
 
-fn host_rss() -> StatDef {
-    StatDef {
-        key: HOST_RSS.to_string(),
-        field: Field::Current,
+fn host_stats() -> Vec<StatDef> {
+    let def = |key: &str, field, meaning: &str| StatDef {
+        key: key.to_string(),
+        field,
         cuda_index: None,
         is_bytes: true,
-        meaning: "resident set size of the whole process (/proc/self/statm): value at the end of the line"
-            .to_string(),
-    }
+        meaning: meaning.to_string(),
+    };
+    vec![
+        def(
+            HOST_RSS,
+            Field::Current,
+            "resident set size of the whole process (/proc/self/statm): value at the end of the line",
+        ),
+        def(
+            HOST_RSS_PEAK,
+            Field::Peak,
+            "highest resident set size of the process while the line ran: exact when the line \
+             raised the process's high-water mark (VmHWM in /proc/self/status), else the higher \
+             of the line's start and end (the OS keeps no peak per interval without a reset)",
+        ),
+        def(
+            HOST_VMS,
+            Field::Current,
+            "virtual memory size of the whole process (/proc/self/statm): value at the end of the line",
+        ),
+    ]
+}
+
+/// Whether a key is one of the host memory stats (read from /proc, on every device).
+pub fn is_host(key: &str) -> bool {
+    key.starts_with("host_")
 }
 
 /// The keys valid for a device: CUDA keys plus host RSS, or the CPU keys.
 pub fn stats_for(cuda: bool) -> Vec<StatDef> {
     if cuda {
         let mut all = cuda_stats();
-        all.push(host_rss());
+        all.extend(host_stats());
         all
     } else {
         cpu_stats()

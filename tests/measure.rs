@@ -285,3 +285,35 @@ fn a_returning_line_ends_when_its_caller_moves_on_within_the_statement() {
     assert_eq!(delta(ret), 4 * MIB, "2 MiB per call, without ex()'s MiB");
     assert_eq!(delta_sum(c), 4 * MIB);
 }
+
+#[test]
+fn host_memory_columns_show_rss_its_peak_within_a_line_and_vms() {
+    // Line 10 fills a 256 MiB CPU tensor and frees it within the line (large blocks go back to
+    // the OS), line 11 keeps 64 MiB: RSS's peak shows the first, its current value the second.
+    let (r, report) = profile(
+        &[
+            "host_rss_bytes.peak",
+            "host_rss_bytes.current",
+            "host_vms_bytes.current",
+        ],
+        &["-f", "host", "host_memory.py"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let f = function(&report, "host");
+    let temp = line(f, "torch.ones(64 * MiB).sum()");
+    let kept = line(f, "keep = torch.ones(16 * MiB)");
+    let (peak, current) = (
+        stat(temp, "host_rss_bytes.peak"),
+        stat(temp, "host_rss_bytes.current"),
+    );
+    assert!(
+        (250 * MIB..300 * MIB).contains(&(peak - current)),
+        "the 256 MiB that lived within the line: peak {peak}, current {current}"
+    );
+    let rise = stat(kept, "host_rss_bytes.current") - current;
+    assert!((60 * MIB..72 * MIB).contains(&rise), "64 MiB kept: {rise}");
+    for l in [temp, kept] {
+        assert!(stat(l, "host_vms_bytes.current") >= stat(l, "host_rss_bytes.current"));
+        assert!(stat(l, "host_rss_bytes.peak") >= stat(l, "host_rss_bytes.current"));
+    }
+}
