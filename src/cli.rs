@@ -78,6 +78,14 @@ pub struct RunArgs {
     /// the rank (ddp.json -> ddp.rank1.json)
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Write the allocation history of the measured targeted calls to FILE (a pickle that
+    /// pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` open): torch's own on CUDA,
+    /// memprof's record of the allocator's reports on the CPU; may hold the same placeholders as -o
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+    /// With --history: keep at most this many events (the latest)
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub history_max_entries: u64,
     /// Also draw the report as a picture: FILE.svg, FILE.png or FILE.html (as `memprof plot`);
     /// may hold the same placeholders as -o
     #[arg(long, value_name = "FILE")]

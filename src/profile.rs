@@ -36,8 +36,25 @@ pub struct Profile {
     /// Out-of-memory errors raised during the run (always recorded; absent when none was).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oom: Option<OomReport>,
+    /// `--history`: the allocation history file written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistoryInfo>,
     /// Targets that matched nothing or never ran, and other things the user should know.
     pub warnings: Vec<String>,
+}
+
+/// What `--history` wrote.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct HistoryInfo {
+    pub file: String,
+    /// Trace entries in the file.
+    pub events: u64,
+    pub max_entries: u64,
+    /// Older events the ring overwrote (CPU); None where torch does not say (CUDA).
+    #[serde(default)]
+    pub dropped: Option<u64>,
+    /// Where the events come from.
+    pub source: String,
 }
 
 /// One `--max` budget, checked.

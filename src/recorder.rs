@@ -57,6 +57,8 @@ pub struct Options {
     pub warmup: u64,
     /// `--calls M`: the M calls after the warm-up are measured; then memprof stops.
     pub calls: Option<u64>,
+    /// `--history`: how many allocation events to keep (None: no history).
+    pub history: Option<u64>,
 }
 
 /// The state of a profiling run.
@@ -82,6 +84,11 @@ pub struct Recorder {
     /// inventory runs for each.
     ended: Vec<EndedCall>,
     collect_ended: bool,
+    /// `--history`: measured targeted calls running now, and the moments that number left or
+    /// reached zero (true: the first started), for the Python side on CUDA.
+    measured_running: u32,
+    history_changes: Vec<bool>,
+    history_started: bool,
     /// Tell the allocation tags which line runs (for `--tensors`).
     tagging: bool,
     options: Options,
@@ -119,6 +126,9 @@ impl Recorder {
             next_scope: 0,
             ended: Vec::new(),
             collect_ended: false,
+            measured_running: 0,
+            history_changes: Vec::new(),
+            history_started: false,
             tagging: false,
             options,
             devices: Vec::new(),
@@ -355,6 +365,7 @@ impl Recorder {
             state.measured = self.count_call(func);
             if state.measured {
                 self.choose_device();
+                self.history_call_started();
             }
         }
         state.caller = caller;
@@ -432,7 +443,13 @@ impl Recorder {
         if let Some(mut state) = self.frames.remove(&frame) {
             self.ended(&state, raised);
             if state.open && !raised && state.caller.frame != 0 {
+                // Until the caller moves on, what is allocated or freed (the frame's locals)
+                // belongs to the returning line, in tags as in its Δ.
+                if self.tagging {
+                    crate::torch::tags::set(Some(state.func), state.line);
+                }
                 self.returning.push((state.caller, state));
+                return;
             } else {
                 if state.open {
                     self.close(&mut state, raised);
@@ -458,6 +475,7 @@ impl Recorder {
         if returned || raised {
             self.take_sample();
             self.resumed(thread, frame);
+            self.retag(thread);
         }
     }
 
@@ -617,7 +635,51 @@ impl Recorder {
         }
     }
 
+    /// (qualname, file, first line) of every targeted function, by id.
+    pub fn function_list(&self) -> Vec<(String, String, u32)> {
+        self.functions
+            .iter()
+            .map(|f| (f.qualname.clone(), f.file.clone(), f.first_line))
+            .collect()
+    }
+
+    /// `--history`: a measured call starts. On the CPU memprof's own record starts with the
+    /// first (tagged with the running line); on CUDA the Python side is told when the first of
+    /// the running calls starts and the last ends.
+    fn history_call_started(&mut self) {
+        let Some(max_entries) = self.options.history else {
+            return;
+        };
+        self.measured_running += 1;
+        if self.sampler.device().is_none() {
+            if !self.history_started {
+                self.history_started = true;
+                self.tagging = true;
+                crate::torch::tags::enable();
+                crate::torch::history::start(max_entries);
+            }
+        } else if self.measured_running == 1 {
+            self.history_changes.push(true);
+        }
+    }
+
+    /// `--history` on CUDA: calls running started (true) or all ended (false) since last asked.
+    #[inline]
+    pub fn take_history_changes(&mut self) -> Option<Vec<bool>> {
+        if self.history_changes.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.history_changes))
+        }
+    }
+
     fn ended(&mut self, state: &FrameState, raised: bool) {
+        if state.measured && self.options.history.is_some() && self.measured_running > 0 {
+            self.measured_running -= 1;
+            if self.measured_running == 0 && self.sampler.device().is_some() {
+                self.history_changes.push(false);
+            }
+        }
         if self.collect_ended && state.measured {
             let func = state.func;
             let call = self.functions[func as usize].calls;

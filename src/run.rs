@@ -28,6 +28,19 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     if let Some(path) = &output {
         report::check_writable(path)?;
     }
+    let history = match &args.history {
+        Some(template) => ranks::output_path(Some(template), &process, "pickle")?.0,
+        None => None,
+    };
+    if let Some(path) = &history {
+        report::check_writable(path)?;
+        if args.history_max_entries == 0 {
+            return Err(
+                crate::error::Error::usage("--history-max-entries must be at least 1")
+                    .hint("the default keeps the latest 100000 events"),
+            );
+        }
+    }
     let plot = match &args.plot {
         Some(template) => ranks::output_path(Some(template), &process, "svg")?.0,
         None => None,
@@ -63,6 +76,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         collectives: args.collectives,
         warmup: args.warmup,
         calls: args.calls,
+        history: history.as_ref().map(|_| args.history_max_entries),
     };
     *recorder::RECORDER.lock().unwrap_or_else(|e| e.into_inner()) =
         Some(Recorder::new(source, columns, options));
@@ -102,6 +116,8 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         collectives: args.collectives,
         warmup: args.warmup,
         calls: args.calls,
+        history: history.clone(),
+        history_max_entries: args.history_max_entries,
     };
     let mut facts = runner::run(&program, device_index)?;
     if args.collectives {
@@ -162,6 +178,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
                 profile.modules = sections.modules;
                 profile.tensors = sections.tensors;
                 profile.oom = sections.oom;
+                profile.history = sections.history;
                 if profile.oom.is_some() {
                     // The OOM report is what this run has to say; no target is no news then.
                     profile.warnings.retain(|w| w != NOTHING_TARGETED);

@@ -376,6 +376,10 @@ def _install_reports(options):
     import _memprof_oom
 
     _memprof_oom.install(options)
+    if options.get("history"):
+        import _memprof_history
+
+        _memprof_history.install(options)
     if options.get("modules"):
         import _memprof_modules
 
@@ -513,10 +517,16 @@ def reports_json():
         modules = _memprof_modules.report()
     import _memprof_oom
 
+    history = None
+    if _options.get("history"):
+        import _memprof_history
+
+        history = _memprof_history.finish(_memprof.targeted_functions())
     return json.dumps({
         "modules": modules,
         "inventories": _inventories if _options.get("tensors") else None,
         "oom": _memprof_oom.report(),
+        "history": history,
     })
 
 

@@ -1,5 +1,6 @@
 //! The embedded CPython: starting it like `python`, the `_memprof` module, the line hook, the
-//! `--tensors` trigger, and running the user's program.
+//! `--tensors` trigger, the `--history` hooks, and running the user's program.
+mod history;
 mod interpreter;
 mod inventory;
 mod module;

@@ -17,6 +17,7 @@ const IMPORTS: &str = include_str!("imports.py");
 const MODULES: &str = include_str!("modules.py");
 const INVENTORY: &str = include_str!("inventory.py");
 const OOM: &str = include_str!("oom.py");
+const HISTORY: &str = include_str!("history.py");
 
 /// What to run.
 pub struct Program {
@@ -35,6 +36,9 @@ pub struct Program {
     pub collectives: bool,
     /// `--warmup`: calls (of each target, or each root module) not measured first.
     pub warmup: u64,
+    /// `--history`: where to write the allocation history, and how many events to keep.
+    pub history: Option<PathBuf>,
+    pub history_max_entries: u64,
     /// `--calls`: calls measured after the warm-up.
     pub calls: Option<u64>,
 }
@@ -112,6 +116,16 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             .and_then(|_| options.set_item("warmup", program.warmup))
             .and_then(|_| options.set_item("calls", program.calls))
             .and_then(|_| options.set_item("schedule_by_targets", !program.targets.is_empty()))
+            .and_then(|_| {
+                options.set_item(
+                    "history",
+                    program
+                        .history
+                        .as_ref()
+                        .map(|p| p.to_string_lossy().into_owned()),
+                )
+            })
+            .and_then(|_| options.set_item("history_max_entries", program.history_max_entries))
             .map_err(|e| python_failure(py, "pass the options", e))?;
         boot.call_method1(
             "install",
@@ -243,6 +257,8 @@ fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         c"<memprof inventory>",
         c"_memprof_inventory",
     )?;
+    let history = CString::new(HISTORY).expect("no NUL");
+    PyModule::from_code(py, &history, c"<memprof history>", c"_memprof_history")?;
     let oom = CString::new(OOM).expect("no NUL");
     PyModule::from_code(py, &oom, c"<memprof oom>", c"_memprof_oom")?;
     let code = CString::new(BOOTSTRAP).expect("bootstrap has no NUL");

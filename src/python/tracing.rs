@@ -105,15 +105,23 @@ mod imp {
         targeted: impl FnOnce(&mut recorder::Recorder, usize, u32),
     ) {
         let ptr = code.as_ptr() as usize;
-        let (changes, ended, finished) = recorder::with(|r| {
+        let (changes, ended, finished, history) = recorder::with(|r| {
             match r.function_of(ptr) {
                 Some(func) => targeted(r, current_frame(), func),
                 // A watched caller: the only untargeted code with events.
                 None => r.on_caller_event(current_frame(), current_thread()),
             }
-            (r.take_watch_changes(), r.take_ended(), r.take_finished())
+            (
+                r.take_watch_changes(),
+                r.take_ended(),
+                r.take_finished(),
+                r.take_history_changes(),
+            )
         })
-        .unwrap_or((None, None, false));
+        .unwrap_or((None, None, false, None));
+        if let Some(history) = history {
+            crate::python::history::apply(py, history);
+        }
         if let Some(ended) = ended {
             crate::python::inventory::run(py, ended, None);
         }
@@ -289,7 +297,7 @@ mod imp {
     ) -> c_int {
         let code = code_of(frame as usize);
         let frame_key = frame as usize;
-        let (ended, finished) = recorder::with(|r| {
+        let (ended, finished, history) = recorder::with(|r| {
             let Some(func) = r.function_of(code) else {
                 // Every frame's events reach a C trace function: the caller's line or return
                 // ends the calls that returned to it. (Exceptions are reported: RETURN with NULL.)
@@ -303,7 +311,7 @@ mod imp {
                         r.on_caller_event(caller, current_thread());
                     }
                 }
-                return (r.take_ended(), r.take_finished());
+                return (r.take_ended(), r.take_finished(), r.take_history_changes());
             };
             let thread = current_thread();
             match what {
@@ -336,12 +344,15 @@ mod imp {
                 }
                 _ => {}
             }
-            (r.take_ended(), r.take_finished())
+            (r.take_ended(), r.take_finished(), r.take_history_changes())
         })
-        .unwrap_or((None, false));
-        if ended.is_some() || finished {
+        .unwrap_or((None, false, None));
+        if ended.is_some() || finished || history.is_some() {
             // SAFETY: the interpreter calls the trace function with the GIL held.
             let py = unsafe { Python::assume_attached() };
+            if let Some(history) = history {
+                crate::python::history::apply(py, history);
+            }
             if let Some(ended) = ended {
                 crate::python::inventory::run(py, ended, None);
             }

@@ -76,6 +76,7 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
         tensors: None,
         budgets: None,
         oom: None,
+        history: None,
         warnings,
     }
 }

@@ -14,6 +14,20 @@ struct Collected {
     inventories: Option<Vec<Inventory>>,
     #[serde(default)]
     oom: Option<crate::oom::Recorded>,
+    #[serde(default)]
+    history: Option<CollectedHistory>,
+}
+
+#[derive(Deserialize, Debug)]
+struct CollectedHistory {
+    file: String,
+    #[serde(default)]
+    events: u64,
+    max_entries: u64,
+    #[serde(default)]
+    dropped: Option<serde_json::Value>,
+    #[serde(default)]
+    source: String,
 }
 
 #[derive(Deserialize, Debug)]
@@ -38,6 +52,7 @@ pub struct Sections {
     pub modules: Option<ModulesProfile>,
     pub tensors: Option<Vec<Inventory>>,
     pub oom: Option<OomReport>,
+    pub history: Option<crate::profile::HistoryInfo>,
     pub warnings: Vec<String>,
 }
 
@@ -76,10 +91,28 @@ pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
     let oom = collected
         .oom
         .map(|recorded| crate::oom::report(recorded, modules.as_ref()));
+    let history = collected.history.map(|h| {
+        // On CUDA torch does not say whether its ring dropped events: a full ring may have.
+        if h.dropped.is_none() && h.events >= h.max_entries {
+            warnings.push(format!(
+                "--history kept {} events, as many as --history-max-entries allows: older ones may \
+                 have been dropped",
+                h.events
+            ));
+        }
+        crate::profile::HistoryInfo {
+            file: h.file,
+            events: h.events,
+            max_entries: h.max_entries,
+            dropped: h.dropped.and_then(|d| d.as_u64()),
+            source: h.source,
+        }
+    });
     Ok(Sections {
         modules,
         tensors: collected.inventories,
         oom,
+        history,
         warnings,
     })
 }

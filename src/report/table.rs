@@ -71,6 +71,18 @@ pub fn render(p: &Profile) -> String {
     if let Some(reason) = &m.peak_resets {
         let _ = writeln!(out, "note: {reason}");
     }
+    if let Some(h) = &p.history {
+        let dropped = match h.dropped {
+            Some(n) if n > 0 => format!(", {n} older ones dropped (--history-max-entries)"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "history: {} allocator events written to {}{dropped}; open it at \
+             https://pytorch.org/memory_viz",
+            h.events, h.file
+        );
+    }
     for f in &p.functions {
         out.push('\n');
         render_function(&mut out, p, f);

@@ -22,6 +22,15 @@ extern "C" {
     /// Installs the reporter on this thread if it has no profiler state.
     pub fn mp_reporter_attach_thread() -> c_int;
     /// Starts remembering which line allocated each block of the profiled device.
+    pub fn mp_history_start(max_entries: u64);
+    pub fn mp_history_stop(dropped: *mut u64) -> u64;
+    pub fn mp_history_read(
+        n: u64,
+        ptrs: *mut u64,
+        sizes: *mut i64,
+        times: *mut i64,
+        tags: *mut u64,
+    );
     pub fn mp_tags_enable();
     /// Sets the line now running (0: none).
     pub fn mp_tag_set(tag: u64);

@@ -164,6 +164,59 @@ pub mod tags {
     }
 }
 
+/// `--history` on the CPU: memprof's own record of the allocator's reports.
+pub mod history {
+    use super::ffi;
+
+    /// One allocation (size > 0) or free (size < 0) of a CPU block.
+    pub struct Event {
+        pub ptr: u64,
+        pub size: i64,
+        pub time_us: i64,
+        /// The targeted function and line running then, if one was.
+        pub line: Option<(u32, u32)>,
+    }
+
+    /// Starts recording, keeping the latest `max_entries` events.
+    pub fn start(max_entries: u64) {
+        // SAFETY: plain value; the shim guards its buffer with a lock.
+        unsafe { ffi::mp_history_start(max_entries) }
+    }
+
+    /// Stops recording; the events kept, oldest first, and how many older ones were dropped.
+    pub fn stop() -> (Vec<Event>, u64) {
+        let mut dropped = 0u64;
+        // SAFETY: writes one u64.
+        let n = unsafe { ffi::mp_history_stop(&mut dropped) };
+        let len = n as usize;
+        let (mut ptrs, mut sizes, mut times, mut tags) = (
+            vec![0u64; len],
+            vec![0i64; len],
+            vec![0i64; len],
+            vec![0u64; len],
+        );
+        // SAFETY: four arrays of n entries each; recording has stopped, so n cannot grow.
+        unsafe {
+            ffi::mp_history_read(
+                n,
+                ptrs.as_mut_ptr(),
+                sizes.as_mut_ptr(),
+                times.as_mut_ptr(),
+                tags.as_mut_ptr(),
+            )
+        };
+        let events = (0..len)
+            .map(|i| Event {
+                ptr: ptrs[i],
+                size: sizes[i],
+                time_us: times[i],
+                line: (tags[i] != 0).then(|| (((tags[i] >> 32) - 1) as u32, tags[i] as u32)),
+            })
+            .collect();
+        (events, dropped)
+    }
+}
+
 /// `--collectives`: the bytes of torch.distributed collectives, by kind, counted where libtorch
 /// dispatches its c10d ops (on whichever thread issues them: the program, DDP's reducer, FSDP).
 pub mod collectives {

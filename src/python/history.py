@@ -1,0 +1,187 @@
+"""--history FILE: an allocation history that PyTorch's memory_viz opens (pytorch.org/memory_viz,
+`python -m torch.cuda._memory_viz trace_plot FILE`), written at the end of the run (also after
+an uncaught exception, an OOM or Ctrl-C).
+
+CUDA: torch's own allocator history (`_record_memory_history`). It starts with the first
+measured targeted call and records every event from then on (a consistent timeline); Python
+stacks are captured only while measured targeted calls run, which is where the cost of history
+lies. Every event gets memprof's context as a first frame (`memprof:<function> line N`) and as
+`user_metadata`.
+
+CPU: libtorch keeps no history there, so memprof writes the same format from its own record of
+the allocator's reports (memprof's shim): an `alloc` and a `free_completed` per tensor storage,
+each inside a `segment_alloc`/`segment_free` of its own size (the CPU allocator asks the system
+for each block), with the targeted line as the frame. What the CPU cannot give is listed in the
+file's `memprof` entry."""
+
+import os
+import pickle
+import sys
+
+import _memprof
+
+_options = {}
+_cuda_recording = False
+_MEMPROF_FILE = "memprof"
+
+
+def install(options):
+    _options.update(options)
+
+
+def _record(context):
+    """(Re)starts torch's recording, with Python stacks or without; the history is kept."""
+    import torch
+
+    torch.cuda.memory._record_memory_history(
+        "all",
+        context="all" if context else None,
+        stacks="python",
+        max_entries=_options["history_max_entries"],
+        clear_history=False,
+    )
+
+
+def call_started():
+    """The first measured targeted call starts while none runs (CUDA)."""
+    global _cuda_recording
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        if not torch.cuda.is_initialized():
+            # memprof never initialises CUDA itself: recording starts with the program's first
+            # CUDA call, inside this targeted call or a later one.
+            torch.cuda._lazy_call(lambda: call_started() if _measuring() else None)
+            return
+        _record(context=True)
+        _cuda_recording = True
+    except Exception as e:  # never into the program
+        _memprof.warn("--history: could not start torch's allocator history: %s" % e)
+
+
+def call_ended():
+    """The last measured targeted call running has ended (CUDA): events go on being recorded,
+    without stacks."""
+    if not _cuda_recording:
+        return
+    try:
+        _record(context=False)
+    except Exception as e:
+        _memprof.warn("--history: %s" % e)
+
+
+def _measuring():
+    try:
+        return _memprof.measuring()
+    except Exception:
+        return False
+
+
+def _frame(qualname, line):
+    return {"filename": _MEMPROF_FILE, "line": int(line), "name": "%s line %d" % (qualname, line)}
+
+
+def _targeted_frame(frames, targets):
+    """The innermost frame of a targeted function in a stack torch recorded (innermost first)."""
+    for f in frames:
+        key = (os.path.realpath(f.get("filename", "")), f.get("name"))
+        if key in targets:
+            return targets[key], f.get("line", 0)
+    return None
+
+
+def _annotate_cuda(snapshot, functions):
+    targets = {}
+    for qualname, file, _first in functions:
+        targets[(os.path.realpath(file), qualname.rsplit(".", 1)[-1])] = qualname
+    outside = {"filename": _MEMPROF_FILE, "line": 0,
+               "name": "outside the targeted calls (memprof records no stack there)"}
+    kept = 0
+    for trace in snapshot.get("device_traces", []):
+        for e in trace:
+            kept += 1
+            frames = e.get("frames") or []
+            found = _targeted_frame(frames, targets)
+            if found:
+                qualname, line = found
+                e["frames"] = [_frame(qualname, line)] + list(frames)
+                if not e.get("user_metadata"):
+                    e["user_metadata"] = "memprof: %s line %d" % (qualname, line)
+            elif not frames:
+                e["frames"] = [outside]
+    return kept
+
+
+def _cpu_snapshot(events, functions):
+    """The CUDA snapshot format, from memprof's own CPU allocation record."""
+    trace = []
+    live = {}
+    for ptr, size, time_us, func, line in events:
+        frames = []
+        if func is not None:
+            qualname, file, _first = functions[func]
+            frames = [_frame(qualname, line), {"filename": file, "line": int(line), "name": qualname}]
+        common = {"addr": ptr, "stream": 0, "time_us": time_us, "frames": frames}
+        if size > 0:
+            trace.append(dict(common, action="segment_alloc", size=size))
+            trace.append(dict(common, action="alloc", size=size))
+            live[ptr] = (size, frames)
+        else:
+            trace.append(dict(common, action="free_requested", size=-size))
+            trace.append(dict(common, action="free_completed", size=-size))
+            trace.append(dict(common, action="segment_free", size=-size))
+            live.pop(ptr, None)
+    segments = []
+    for ptr, (size, frames) in sorted(live.items()):
+        block = {"address": ptr, "size": size, "requested_size": size,
+                 "state": "active_allocated", "frames": frames}
+        segments.append({
+            "device": 0, "address": ptr, "total_size": size, "stream": 0,
+            "segment_type": "large" if size > (1 << 20) else "small", "segment_pool_id": (0, 0),
+            "allocated_size": size, "active_size": size, "requested_size": size,
+            "is_expandable": False, "frames": frames, "blocks": [block],
+        })
+    return {"segments": segments, "device_traces": [trace]}
+
+
+def finish(functions):
+    """Writes the history file (once); returns what the report says of it, or None."""
+    path = _options.get("history")
+    if not path or _options.get("history_written"):
+        return None
+    _options["history_written"] = True
+    max_entries = _options["history_max_entries"]
+    info = {"file": path, "max_entries": max_entries}
+    try:
+        if _options.get("device_type") == "cuda":
+            global _cuda_recording
+            torch = sys.modules.get("torch")
+            if torch is None or not _cuda_recording:
+                info.update(events=0, dropped=None, source="none",
+                            note="no measured targeted call ran while CUDA was initialised")
+                snapshot = {"segments": [], "device_traces": []}
+            else:
+                snapshot = torch.cuda.memory._snapshot()
+                torch.cuda.memory._record_memory_history(None)
+                _cuda_recording = False
+                kept = _annotate_cuda(snapshot, functions)
+                info.update(events=kept, dropped=None if kept < max_entries else "unknown",
+                            source="torch.cuda.memory._record_memory_history")
+        else:
+            events, dropped = _memprof.history_cpu_events()
+            snapshot = _cpu_snapshot(events, functions)
+            info.update(events=len(events), dropped=dropped,
+                        source="memprof's record of libtorch's CPU allocation reports")
+        snapshot["memprof"] = dict(info, cpu_limits=None if _options.get("device_type") == "cuda" else (
+            "CPU: no caching allocator, so each block is its own segment (segment_alloc/"
+            "segment_free around it); no streams (0); free_requested and free_completed coincide; "
+            "frames are the targeted line only, for events inside measured targeted calls"))
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "wb") as f:
+            pickle.dump(snapshot, f)
+        os.replace(tmp, path)
+    except Exception as e:
+        _memprof.warn("--history: could not write %s: %s" % (path, e))
+        return None
+    return info

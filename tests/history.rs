@@ -1,0 +1,153 @@
+//! `--history FILE`: a pickle that PyTorch's memory_viz tools load, whose allocation events add
+//! up, line by line, to the Δ memprof reports for the same lines; written also when the program
+//! raises; bounded by --history-max-entries. (On CUDA: scripts/history_check.py.)
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+/// Loads the history with pickle and runs torch's memory_viz functions on it (trace_plot and
+/// segment_plot build the viewer's page; trace and segsum walk every event and segment), then
+/// sums the alloc and free events per (function, line) of memprof's frame.
+const CHECK: &str = r#"
+import json, pickle, sys
+from torch.cuda import _memory_viz as mv
+data = pickle.load(open(sys.argv[1], "rb"))
+assert mv.trace_plot(data).startswith("\n<!DOCTYPE html>")
+assert "<script" in mv.segment_plot(data)
+text = mv.trace(data)
+summary = mv.segsum(data)
+sums, actions = {}, {}
+for e in data["device_traces"][0]:
+    actions[e["action"]] = actions.get(e["action"], 0) + 1
+    frames = e.get("frames") or []
+    key = frames[0]["name"] if frames and frames[0]["filename"] == "memprof" else "outside"
+    if e["action"] == "alloc":
+        sums[key] = sums.get(key, 0) + e["size"]
+    elif e["action"] == "free_completed":
+        sums[key] = sums.get(key, 0) - e["size"]
+print(json.dumps({"sums": sums, "actions": actions, "memprof": data["memprof"],
+                  "live": sum(s["allocated_size"] for s in data["segments"]),
+                  "trace_lines": len(text.splitlines())}))
+"#;
+
+fn check(history: &Path) -> Value {
+    let out = std::process::Command::new(python())
+        .args(["-c", CHECK, history.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let r = finish(out);
+    assert_eq!(
+        r.code, 0,
+        "memory_viz could not use the history:\n{}",
+        r.stderr
+    );
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+#[test]
+fn the_history_opens_in_memory_viz_and_its_events_add_up_to_each_lines_delta() {
+    if on_cuda() {
+        return; // the CUDA history is torch's own: scripts/history_check.py checks it
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("h.pickle");
+    let (r, report) = profile(
+        &["allocated_bytes.all.current"],
+        &[
+            "--history",
+            history.to_str().unwrap(),
+            "-f",
+            "step",
+            "lines.py",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = check(&history);
+    let step = function(&report, "step");
+    let mut checked = 0;
+    for l in step["lines"].as_array().unwrap() {
+        if l["hits"].as_u64().unwrap() == 0 {
+            continue;
+        }
+        let key = format!("step line {}", l["line"]);
+        let sum = v["sums"][&key].as_i64().unwrap_or(0);
+        assert_eq!(
+            sum,
+            delta(l),
+            "{key}: alloc - free in the history vs the report's Δ"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 5);
+    // Each storage: alloc and free inside a segment of its own.
+    let a = &v["actions"];
+    assert_eq!(a["alloc"], a["segment_alloc"]);
+    assert_eq!(a["free_completed"], a["segment_free"]);
+    assert_eq!(v["memprof"]["dropped"], 0);
+    let info = &report["history"];
+    assert_eq!(info["file"], history.to_str().unwrap());
+    assert_eq!(info["events"], v["memprof"]["events"]);
+    assert!(info["events"].as_u64().unwrap() >= 8, "{info}");
+}
+
+#[test]
+fn an_exception_still_writes_the_history_and_the_table_says_where_it_went() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("raised.pickle");
+    let r = run(&[
+        "--history",
+        history.to_str().unwrap(),
+        "-f",
+        "fail",
+        "raises.py",
+    ]);
+    assert_eq!(r.code, 1, "the script's exception: {}", r.stderr);
+    assert!(r.stdout.contains("history: "), "{}", r.stdout);
+    assert!(r.stdout.contains(history.to_str().unwrap()));
+    let v = check(&history);
+    if !on_cuda() {
+        // fail()'s 4 KiB, allocated on its first line by each of its two calls (and freed
+        // with the tracebacks, outside the targeted calls).
+        assert_eq!(v["sums"]["fail line 9"], 2 * 4096, "{v}");
+        assert_eq!(v["actions"]["alloc"], 2, "{v}");
+    }
+}
+
+#[test]
+fn max_entries_keeps_the_latest_events_and_says_how_many_were_dropped() {
+    if on_cuda() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("small.pickle");
+    let (r, report) = profile(
+        &[],
+        &[
+            "--history",
+            history.to_str().unwrap(),
+            "--history-max-entries",
+            "3",
+            "-f",
+            "step",
+            "lines.py",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let info = &report["history"];
+    assert_eq!(info["events"], 3);
+    assert!(info["dropped"].as_u64().unwrap() > 0, "{info}");
+    check(&history);
+
+    let r = run(&[
+        "--history",
+        "h.pickle",
+        "--history-max-entries",
+        "0",
+        "lines.py",
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(r
+        .stderr
+        .contains("--history-max-entries must be at least 1"));
+}
