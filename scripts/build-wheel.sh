@@ -47,7 +47,8 @@ case "$torch_version" in
     tch=$([ "${torch_version%.*}" = 2.10 ] && echo 0.23 || echo 0.22)
     source_dir=$PWD/$target/source
     rm -rf "$source_dir" && mkdir -p "$source_dir"
-    cp -r Cargo.toml Cargo.lock build.rs src "$source_dir/"
+    # The tests and fixtures too, from the same moment, for torch-versions-check.sh --suite.
+    cp -r Cargo.toml Cargo.lock build.rs src tests fixtures completions "$source_dir/"
     sed -i -e "s/^tch = \"0.24\"/tch = \"$tch\"/" -e "s/^torch-sys = \"0.24\"/torch-sys = \"$tch\"/" \
       "$source_dir/Cargo.toml"
     cargo_args=("${cargo_args[@]/--locked/}")

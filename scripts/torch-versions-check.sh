@@ -26,12 +26,11 @@ for v in "${versions[@]}"; do
     scripts/wheel-check.sh --venv "$venv" || status=1
   fi
   if [ "$suite" = 1 ]; then
-    # The build's source copy (older torch: its own tch) gets the tests and fixtures beside it.
+    # An older torch's suite runs in the source copy its wheel was built from (its own tch),
+    # which holds the tests and fixtures of the same moment.
     source_dir=$PWD target_dir=$PWD/target
     if [ -d "target/torch-$v/source" ]; then
       source_dir=$PWD/target/torch-$v/source target_dir=$PWD/target/torch-$v
-      rm -rf "$source_dir/tests" "$source_dir/fixtures" "$source_dir/completions"
-      cp -r tests fixtures completions "$source_dir/"
     fi
     (cd "$source_dir" && VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 \
       CARGO_TARGET_DIR=$target_dir cargo test --no-fail-fast 2>&1 | grep -E "^test result|FAILED|panicked" >&2) ||
