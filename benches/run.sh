@@ -3,7 +3,8 @@
 # scripts/build-device.sh here, which also copies the baseline wheels into .device/wheels):
 #   run(command="benches/run.sh", carry=[".device"])
 # Sections: all, loop, resnet, modules (--modules and --tensors), untargeted, startup, agree,
-# collectives (the resnet step with and without --collectives), memory (benches/memory.sh).
+# collectives (the resnet step with and without --collectives), history (--history against
+# torch's own _record_memory_history), memory (benches/memory.sh).
 # The pure-Python cases (1, 4) run pinned to one CPU core (less noise); the GPU cases are not
 # pinned, since autograd's device thread needs a core of its own. The variants of a case run
 # interleaved, ROUNDS times (default 3): a case's time is the median over rounds of each process's median of its
@@ -63,6 +64,16 @@ for round in $(seq "$rounds"); do
     bench collectives-none python3 "$w" resnet
     bench collectives-memprof "$mp" run -f train_step --format json -o "$out/collectives-memprof.json" "$w" resnet
     bench collectives-on "$mp" run -f train_step --collectives --format json -o "$out/collectives-on.json" "$w" resnet
+  fi
+  if [ "$only" = all ] || [ "$only" = history ]; then
+    bench history-none python3 "$w" resnet
+    bench history-torch python3 "$w" resnet --profiler torch_history
+    bench history-memprof "$mp" run -f train_step --format json -o "$out/history-memprof.json" "$w" resnet
+    bench history-on "$mp" run -f train_step --history "$out/history.pickle" --format json \
+      -o "$out/history-on.json" "$w" resnet
+    # History of 3 chosen calls (after the 5 warm-up steps): the rest runs without stacks.
+    bench history-calls "$mp" run -f train_step --warmup 5 --calls 3 --history "$out/history-calls.pickle" \
+      --format json -o "$out/history-calls.json" "$w" resnet
   fi
   if [ "$only" = all ] || [ "$only" = untargeted ]; then
     bench untargeted-none python3 "$w" untargeted --repeats 7

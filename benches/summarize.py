@@ -84,6 +84,20 @@ if want("collectives"):
                              f"{what} {ratios[len(ratios) // 2]:.3f}x (min {ratios[0]:.3f}x, max {ratios[-1]:.3f}x)",
                              "the callback's cost on every dispatched op"))
 
+if want("history"):
+    # Min, median and max over rounds of each round's ratio to the unprofiled step.
+    base = [statistics.median(r["times"]) for r in rounds("history-none")]
+    for variant, what in [("torch", "PyTorch's `_record_memory_history(max_entries=100000)`, whole run"),
+                          ("memprof", "memprof `-f train_step`"),
+                          ("on", "memprof `-f train_step --history`"),
+                          ("calls", "memprof `-f train_step --warmup 5 --calls 3 --history`")]:
+        ratios = sorted(statistics.median(r["times"]) / b
+                        for r, b in zip(rounds(f"history-{variant}"), base))
+        section_rows.append(("10. resnet50 step: allocator history",
+                             f"{statistics.median(base) * 1e3:.1f} ms",
+                             f"{what} {ratios[len(ratios) // 2]:.3f}x (min {ratios[0]:.3f}x, max {ratios[-1]:.3f}x)",
+                             "stacks only inside the measured calls"))
+
 if want("startup"):
     with open(os.path.join(d, "startup.json")) as f:
         st = json.load(f)

@@ -141,6 +141,10 @@ def main():
             def step():
                 train_step(model, optimizer, images, labels)
                 reporter.report()
+        elif args.profiler == "torch_history":
+            # PyTorch's own allocator history over the whole run, as its memory tutorial records
+            # it: the baseline of --history.
+            torch.cuda.memory._record_memory_history(max_entries=100000)
         elif args.case == "resnet":
             wrap(args.profiler, train_step)
         else:

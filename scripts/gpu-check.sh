@@ -26,5 +26,7 @@ echo "== demo: memprof run -f train_step --tensors examples/train.py --steps 2"
   examples/train.py --steps 2 && .device/memprof show "$out/tensors.yaml" || status=1
 echo "== OOM forensics: scripts/oom_check.py (fixtures/oom_cuda.py, capped at 3 GiB, no -f)"
 python3 scripts/oom_check.py "$MEMPROF_BIN" "$out" || status=1
+echo "== --history: scripts/history_check.py (examples/train.py, memory_viz's replay)"
+python3 scripts/history_check.py "$MEMPROF_BIN" "$out" || status=1
 echo "gpu-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

@@ -39,8 +39,16 @@ fn signal(child: &std::process::Child, sig: i32) {
 fn ctrl_c_raises_keyboard_interrupt_and_still_writes_the_report() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.json");
+    let history = dir.path().join("h.pickle");
     let child = start(
-        &["--format", "json", "-o", report.to_str().unwrap()],
+        &[
+            "--format",
+            "json",
+            "-o",
+            report.to_str().unwrap(),
+            "--history",
+            history.to_str().unwrap(),
+        ],
         "sleeper.py".as_ref(),
     );
     signal(&child, libc::SIGINT);
@@ -62,6 +70,16 @@ fn ctrl_c_raises_keyboard_interrupt_and_still_writes_the_report() {
         .filter_map(|l| l["raised"].as_u64())
         .sum();
     assert_eq!(raised, 1, "{lp:#}");
+    // The allocation history up to the interrupt is written too: an alloc per append, and their
+    // frees when the interrupt unwound `keep`.
+    let appends = hits(line(lp, "keep.append"));
+    assert_eq!(
+        v["history"]["events"].as_u64(),
+        Some(2 * appends),
+        "{}",
+        v["history"]
+    );
+    assert_eq!(&std::fs::read(&history).unwrap()[..1], b"\x80", "a pickle");
 }
 
 #[test]

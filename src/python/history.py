@@ -71,6 +71,21 @@ def call_ended():
         _memprof.warn("--history: %s" % e)
 
 
+def recording():
+    """Whether torch's history is being recorded now (CUDA)."""
+    return _cuda_recording
+
+
+def module_context(label):
+    """--modules with --history: the module call running, as the events' user_metadata."""
+    try:
+        import torch
+
+        torch.cuda.memory._set_memory_metadata(label)
+    except Exception:
+        pass
+
+
 def _measuring():
     try:
         return _memprof.measuring()

@@ -322,6 +322,7 @@ class Tracker:
         call.index = len(pass_.calls)
         pass_.calls.append(None)
         stack.append(call)
+        _history_context(entry, "forward")
         if grad:
             backward = call.backward
             for a in args:
@@ -382,6 +383,7 @@ class Tracker:
 
     def _end_call(self, call, stack):
         reading = _memprof.scope_close(call.scope)
+        _history_context(stack[-1].entry if stack else None, "forward")
         saved = call.saved
         if stack:
             stack[-1].saved += saved
@@ -497,6 +499,7 @@ class Tracker:
         backward.pending = backward.inputs
         backward.scope = _memprof.scope_open()
         backward.slot = self._timeline_slot(self._backward_entry(backward))
+        _history_context(backward.entry, "backward")
         self.open_backward[id(backward)] = backward
         if not self.callback_queued:
             self.callback_queued = True
@@ -510,6 +513,7 @@ class Tracker:
             return
         reading = _memprof.scope_close(backward.scope)
         backward.scope = 0
+        _history_context(None, "backward")
         self.open_backward.pop(id(backward), None)
         self._record(self._backward_entry(backward), reading)
         self._fill(backward.slot, reading)
@@ -639,3 +643,12 @@ def active_at(exc):
     if _tracker is None or _tracker.exception_active[0] != id(exc):
         return []
     return _tracker.exception_active[1]
+
+
+def _history_context(entry, phase):
+    """--history on CUDA: the module call running (its qualified name and phase) becomes the
+    user_metadata of the allocator's events from now on; None clears it."""
+    history = sys.modules.get("_memprof_history")
+    if history is not None and history.recording():
+        label = "" if entry is None else "module %s %s" % (entry["module"] or entry["root"], phase)
+        history.module_context(label)
