@@ -89,6 +89,10 @@ pub struct Recorder {
     measured_running: u32,
     history_changes: Vec<bool>,
     history_started: bool,
+    /// `--history` on CUDA: when each targeted line started running (µs since the epoch,
+    /// function, line; None: no targeted line), to give torch's events their line, including
+    /// those of threads without Python frames (autograd's).
+    history_lines: std::cell::RefCell<Vec<(i64, Option<u32>, u32)>>,
     /// Tell the allocation tags which line runs (for `--tensors`).
     tagging: bool,
     options: Options,
@@ -129,6 +133,7 @@ impl Recorder {
             measured_running: 0,
             history_changes: Vec::new(),
             history_started: false,
+            history_lines: std::cell::RefCell::new(Vec::new()),
             tagging: false,
             options,
             devices: Vec::new(),
@@ -445,9 +450,7 @@ impl Recorder {
             if state.open && !raised && state.caller.frame != 0 {
                 // Until the caller moves on, what is allocated or freed (the frame's locals)
                 // belongs to the returning line, in tags as in its Δ.
-                if self.tagging {
-                    crate::torch::tags::set(Some(state.func), state.line);
-                }
+                self.mark_line(Some(state.func), state.line);
                 self.returning.push((state.caller, state));
                 return;
             } else {
@@ -574,9 +577,7 @@ impl Recorder {
         state.open = true;
         state.continuation = continuation;
         self.sampler.open(&mut state.window);
-        if self.tagging {
-            crate::torch::tags::set(Some(state.func), line);
-        }
+        self.mark_line(Some(state.func), line);
     }
 
     fn close(&mut self, state: &mut FrameState, raised: bool) {
@@ -607,10 +608,28 @@ impl Recorder {
         Some((f.qualname.clone(), f.file.clone(), line))
     }
 
+    /// The targeted line now running (None: none), for `--tensors` and `--history`.
+    fn mark_line(&self, func: Option<u32>, line: u32) {
+        if self.tagging {
+            crate::torch::tags::set(func, line);
+        }
+        if self.history_started && self.sampler.device().is_some() {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64);
+            self.history_lines.borrow_mut().push((now, func, line));
+        }
+    }
+
+    /// `--history` on CUDA: the line timeline so far (see `history_lines`).
+    pub fn history_line_timeline(&self) -> Vec<(i64, Option<u32>, u32)> {
+        self.history_lines.borrow().clone()
+    }
+
     /// After a frame left `thread`: allocations now belong to the line of the targeted frame
     /// below it, if any.
     fn retag(&self, thread: usize) {
-        if !self.tagging {
+        if !self.tagging && !(self.history_started && self.sampler.device().is_some()) {
             return;
         }
         let top = self
@@ -620,8 +639,8 @@ impl Recorder {
             .and_then(|f| self.frames.get(f))
             .filter(|s| s.open);
         match top {
-            Some(s) => crate::torch::tags::set(Some(s.func), s.line),
-            None => crate::torch::tags::set(None, 0),
+            Some(s) => self.mark_line(Some(s.func), s.line),
+            None => self.mark_line(None, 0),
         }
     }
 
@@ -659,6 +678,7 @@ impl Recorder {
                 crate::torch::history::start(max_entries);
             }
         } else if self.measured_running == 1 {
+            self.history_started = true;
             self.history_changes.push(true);
         }
     }
@@ -678,6 +698,7 @@ impl Recorder {
             self.measured_running -= 1;
             if self.measured_running == 0 && self.sampler.device().is_some() {
                 self.history_changes.push(false);
+                self.mark_line(None, 0);
             }
         }
         if self.collect_ended && state.measured {

@@ -14,6 +14,7 @@ each inside a `segment_alloc`/`segment_free` of its own size (the CPU allocator 
 for each block), with the targeted line as the frame. What the CPU cannot give is listed in the
 file's `memprof` entry."""
 
+import bisect
 import os
 import pickle
 import sys
@@ -106,10 +107,16 @@ def _targeted_frame(frames, targets):
     return None
 
 
-def _annotate_cuda(snapshot, functions):
+def _annotate_cuda(snapshot, functions, timeline):
+    """Gives every event memprof's context: the targeted line from the event's own Python stack
+    when it has one, else the line memprof saw running at the event's time (autograd's threads
+    record no Python frames; the clocks agree to microseconds), else 'outside'."""
     targets = {}
     for qualname, file, _first in functions:
-        targets[(os.path.realpath(file), qualname.rsplit(".", 1)[-1])] = qualname
+        real = os.path.realpath(file)
+        targets[(real, qualname.rsplit(".", 1)[-1])] = qualname
+        targets[(real, qualname)] = qualname
+    times = [t for t, _, _ in timeline]
     outside = {"filename": _MEMPROF_FILE, "line": 0,
                "name": "outside the targeted calls (memprof records no stack there)"}
     kept = 0
@@ -118,6 +125,10 @@ def _annotate_cuda(snapshot, functions):
             kept += 1
             frames = e.get("frames") or []
             found = _targeted_frame(frames, targets)
+            if found is None and times and "time_us" in e:
+                i = bisect.bisect_right(times, e["time_us"]) - 1
+                if i >= 0 and timeline[i][1] is not None:
+                    found = functions[timeline[i][1]][0], timeline[i][2]
             if found:
                 qualname, line = found
                 e["frames"] = [_frame(qualname, line)] + list(frames)
@@ -180,7 +191,7 @@ def finish(functions):
                 snapshot = torch.cuda.memory._snapshot()
                 torch.cuda.memory._record_memory_history(None)
                 _cuda_recording = False
-                kept = _annotate_cuda(snapshot, functions)
+                kept = _annotate_cuda(snapshot, functions, _memprof.history_line_timeline())
                 info.update(events=kept, dropped=None if kept < max_entries else "unknown",
                             source="torch.cuda.memory._record_memory_history")
         else:

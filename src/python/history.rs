@@ -44,3 +44,10 @@ pub fn history_cpu_events() -> (Vec<CpuEvent>, u64) {
 pub fn targeted_functions() -> Vec<(String, String, u32)> {
     recorder::with(|r| r.function_list()).unwrap_or_default()
 }
+
+/// `_memprof.history_line_timeline()`: (µs since the epoch, function index or None, line) at
+/// each change of the targeted line running (CUDA `--history`).
+#[pyfunction]
+pub fn history_line_timeline() -> Vec<(i64, Option<u32>, u32)> {
+    recorder::with(|r| r.history_line_timeline()).unwrap_or_default()
+}
