@@ -613,12 +613,22 @@ impl Recorder {
         if self.tagging {
             crate::torch::tags::set(func, line);
         }
-        if self.history_started && self.sampler.device().is_some() {
+        if self.cuda_history() {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_micros() as i64);
             self.history_lines.borrow_mut().push((now, func, line));
         }
+    }
+
+    /// Whether the line running is followed: tags (`--tensors`, CPU `--history`) or the CUDA
+    /// history's line timeline.
+    fn marks_lines(&self) -> bool {
+        self.tagging || self.cuda_history()
+    }
+
+    fn cuda_history(&self) -> bool {
+        self.history_started && self.sampler.device().is_some()
     }
 
     /// `--history` on CUDA: the line timeline so far (see `history_lines`).
@@ -629,7 +639,7 @@ impl Recorder {
     /// After a frame left `thread`: allocations now belong to the line of the targeted frame
     /// below it, if any.
     fn retag(&self, thread: usize) {
-        if !self.tagging && !(self.history_started && self.sampler.device().is_some()) {
+        if !self.marks_lines() {
             return;
         }
         let top = self
