@@ -468,7 +468,7 @@ fn draw_timeline<DB: DrawingBackend>(
         .axis_desc_style((FONT, 14))
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
-    for s in series {
+    for (k, s) in series.iter().enumerate() {
         let pts = &s.points;
         // Segments coloured by the phase of the call they lead to (one colour per rank when
         // several reports are drawn).
@@ -524,7 +524,14 @@ fn draw_timeline<DB: DrawingBackend>(
                 if right { HPos::Right } else { HPos::Left },
                 VPos::Bottom,
             ));
-            chart.draw_series(std::iter::once(Text::new(text, xy, style)))?;
+            // One label per series, stacked upwards, so that ranks at one peak stay readable.
+            let (px, py) = chart.backend_coord(&xy);
+            let base = area.get_base_pixel();
+            area.draw(&Text::new(
+                text,
+                (px - base.0, py - base.1 - 6 - 17 * k as i32),
+                style,
+            ))?;
         }
     }
     // Legend: the phases, or the ranks.
