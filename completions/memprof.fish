@@ -41,6 +41,8 @@ complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Repor
 yaml\t''
 json\t''"
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s o -l output -d 'Write the report to this file (atomically) instead of standard output; may hold {rank}, {local_rank}, {world_size}, {host}, {pid}; under several ranks a plain path gets the rank (ddp.json -> ddp.rank1.json)' -r -F
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l history -d 'Write the allocation history of the measured targeted calls to FILE (a pickle that pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` open): torch\'s own on CUDA, memprof\'s record of the allocator\'s reports on the CPU; may hold the same placeholders as -o' -r -F
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l history-max-entries -d 'With --history: keep at most this many events (the latest)' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l plot -d 'Also draw the report as a picture: FILE.svg, FILE.png or FILE.html (as `memprof plot`); may hold the same placeholders as -o' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l depth -d 'Show modules down to this depth of qualified name (`layer1` is 1, `layer1.0.conv1` 3); with --suggest-checkpoints, split between the modules at this depth' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l suggest-checkpoints -d 'Suggest N activation-checkpoint split points from the measured saved activations, with the estimated activation memory before and after (implies --modules)' -r
