@@ -2,7 +2,8 @@
 # On the GPU machine, in one device call (after scripts/build-device.sh here): profiles
 # examples/train.py (resnet50, 3 steps) with --modules and -f train_step, draws the report with
 # `memprof plot` as PNG and SVG into $OUT (the README's pictures, committed under docs/), and
-# prints the numbers each plot shows, to check them against the report.
+# prints the numbers each plot shows, to check them against the report. With two GPUs, also a
+# DDP run's ranks drawn together ($OUT/ranks.png).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH
@@ -24,6 +25,16 @@ for l in f["lines"]:
     if l["hits"]:
         print("  line", l["line"], "delta", l["delta_bytes"], "peak", l["stats"].get("allocated_bytes.all.peak"))
 PY
+# On a machine with two GPUs (kind nvidia-h200-x2): fixtures/multigpu/ddp.py under torchrun
+# (rank 1 trains on a 4x batch), one report per rank, drawn together: one series per rank.
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  mkdir -p "$out/ddp"
+  repo=$PWD
+  (cd "$out/ddp" && torchrun --standalone --nproc-per-node 2 --no-python "$repo/.device/memprof" run \
+    --modules -f train_step --format json -o "ddp.rank{rank}.json" "$repo/fixtures/multigpu/ddp.py" "$out/ddp") || status=1
+  .device/memprof plot "$out"/ddp/ddp.rank*.json -o "$out/ranks.png" || status=1
+  rm -f "$out"/ddp/truth.*
+fi
 ls -la "$out"
 echo "gpu-plots: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status
