@@ -89,6 +89,8 @@ pub struct Recorder {
     measured_running: u32,
     history_changes: Vec<bool>,
     history_started: bool,
+    /// CUDA `--history` could not start because CUDA was not initialised yet.
+    history_waiting: bool,
     /// `--history` on CUDA: when each targeted line started running (µs since the epoch,
     /// function, line; None: no targeted line), to give torch's events their line, including
     /// those of threads without Python frames (autograd's).
@@ -133,6 +135,7 @@ impl Recorder {
             measured_running: 0,
             history_changes: Vec::new(),
             history_started: false,
+            history_waiting: false,
             history_lines: std::cell::RefCell::new(Vec::new()),
             tagging: false,
             options,
@@ -689,13 +692,27 @@ impl Recorder {
             }
         } else if self.measured_running == 1 {
             self.history_started = true;
+            self.history_waiting = false;
             self.history_changes.push(true);
         }
     }
 
-    /// `--history` on CUDA: calls running started (true) or all ended (false) since last asked.
+    /// `--history` on CUDA: the Python side could not start because CUDA was not initialised.
+    pub fn history_wait(&mut self) {
+        self.history_waiting = true;
+    }
+
+    /// `--history` on CUDA: calls running started (true) or all ended (false) since last asked;
+    /// a start is asked again once the program has initialised CUDA.
     #[inline]
     pub fn take_history_changes(&mut self) -> Option<Vec<bool>> {
+        if self.history_waiting
+            && self.measured_running > 0
+            && crate::torch::allocator_initialized()
+        {
+            self.history_waiting = false;
+            self.history_changes.push(true);
+        }
         if self.history_changes.is_empty() {
             None
         } else {

@@ -44,21 +44,20 @@ def _record(context):
 
 
 def call_started():
-    """The first measured targeted call starts while none runs (CUDA)."""
+    """The first measured targeted call begins while none runs (CUDA). Returns False when CUDA
+    is not initialised yet: memprof never initialises it, and torch's history cannot be switched
+    on from inside CUDA's lazy initialisation (it would wait on itself), so memprof asks again
+    at the first event after the program has initialised CUDA."""
     global _cuda_recording
     torch = sys.modules.get("torch")
-    if torch is None:
-        return
+    if torch is None or not torch.cuda.is_initialized():
+        return False
     try:
-        if not torch.cuda.is_initialized():
-            # memprof never initialises CUDA itself: recording starts with the program's first
-            # CUDA call, inside this targeted call or a later one.
-            torch.cuda._lazy_call(lambda: call_started() if _measuring() else None)
-            return
         _record(context=True)
         _cuda_recording = True
     except Exception as e:  # never into the program
         _memprof.warn("--history: could not start torch's allocator history: %s" % e)
+    return True
 
 
 def call_ended():
@@ -85,13 +84,6 @@ def module_context(label):
         torch.cuda.memory._set_memory_metadata(label)
     except Exception:
         pass
-
-
-def _measuring():
-    try:
-        return _memprof.measuring()
-    except Exception:
-        return False
 
 
 def _frame(qualname, line):

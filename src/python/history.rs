@@ -14,8 +14,13 @@ pub fn apply(py: Python<'_>, changes: Vec<bool>) {
         } else {
             "call_ended"
         };
-        if let Err(e) = history.call_method0(name) {
-            e.write_unraisable(py, None);
+        match history.call_method0(name) {
+            // CUDA is not initialised yet: ask again once the program has done it.
+            Ok(r) if started && !r.is_truthy().unwrap_or(true) => {
+                recorder::with(|r| r.history_wait());
+            }
+            Ok(_) => {}
+            Err(e) => e.write_unraisable(py, None),
         }
     }
 }
