@@ -87,5 +87,21 @@ check(best == requested_peak, "largest live total in the measured calls equals t
       "requested_bytes.all.peak", (best, requested_peak))
 print("     allocated_bytes.all.peak (blocks, rounded): %d; the difference, %d B, is rounding"
       % (peak, peak - best))
+# With --modules, the module call and phase are the events' user_metadata.
+modules_history = os.path.join(out, "train_modules_history.pickle")
+run = subprocess.run(
+    [memprof, "run", "--modules", "-f", "train_step", "--history", modules_history,
+     "-o", os.path.join(out, "history_modules.json"), "--format", "json",
+     os.path.join(root, "examples", "train.py"), "--steps", "2"],
+    capture_output=True, text=True,
+)
+check(run.returncode == 0, "memprof --modules --history ran (exit 0)", run.stderr[-500:])
+mdata = pickle.load(open(modules_history, "rb"))
+labels = {e.get("user_metadata", "") for t in mdata["device_traces"] for e in t}
+module_labels = sorted(l for l in labels if l.startswith("module "))
+check(any(l.endswith(" forward") for l in module_labels)
+      and any(l.endswith(" backward") for l in module_labels),
+      "with --modules, events name the module call and phase", module_labels[:4])
+os.remove(modules_history)
 print("history-check: %s" % ("PASSED" if not failures else "FAILED: " + ", ".join(failures)))
 sys.exit(1 if failures else 0)
