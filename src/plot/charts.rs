@@ -543,16 +543,18 @@ fn draw_timeline<DB: DrawingBackend>(
     } else {
         vec![("forward".into(), FORWARD), ("backward".into(), BACKWARD)]
     };
-    draw_legend(area, &entries)
+    // Inside the plotting area, at its top left.
+    draw_legend(area, &entries, (110, 44))
 }
 
+/// A legend: a colour swatch and a name per entry, one under the other from `(x, y)`; a white
+/// entry is a line of text only.
 fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     entries: &[(String, RGBColor)],
+    (x, mut y): (i32, i32),
 ) -> DrawResult<DB::ErrorType> {
-    let mut y = 44;
     for (name, color) in entries {
-        let x = 110;
         if *color != WHITE {
             area.draw(&Rectangle::new([(x, y), (x + 14, y + 12)], color.filled()))?;
         }
@@ -593,7 +595,7 @@ fn draw_bars<DB: DrawingBackend>(
         (14, 6),
         (FONT, 18).into_font(),
     ))?;
-    draw_legend_row(&top, legend)?;
+    draw_legend(&top, legend, (20, 32))?;
     let mut chart = ChartBuilder::on(&body)
         .margin(12)
         .x_label_area_size(40)
@@ -655,26 +657,6 @@ fn draw_bars<DB: DrawingBackend>(
             vec![(0.0, 0.0), (0.0, total)],
             BLACK.stroke_width(1),
         )))?;
-    }
-    Ok(())
-}
-
-fn draw_legend_row<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    entries: &[(String, RGBColor)],
-) -> DrawResult<DB::ErrorType> {
-    let mut y = 32;
-    for (name, color) in entries {
-        let x = 20;
-        if *color != WHITE {
-            area.draw(&Rectangle::new([(x, y), (x + 14, y + 12)], color.filled()))?;
-        }
-        area.draw(&Text::new(
-            name.clone(),
-            (x + 20, y - 1),
-            (FONT, 13).into_font(),
-        ))?;
-        y += 18;
     }
     Ok(())
 }
