@@ -73,30 +73,30 @@ if want("modules"):
         ours, theirs = med(f"{case}-memprof") / base, med(f"{case}-{baseline}") / base
         section_rows.append((label, f"{base * 1e3:.1f} ms", f"{what} {ours:.2f}x", f"{name}: {theirs:.2f}x"))
 
-if want("collectives"):
-    # Min, median and max over rounds of each round's ratio to the unprofiled step.
-    base = [statistics.median(r["times"]) for r in rounds("collectives-none")]
-    for variant, what in [("memprof", "`-f train_step`"), ("on", "`-f train_step --collectives`")]:
+def ratio_rows(section, label, variants, note):
+    """One row per variant: min, median and max over rounds of each round's ratio to the
+    unprofiled step of the same round (`<section>-none`)."""
+    base = [statistics.median(r["times"]) for r in rounds(f"{section}-none")]
+    for variant, what in variants:
         ratios = sorted(statistics.median(r["times"]) / b
-                        for r, b in zip(rounds(f"collectives-{variant}"), base))
-        section_rows.append(("9. resnet50 step (one process, no collectives issued)",
-                             f"{statistics.median(base) * 1e3:.1f} ms",
+                        for r, b in zip(rounds(f"{section}-{variant}"), base))
+        section_rows.append((label, f"{statistics.median(base) * 1e3:.1f} ms",
                              f"{what} {ratios[len(ratios) // 2]:.3f}x (min {ratios[0]:.3f}x, max {ratios[-1]:.3f}x)",
-                             "the callback's cost on every dispatched op"))
+                             note))
+
+
+if want("collectives"):
+    ratio_rows("collectives", "9. resnet50 step (one process, no collectives issued)",
+               [("memprof", "`-f train_step`"), ("on", "`-f train_step --collectives`")],
+               "the callback's cost on every dispatched op")
 
 if want("history"):
-    # Min, median and max over rounds of each round's ratio to the unprofiled step.
-    base = [statistics.median(r["times"]) for r in rounds("history-none")]
-    for variant, what in [("torch", "PyTorch's `_record_memory_history(max_entries=100000)`, whole run"),
-                          ("memprof", "memprof `-f train_step`"),
-                          ("on", "memprof `-f train_step --history`"),
-                          ("calls", "memprof `-f train_step --warmup 5 --calls 3 --history`")]:
-        ratios = sorted(statistics.median(r["times"]) / b
-                        for r, b in zip(rounds(f"history-{variant}"), base))
-        section_rows.append(("10. resnet50 step: allocator history",
-                             f"{statistics.median(base) * 1e3:.1f} ms",
-                             f"{what} {ratios[len(ratios) // 2]:.3f}x (min {ratios[0]:.3f}x, max {ratios[-1]:.3f}x)",
-                             "stacks only inside the measured calls"))
+    ratio_rows("history", "10. resnet50 step: allocator history",
+               [("torch", "PyTorch's `_record_memory_history(max_entries=100000)`, whole run"),
+                ("memprof", "memprof `-f train_step`"),
+                ("on", "memprof `-f train_step --history`"),
+                ("calls", "memprof `-f train_step --warmup 5 --calls 3 --history`")],
+               "stacks only inside the measured calls")
 
 if want("startup"):
     with open(os.path.join(d, "startup.json")) as f:

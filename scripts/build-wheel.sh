@@ -23,15 +23,16 @@ done
 if [ -z "$venv" ]; then
   scripts/setup.sh "$profile" >/dev/null
   venv=$PWD/.venv
-  target=target
 else
   [ -x "$venv/bin/python" ] || { echo "build-wheel: no Python at $venv/bin/python" >&2; exit 2; }
-  target=target/torch-$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')
 fi
 py=$venv/bin/python
-torch_version=$("$py" -c 'import torch; print(torch.__version__.split("+")[0])')
-python_version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-cuda=$("$py" -c 'import torch, os; print(int(os.path.exists(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))))')
+# The venv's facts in one start of Python (importing torch takes seconds).
+read -r torch_version python_version cuda < <("$py" -c '
+import os, sys, torch
+lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
+print(torch.__version__.split("+")[0], "%d.%d" % sys.version_info[:2], int(os.path.exists(lib)))')
+if [ "$venv" = "$PWD/.venv" ]; then target=target; else target=target/torch-$torch_version; fi
 export VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=$PWD/$target
 cargo_args=(--locked)
 [ "$profile" = release ] && cargo_args+=(--release)
