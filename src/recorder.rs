@@ -456,12 +456,11 @@ impl Recorder {
                 self.mark_line(Some(state.func), state.line);
                 self.returning.push((state.caller, state));
                 return;
-            } else {
-                if state.open {
-                    self.close(&mut state, raised);
-                }
-                self.unwatch(state.caller.code);
             }
+            if state.open {
+                self.close(&mut state, raised);
+            }
+            self.unwatch(state.caller.code);
         }
         self.retag(thread);
     }

@@ -28,10 +28,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     if let Some(path) = &output {
         report::check_writable(path)?;
     }
-    let history = match &args.history {
-        Some(template) => ranks::output_path(Some(template), &process, "pickle")?.0,
-        None => None,
-    };
+    let history = side_file(args.history.as_deref(), &process, "pickle")?;
     if let Some(path) = &history {
         report::check_writable(path)?;
         if args.history_max_entries == 0 {
@@ -41,10 +38,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
             );
         }
     }
-    let plot = match &args.plot {
-        Some(template) => ranks::output_path(Some(template), &process, "svg")?.0,
-        None => None,
-    };
+    let plot = side_file(args.plot.as_deref(), &process, "svg")?;
     if let Some(path) = &plot {
         crate::plot::check_output(path)?;
     }
@@ -232,6 +226,19 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
 
 const NOTHING_TARGETED: &str =
     "nothing was targeted: pass -f FUNCTION, or decorate functions with @profile";
+
+/// A file written beside the report (`--history`, `--plot`), named as `-o` is (placeholders, the
+/// rank inserted under several ranks); none when not asked for, whatever the ranks.
+fn side_file(
+    template: Option<&std::path::Path>,
+    process: &crate::profile::ProcessInfo,
+    extension: &str,
+) -> Result<Option<PathBuf>> {
+    match template {
+        Some(t) => Ok(ranks::output_path(Some(t), process, extension)?.0),
+        None => Ok(None),
+    }
+}
 
 /// The file name extension for reports in `format` (JSON for tables, which cannot be merged).
 fn file_extension(format: Format) -> &'static str {

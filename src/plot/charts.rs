@@ -297,31 +297,28 @@ fn function_bars(sources: &[Source<'_>]) -> Vec<Panel> {
         if lines.is_empty() {
             continue;
         }
+        // The same function in each report (a rank may lack it, or some of its lines).
+        let same: Vec<_> = sources
+            .iter()
+            .map(|s| {
+                s.profile
+                    .functions
+                    .iter()
+                    .find(|g| g.qualname == f.qualname)
+            })
+            .collect();
         let rows = lines
             .iter()
             .map(|l| {
                 let mut bars = Vec::new();
-                for (k, s) in sources.iter().enumerate() {
-                    let same = s
-                        .profile
-                        .functions
-                        .iter()
-                        .find(|g| g.qualname == f.qualname)
-                        .and_then(|g| g.lines.iter().find(|m| m.line == l.line));
-                    let several = sources.len() > 1;
+                for (k, g) in same.iter().enumerate() {
+                    let same = g.and_then(|g| g.lines.iter().find(|m| m.line == l.line));
                     if let Some(key) = &peak_key {
                         let v = same.and_then(|m| m.stats.get(key)).copied().unwrap_or(0);
-                        bars.push((
-                            v,
-                            if several {
-                                SERIES[k % SERIES.len()]
-                            } else {
-                                PEAK
-                            },
-                        ));
+                        bars.push((v, color_for(sources.len(), k, PEAK)));
                     }
                     let d = same.and_then(|m| m.delta_bytes).unwrap_or(0);
-                    let c = if several {
+                    let c = if sources.len() > 1 {
                         lighter(SERIES[k % SERIES.len()])
                     } else {
                         DELTA
