@@ -18,51 +18,78 @@ import _memprof
 
 TIMELINE_CAP = 20000
 _tracker = None
+# The --history module when --history is on (set by install()).
+_history = None
+
+
+class _ThreadState(threading.local):
+    """Per thread: the forward calls running (innermost last), the root calls the schedule
+    skips, and how many saved-tensors hooks are lent out. Class defaults, so that reading one
+    never raises (a missing attribute costs an exception)."""
+
+    stack = None
+    skip = None
+    lent = 0
+
+
+class _Site:
+    """A module as one root module's calls name it, found once: its name, its label's forward
+    entry and (from its first backward) its backward entry."""
+
+    __slots__ = ("root_ref", "module_ref", "name", "forward", "backward")
 
 
 class _Call:
-    """One open forward call of a module."""
+    """One forward call of a module, and its backward: the backward is opened by the first of
+    its outputs' gradients and closed when the gradients of all its inputs have arrived (or
+    when the backward pass ends)."""
 
-    __slots__ = ("entry", "scope", "saved", "input_bytes", "backward", "children", "pass_",
-                 "module_id", "slot", "index")
+    __slots__ = ("site", "scope", "saved", "input_bytes", "children", "pass_", "module_id",
+                 "slot", "index", "back_scope", "back_slot", "inputs", "pending")
 
-    def __init__(self, entry, scope, input_bytes, pass_):
-        self.entry = entry
+    def __init__(self, site, scope, input_bytes, pass_, module_id, slot, index):
+        self.site = site
         self.scope = scope
         self.saved = 0
         self.input_bytes = input_bytes
-        self.backward = _Backward(entry)
         self.children = 0
         self.pass_ = pass_
-
-
-class _Backward:
-    """The backward of one forward call: opened by the first of its outputs' gradients, closed
-    when the gradients of all its inputs have arrived (or when the backward pass ends)."""
-
-    __slots__ = ("entry", "scope", "slot", "inputs", "pending")
-
-    def __init__(self, entry):
-        self.entry = entry
-        self.scope = 0
-        self.slot = None
+        self.module_id = module_id
+        self.slot = slot
+        self.index = index
+        self.back_scope = 0
+        self.back_slot = None
         self.inputs = 0
         self.pending = 0
 
-    # Tensor hooks: they return None, so the gradients pass unchanged.
-    def output_ready(self, grad):
-        _tracker.backward_start(self)
 
-    def input_ready(self, grad):
-        self.pending -= 1
-        if self.pending <= 0:
-            _tracker.backward_end(self)
+class _TensorHook:
+    """The one gradient hook memprof puts on a tensor (per version: an in-place op moves later
+    hooks to its new node) in a forward pass, shared by every module call that has the tensor
+    as an output (its backward starts) or an input (one of the gradients it waits for). A plain
+    tensor hook: it returns None, so the gradient passes unchanged."""
+
+    __slots__ = ("ref", "starts", "ends")
+
+    def __init__(self, ref):
+        self.ref = ref
+        self.starts = []
+        self.ends = []
+
+    def __call__(self, grad):
+        tracker = _tracker
+        for call in self.starts:
+            tracker.backward_start(call)
+        for call in self.ends:
+            call.pending -= 1
+            if call.pending <= 0:
+                tracker.backward_end(call)
 
 
 class _Pass:
     """One forward pass of a root module: what it saved for backward, and its calls in order."""
 
-    __slots__ = ("root", "saved_storages", "state_storages", "calls", "pushed")
+    __slots__ = ("root", "saved_storages", "state_storages", "calls", "pushed", "hooks")
 
     def __init__(self, root, state_storages):
         self.root = root
@@ -71,6 +98,8 @@ class _Pass:
         # (name, depth, saved bytes, input bytes, has children) per finished call, by start.
         self.calls = []
         self.pushed = False
+        # (id of a tensor, its version) -> its _TensorHook, while the pass's forward runs.
+        self.hooks = {}
 
 
 def _storage_key_bytes(t):
@@ -84,7 +113,7 @@ class Tracker:
         self.plan = plan
         self.device_type = device_type
         self.device_index = device_index
-        self.local = threading.local()
+        self.local = _ThreadState()
         # (root label, module name, phase) -> aggregate dict, in first-seen order; and the module
         # of each forward entry, to count its parameters again when the run ends.
         self.entries = {}
@@ -97,6 +126,10 @@ class Tracker:
         # Submodule -> (its root, its name): a submodule called with no module running (activation
         # checkpointing recomputing it during backward) keeps its name.
         self.known = weakref.WeakKeyDictionary()
+        # (id of a root, id of a module) -> its _Site.
+        self.sites = {}
+        self.tensor_type = None
+        self.is_compiling = None
         self.open_backward = {}
         self.callback_queued = False
         self.best_chain = None
@@ -129,7 +162,8 @@ class Tracker:
             self.root_labels[root] = label
         return label
 
-    def _name_in(self, root, module, parent_name):
+    def _name_in(self, root, module):
+        """The module's name in `root`, or None if it is not one of root's submodules."""
         names = self.names.get(root)
         if names is None:
             names = weakref.WeakKeyDictionary()
@@ -140,10 +174,6 @@ class Tracker:
         name = names.get(module)
         if name is not None and module is not root:
             self.known[module] = (weakref.ref(root), name)
-        if name is None:
-            # Called inside the root but not one of its submodules (a module built on the fly).
-            own = f"({type(module).__name__})"
-            name = f"{parent_name}.{own}" if parent_name else own
         return name
 
     def _entry(self, label, name, phase, module):
@@ -223,7 +253,7 @@ class Tracker:
 
     def _record(self, entry, reading, saved=None):
         if reading is None:
-            return None
+            return
         start, end, peak, collectives = reading
         if collectives:
             sums = entry["collectives"]
@@ -239,100 +269,153 @@ class Tracker:
             entry["peak_increase_bytes"] = inc
         if saved is not None:
             entry["saved_bytes"] += saved
-        return start, end, peak
 
     def _timeline_slot(self, entry):
+        """A place in the timeline, [entry, reading, saved bytes], filled when the call ends;
+        report() turns it into the report's dict."""
         if len(self.timeline) >= TIMELINE_CAP:
             self.timeline_dropped += 1
             return None
-        item = {"root": entry["root"], "module": entry["module"], "phase": entry["phase"]}
-        self.timeline.append(item)
-        return item
-
-    @staticmethod
-    def _fill(item, reading, saved=None):
-        if item is None or reading is None:
-            return
-        item["start_bytes"], item["end_bytes"], item["peak_bytes"] = reading[:3]
-        if saved is not None:
-            item["saved_bytes"] = saved
+        slot = [entry, None, None]
+        self.timeline.append(slot)
+        return slot
 
     # --- forward ------------------------------------------------------------------------
+
+    def _first_call(self):
+        torch = self.torch = sys.modules["torch"]
+        self.tensor_type = torch.Tensor
+        self.is_compiling = torch.compiler.is_compiling
+        self._lend_hooks_to_disablers(torch._C._autograd)
+        return torch
 
     def forward_pre(self, module, args):
         torch = self.torch
         if torch is None:
-            torch = self.torch = sys.modules["torch"]
-            self._lend_hooks_to_disablers(torch._C._autograd)
+            torch = self._first_call()
         # Inside a graph that torch.compile traces, the hooks do nothing: dynamo folds this test
         # to True and leaves them out of the graph (tracing them would fail or break the graph).
         # The compiled module's own call, which runs eagerly, is measured.
-        if torch.compiler.is_compiling():
+        if self.is_compiling():
             return
-        stack = getattr(self.local, "stack", None)
+        local = self.local
+        stack = local.stack
         if stack is None:
-            stack = self.local.stack = []
-        if not stack:
-            # Module calls inside a root call that the schedule skips are not measured.
-            skip = getattr(self.local, "skip", None)
-            if skip:
-                skip.append(id(module))
-                return
-            if not self._measures(module):
-                self.local.skip = [id(module)]
-                return
+            stack = local.stack = []
         grad = torch.is_grad_enabled()
         if stack:
             parent = stack[-1]
             parent.children += 1
             pass_ = parent.pass_
-            name = self._name_in(pass_.root, module, parent.entry["module"])
-        elif module in self.known and self.known[module][0]() is not None:
-            root_ref, name = self.known[module]
-            pass_ = _Pass(root_ref(), set())
+            parent_name = parent.site.name
         else:
-            state = set()
-            for t in list(module.parameters()) + list(module.buffers()):
-                try:
-                    state.add(t.untyped_storage().data_ptr())
-                except Exception:
-                    pass
-            pass_ = _Pass(module, state)
-            name = ""
-            # Not around a compiled module (dynamo would inline the hook into its graphs), and
-            # not over the program's own saved-tensors hooks (activation checkpointing,
-            # save_on_cpu): on top of them, memprof's would take their place.
-            if grad and not hasattr(module, "_orig_mod"):
-                if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
-                    torch._C._autograd._push_saved_tensors_default_hooks(self.pack, self.unpack)
-                    pass_.pushed = True
-                else:
-                    self.unmeasured_passes += 1
+            # Module calls inside a root call that the schedule skips are not measured.
+            skip = local.skip
+            if skip:
+                skip.append(id(module))
+                return
+            if not self._measures(module):
+                local.skip = [id(module)]
+                return
+            pass_ = self._root_pass(module, grad, torch)
+            parent_name = ""
         # The scope opens first: a root call's scope follows the program to the CUDA device it
         # uses now, and the entry's parameter bytes are counted on that device.
         scope = _memprof.scope_open()
         if not stack and self.device_type == "cuda":
             self.device_index = _memprof.measured_device()
-        entry = self._entry(self._root_label(pass_.root), name, "forward", module)
+        site = self._site(pass_.root, module, parent_name)
         input_bytes = self._tensor_bytes(args, set()) if self.plan else 0
-        slot = self._timeline_slot(entry)
-        call = _Call(entry, scope, input_bytes, pass_)
-        call.module_id = id(module)
-        call.slot = slot
-        call.index = len(pass_.calls)
+        call = _Call(site, scope, input_bytes, pass_, id(module),
+                     self._timeline_slot(site.forward), len(pass_.calls))
         pass_.calls.append(None)
         stack.append(call)
-        _history_context(entry, "forward")
+        if _history is not None and _history.recording():
+            _history_context(site.forward, "forward")
         if grad:
-            backward = call.backward
+            tensor = self.tensor_type
             for a in args:
-                if isinstance(a, torch.Tensor) and a.requires_grad:
-                    self._hook(a, backward.input_ready)
-                    backward.inputs += 1
+                if isinstance(a, tensor) and a.requires_grad:
+                    hook = self._tensor_hook(pass_, a)
+                    if hook is not None:
+                        hook.ends.append(call)
+                        call.inputs += 1
+
+    def _root_pass(self, module, grad, torch):
+        """The pass a root call starts: a recomputed submodule's keeps its root's names."""
+        known = self.known.get(module)
+        if known is not None and known[0]() is not None:
+            return _Pass(known[0](), set())
+        state = set()
+        for t in list(module.parameters()) + list(module.buffers()):
+            try:
+                state.add(t.untyped_storage().data_ptr())
+            except Exception:
+                pass
+        pass_ = _Pass(module, state)
+        # Not around a compiled module (dynamo would inline the hook into its graphs), and
+        # not over the program's own saved-tensors hooks (activation checkpointing,
+        # save_on_cpu): on top of them, memprof's would take their place.
+        if grad and not hasattr(module, "_orig_mod"):
+            if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
+                torch._C._autograd._push_saved_tensors_default_hooks(self.pack, self.unpack)
+                pass_.pushed = True
+            else:
+                self.unmeasured_passes += 1
+        return pass_
+
+    def _site(self, root, module, parent_name):
+        """The module's site under this root, looked up by identity; found once per module
+        (a module built on the fly, named by its caller, is looked up each call)."""
+        key = (id(root), id(module))
+        site = self.sites.get(key)
+        if site is not None and site.module_ref() is module and site.root_ref() is root:
+            return site
+        name = self._name_in(root, module)
+        site = _Site()
+        site.root_ref = weakref.ref(root)
+        site.backward = None
+        if name is None:
+            # Called inside the root but not one of its submodules (a module built on the fly).
+            own = f"({type(module).__name__})"
+            site.name = f"{parent_name}.{own}" if parent_name else own
+            site.module_ref = weakref.ref(module)
+        else:
+            site.name = name
+            sites = self.sites
+
+            def forget(_, key=key, site=site):
+                if sites.get(key) is site:
+                    del sites[key]
+
+            site.module_ref = weakref.ref(module, forget)
+            sites[key] = site
+        site.forward = self._entry(self._root_label(root), site.name, "forward", module)
+        return site
+
+    def _tensor_hook(self, pass_, tensor):
+        """The pass's hook on this version of `tensor`, registered on its first use."""
+        key = (id(tensor), tensor._version)
+        hook = pass_.hooks.get(key)
+        if hook is not None and hook.ref() is tensor:
+            return hook
+        hook = _TensorHook(weakref.ref(tensor))
+        try:
+            handle = tensor.register_hook(hook)
+        except Exception:
+            return None
+        pass_.hooks[key] = hook
+        if tensor.is_leaf:
+            self.leaf_hooks.append(handle)
+            if len(self.leaf_hooks) > 10000:  # forward passes with no backward
+                for h in self.leaf_hooks[:5000]:
+                    h.remove()
+                del self.leaf_hooks[:5000]
+        return hook
 
     def forward_post(self, module, args, output):
         torch = self.torch
-        if torch is None or torch.compiler.is_compiling():
+        if torch is None or self.is_compiling():
             return
         if output is None:
             # Also how an exception leaving forward reaches this hook (always_call): the first
@@ -340,56 +423,54 @@ class Tracker:
             exc = sys.exc_info()[1]
             if exc is not None and id(exc) != self.exception_active[0]:
                 self.exception_active = (id(exc), self.active())
-        skip = getattr(self.local, "skip", None)
+        local = self.local
+        skip = local.skip
         if skip:
             # The top is this module's, unless an exception skipped inner post-hooks.
             while skip and skip.pop() != id(module):
                 pass
             return
-        stack = getattr(self.local, "stack", None)
-        if not stack or not any(c.module_id == id(module) for c in stack):
+        stack = local.stack
+        module_id = id(module)
+        if not stack or (stack[-1].module_id != module_id
+                         and not any(c.module_id == module_id for c in stack)):
             return
         # The top call is this module's, unless an exception skipped inner post-hooks.
         while True:
             call = stack.pop()
             self._end_call(call, stack)
-            if call.module_id == id(module):
+            if call.module_id == module_id:
                 break
-        torch = self.torch
         hooked = False
         if output is not None and torch.is_grad_enabled():
-            ready = call.backward.output_ready
-            for t in _tensors_in(output, torch):
+            pass_ = call.pass_
+            outputs = (output,) if isinstance(output, self.tensor_type) else _tensors_in(output, torch)
+            for t in outputs:
                 if t.requires_grad:
-                    self._hook(t, ready)
-                    hooked = True
-        if self.finish_pending and not stack and not hooked:
-            # The last scheduled root call, with no backward to wait for: stop now; else when
-            # its backward pass ends (or when the next root call starts).
-            self._finish()
-
-    def _hook(self, tensor, fn):
-        """A hook on a tensor's gradient (plain tensor hooks: no wrapping, no graph change)."""
-        try:
-            handle = tensor.register_hook(fn)
-        except Exception:
-            return
-        if tensor.grad_fn is None:
-            self.leaf_hooks.append(handle)
-            if len(self.leaf_hooks) > 10000:  # forward passes with no backward
-                for h in self.leaf_hooks[:5000]:
-                    h.remove()
-                del self.leaf_hooks[:5000]
+                    hook = self._tensor_hook(pass_, t)
+                    if hook is not None:
+                        hook.starts.append(call)
+                        hooked = True
+        if not stack:
+            # The pass's forward is over: later passes hook their own tensors.
+            call.pass_.hooks = {}
+            if self.finish_pending and not hooked:
+                # The last scheduled root call, with no backward to wait for: stop now; else
+                # when its backward pass ends (or when the next root call starts).
+                self._finish()
 
     def _end_call(self, call, stack):
         reading = _memprof.scope_close(call.scope)
-        _history_context(stack[-1].entry if stack else None, "forward")
+        if _history is not None and _history.recording():
+            _history_context(stack[-1].site.forward if stack else None, "forward")
         saved = call.saved
         if stack:
             stack[-1].saved += saved
-        e = call.entry
+        e = call.site.forward
         self._record(e, reading, saved)
-        self._fill(call.slot, reading, saved)
+        if call.slot is not None:
+            call.slot[1] = reading
+            call.slot[2] = saved
         pass_ = call.pass_
         pass_.calls[call.index] = (e["module"], e["depth"], saved, call.input_bytes, call.children)
         if stack:
@@ -449,12 +530,12 @@ class Tracker:
             hooks = top(False)
             if hooks is not None and hooks[0] == pack:
                 pop()
-                local.lent = getattr(local, "lent", 0) + 1
+                local.lent += 1
             return disable(message, *args, **kwargs)
 
         def hooks_enable():
             enable()
-            lent = getattr(local, "lent", 0)
+            lent = local.lent
             if lent:
                 local.lent = 0
                 for _ in range(lent):
@@ -464,16 +545,19 @@ class Tracker:
         autograd._saved_tensors_hooks_enable = hooks_enable
 
     def pack(self, t):
-        stack = getattr(self.local, "stack", None)
+        stack = self.local.stack
         if stack:
             try:
-                if self._on_device(t):
+                index = self.device_index
+                # is_cpu / is_cuda and get_device() are cheaper than building t.device.
+                if t.is_cpu if index is None else (t.is_cuda and t.get_device() == index):
                     call = stack[-1]
-                    ptr, n = _storage_key_bytes(t)
+                    storage = t.untyped_storage()
+                    ptr = storage.data_ptr()
                     p = call.pass_
                     if ptr not in p.state_storages and ptr not in p.saved_storages:
                         p.saved_storages.add(ptr)
-                        call.saved += n
+                        call.saved += storage.nbytes()
             except Exception:
                 pass
         return t, t._version
@@ -493,14 +577,19 @@ class Tracker:
 
     # --- backward -----------------------------------------------------------------------
 
-    def backward_start(self, backward):
-        if backward.scope:
+    def backward_start(self, call):
+        if call.back_scope:
             return
-        backward.pending = backward.inputs
-        backward.scope = _memprof.scope_open()
-        backward.slot = self._timeline_slot(self._backward_entry(backward))
-        _history_context(backward.entry, "backward")
-        self.open_backward[id(backward)] = backward
+        call.pending = call.inputs
+        call.back_scope = _memprof.scope_open()
+        site = call.site
+        entry = site.backward
+        if entry is None:
+            entry = site.backward = self._backward_entry(site.forward)
+        call.back_slot = self._timeline_slot(entry)
+        if _history is not None and _history.recording():
+            _history_context(site.forward, "backward")
+        self.open_backward[id(call)] = call
         if not self.callback_queued:
             self.callback_queued = True
             try:
@@ -508,29 +597,30 @@ class Tracker:
             except Exception:
                 self.callback_queued = False
 
-    def backward_end(self, backward):
-        if not backward.scope:
+    def backward_end(self, call):
+        if not call.back_scope:
             return
-        reading = _memprof.scope_close(backward.scope)
-        backward.scope = 0
-        _history_context(None, "backward")
-        self.open_backward.pop(id(backward), None)
-        self._record(self._backward_entry(backward), reading)
-        self._fill(backward.slot, reading)
+        reading = _memprof.scope_close(call.back_scope)
+        call.back_scope = 0
+        if _history is not None and _history.recording():
+            _history_context(None, "backward")
+        self.open_backward.pop(id(call), None)
+        self._record(call.site.backward, reading)
+        if call.back_slot is not None:
+            call.back_slot[1] = reading
 
     def backward_done(self):
         """The backward pass ended: the backward of calls whose inputs needed no gradient ends."""
         self.callback_queued = False
-        for backward in list(self.open_backward.values()):
-            self.backward_end(backward)
+        for call in list(self.open_backward.values()):
+            self.backward_end(call)
         for handle in self.leaf_hooks:
             handle.remove()
         self.leaf_hooks.clear()
         if self.finish_pending:
             self._finish()
 
-    def _backward_entry(self, backward):
-        f = backward.entry
+    def _backward_entry(self, f):
         key = (f["root"], f["module"], "backward")
         entry = self.entries.get(key)
         if entry is None:
@@ -546,15 +636,16 @@ class Tracker:
             name = entry["root"] + ("." + entry["module"] if entry["module"] else "")
             return f"{name} ({phase})"
 
-        running = [label(c.entry, "forward") for c in getattr(self.local, "stack", None) or ()]
-        running += [label(b.entry, "backward") for b in list(self.open_backward.values())]
+        stack = self.local.stack or ()
+        running = [label(c.site.forward, "forward") for c in stack]
+        running += [label(c.site.forward, "backward") for c in list(self.open_backward.values())]
         return running
 
     # --- report -------------------------------------------------------------------------
 
     def report(self):
-        for backward in list(self.open_backward.values()):
-            self.backward_end(backward)
+        for call in list(self.open_backward.values()):
+            self.backward_end(call)
         # Parameters as the modules hold them at the end, at rest: during a call, FSDP2 has
         # swapped its sharded parameters for the gathered ones (a module that is gone keeps the
         # count of its first call).
@@ -585,10 +676,19 @@ class Tracker:
         return {
             "warnings": warnings,
             "entries": list(self.entries.values()),
-            "timeline": self.timeline,
+            "timeline": [_timeline_item(*slot) for slot in self.timeline],
             "timeline_dropped": self.timeline_dropped,
             "chain": chain,
         }
+
+
+def _timeline_item(entry, reading, saved):
+    item = {"root": entry["root"], "module": entry["module"], "phase": entry["phase"]}
+    if reading is not None:
+        item["start_bytes"], item["end_bytes"], item["peak_bytes"] = reading[:3]
+        if saved is not None:
+            item["saved_bytes"] = saved
+    return item
 
 
 def _tensors_in(value, torch, depth=0):
@@ -623,7 +723,8 @@ def uninstall():
 
 def install(device_type, device_index, plan=False, schedule=None, follow_targets=False):
     """Arms the tracker: now if torch.nn is loaded, else when `torch.nn.modules.module` is."""
-    global _tracker
+    global _tracker, _history
+    _history = sys.modules.get("_memprof_history")
     _tracker = Tracker(device_type, device_index, plan, schedule, follow_targets)
     import _memprof_imports
 
@@ -648,7 +749,5 @@ def active_at(exc):
 def _history_context(entry, phase):
     """--history on CUDA: the module call running (its qualified name and phase) becomes the
     user_metadata of the allocator's events from now on; None clears it."""
-    history = sys.modules.get("_memprof_history")
-    if history is not None and history.recording():
-        label = "" if entry is None else "module %s %s" % (entry["module"] or entry["root"], phase)
-        history.module_context(label)
+    label = "" if entry is None else "module %s %s" % (entry["module"] or entry["root"], phase)
+    _history.module_context(label)
