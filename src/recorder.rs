@@ -160,6 +160,14 @@ impl Recorder {
             && self.stacks.values().all(|s| s.is_empty())
     }
 
+    /// Nothing on `thread` waits for an event: none of its targeted frames runs, and no call
+    /// that returned waits for its caller (on any thread: those are not kept per thread). On
+    /// 3.11 the trace function leaves such a thread.
+    #[cfg_attr(Py_3_12, allow(dead_code))]
+    pub fn settled_on(&self, thread: usize) -> bool {
+        self.returning.is_empty() && self.stacks.get(&thread).is_none_or(|s| s.is_empty())
+    }
+
     /// A measured call starts: with nothing else open, follow the program to the CUDA device it
     /// uses now (`torch.cuda.set_device` in each rank, say), and remember which devices were
     /// measured.
