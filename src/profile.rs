@@ -106,6 +106,11 @@ pub struct Metadata {
     /// `--collectives`: what the collective bytes are and what they cannot include.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collectives: Option<String>,
+    /// Interpreter events that reached memprof's line hook (trace-function calls on 3.11,
+    /// sys.monitoring callbacks on 3.12+): what the hook cost, in events. Untargeted code adds
+    /// none.
+    #[serde(default)]
+    pub hook_events: u64,
 }
 
 /// The process that wrote a report.

@@ -159,6 +159,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
             calls: args.calls,
             stopped_early: facts.stopped_early,
         }),
+        hook_events: facts.hook_events,
     };
     let mut profile =
         recorder::with(|r| report::build(r, ctx)).expect("the recorder exists during a run");
@@ -301,6 +302,7 @@ fn install_emergency_report(to: Destination, device: DeviceInfo, command_line: V
             process: ranks::this_process(),
             script: None,
             schedule: None,
+            hook_events: crate::python::hook_events(),
         };
         let profile = report::build(r, ctx);
         let _ = emit(&profile, &to);

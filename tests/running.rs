@@ -294,3 +294,22 @@ fn everything_after_the_script_reaches_it_untouched() {
         r.stdout
     );
 }
+
+#[test]
+fn untargeted_code_never_reaches_the_hook() {
+    // 60000 calls of an untargeted function around four calls of the target (one on a thread):
+    // the hook sees the target's events and the next event of each caller, not the rest. On 3.11
+    // that is the frame-evaluation hook taking the trace function off again; without it, every
+    // call and line of `small` and `heavy` reached the trace function (over 100000 events).
+    let (r, report) = profile(&[], &["-f", "rare", "untargeted.py"]);
+    assert!(r.stdout.contains("sum 4"), "{}", r.stdout);
+    let rare = function(&report, "rare");
+    assert_eq!(hits(line(rare, "torch.zeros(256)")), 4);
+    let events = report["metadata"]["hook_events"].as_u64().unwrap();
+    assert!(events > 0 && events < 200, "{events} hook events");
+
+    // Nothing targeted: no hook events at all.
+    let (r, report) = profile(&[], &["-f", "no_such_function", "untargeted.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(report["metadata"]["hook_events"], 0);
+}

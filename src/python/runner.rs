@@ -53,6 +53,8 @@ pub struct RunFacts {
     pub device_name: Option<String>,
     /// The schedule was complete before the program ended, and memprof stopped its hooks.
     pub stopped_early: bool,
+    /// Interpreter events the line hook handled (see `Metadata::hook_events`).
+    pub hook_events: u64,
     pub warnings: Vec<String>,
     /// What `--modules`, `--tensors` and the OOM forensics collected, as the bootstrap's JSON.
     pub sections_json: Option<String>,
@@ -234,6 +236,7 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             device_index,
             device_name,
             stopped_early,
+            hook_events: tracing::hook_events(),
             warnings,
             sections_json,
         })

@@ -9,6 +9,19 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use std::sync::Mutex;
 
+/// Interpreter events that reached the hook, for the report (`metadata.hook_events`).
+static HOOK_EVENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+#[inline]
+fn count_event() {
+    HOOK_EVENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Interpreter events the hook has handled so far.
+pub fn hook_events() -> u64 {
+    HOOK_EVENTS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Strong references to every registered code object, so their addresses stay theirs.
 static KEEP: Mutex<Vec<Py<PyAny>>> = Mutex::new(Vec::new());
 
@@ -105,6 +118,7 @@ mod imp {
         code: &Bound<'_, PyAny>,
         targeted: impl FnOnce(&mut recorder::Recorder, usize, u32),
     ) {
+        count_event();
         let ptr = code.as_ptr() as usize;
         let (changes, ended, finished, history) = recorder::with(|r| {
             match r.function_of(ptr) {
@@ -337,6 +351,7 @@ mod imp {
         what: c_int,
         arg: *mut ffi::PyObject,
     ) -> c_int {
+        count_event();
         let code = code_of(frame as usize);
         let frame_key = frame as usize;
         let (ended, finished, history) = recorder::with(|r| {

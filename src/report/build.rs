@@ -17,6 +17,7 @@ pub struct RunContext {
     pub process: ProcessInfo,
     pub script: Option<String>,
     pub schedule: Option<Schedule>,
+    pub hook_events: u64,
 }
 
 /// Builds the report. Source lines are read from the functions' files (empty if unreadable).
@@ -66,6 +67,7 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
             process: ctx.process,
             script: ctx.script,
             schedule: ctx.schedule,
+            hook_events: ctx.hook_events,
             collectives: recorder
                 .sampler()
                 .counts_collectives()
