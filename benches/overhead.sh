@@ -33,12 +33,12 @@ if [ "$part" = steady ]; then
   pin="taskset -c 3"
   for round in $(seq "$rounds"); do
     echo "round $round"
-    one untargeted-python $pin python3 "$w" untargeted --repeats 7
-    one untargeted-before $pin "$before" run -f rare -o "$out/u.json" "$w" untargeted --repeats 7
-    one untargeted-after $pin "$after" run -f rare -o "$out/u.json" "$w" untargeted --repeats 7
-    one bare-python $pin python3 "$w" untargeted --repeats 7
-    one bare-before $pin "$before" run -o "$out/b.json" "$w" untargeted --repeats 7
-    one bare-after $pin "$after" run -o "$out/b.json" "$w" untargeted --repeats 7
+    one untargeted-python $pin python3 "$w" untargeted --n 200000 --repeats 7
+    one untargeted-before $pin "$before" run -f rare -o "$out/u.json" "$w" untargeted --n 200000 --repeats 7
+    one untargeted-after $pin "$after" run -f rare -o "$out/u.json" "$w" untargeted --n 200000 --repeats 7
+    one bare-python $pin python3 "$w" untargeted --n 200000 --repeats 7
+    one bare-before $pin "$before" run -o "$out/b.json" "$w" untargeted --n 200000 --repeats 7
+    one bare-after $pin "$after" run -o "$out/b.json" "$w" untargeted --n 200000 --repeats 7
     # The GPU cases are not pinned: autograd's device thread needs a core of its own.
     one resnet-python python3 "$w" resnet
     one resnet-before "$before" run -f train_step -o "$out/r.json" "$w" resnet

@@ -3,11 +3,12 @@
 # script's own module) under python, memprof with no target, and memprof with a rarely called
 # function targeted: the variants interleaved, ROUNDS times (default 5), each process printing the
 # median of its repeats; this prints min, median and max over rounds, and the ratios of medians.
-# Runs on the CPU (any machine); on the GPU machine benches/run.sh runs the same case.
-#   benches/untargeted.sh [MEMPROF_BINARY]      (default target/release/memprof; venv active)
+# Several binaries (before and after a change, say) run interleaved in the same rounds.
+# Runs on the CPU (any machine); on the GPU machine benches/overhead.sh runs the same case.
+#   benches/untargeted.sh [MEMPROF_BINARY...]   (default target/release/memprof; venv active)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mp=${1:-target/release/memprof}
+[ $# -gt 0 ] || set -- target/release/memprof
 rounds=${ROUNDS:-5}
 n=${N:-200000}
 w=benches/workloads.py
@@ -17,16 +18,23 @@ out=$(mktemp -d)
 median() { "$py" -c "import json,sys,statistics;d=json.loads(sys.stdin.read().split('BENCH ')[1]);print(statistics.median(d['times'])*1e3)"; }
 for r in $(seq "$rounds"); do
   $pin "$py" "$w" untargeted --n "$n" --repeats 7 | median >>"$out/python"
-  $pin "$mp" run -o "$out/r.yaml" "$w" untargeted --n "$n" --repeats 7 2>/dev/null | median >>"$out/none"
-  $pin "$mp" run -f rare -o "$out/r.yaml" "$w" untargeted --n "$n" --repeats 7 2>/dev/null | median >>"$out/rare"
+  i=0
+  for mp in "$@"; do
+    i=$((i + 1))
+    $pin "$mp" run -o "$out/r.yaml" "$w" untargeted --n "$n" --repeats 7 2>/dev/null | median >>"$out/none$i"
+    $pin "$mp" run -f rare -o "$out/r.yaml" "$w" untargeted --n "$n" --repeats 7 2>/dev/null | median >>"$out/rare$i"
+  done
 done
-"$py" - "$out" "$n" "$rounds" <<'PY'
+"$py" - "$out" "$n" "$rounds" "$@" <<'PY'
 import statistics, sys
-out, n, rounds = sys.argv[1], sys.argv[2], sys.argv[3]
-rows = {k: [float(x) for x in open(f"{out}/{k}")] for k in ("python", "none", "rare")}
-base = statistics.median(rows["python"])
-print(f"untargeted: {n} calls of a small function per repeat; {rounds} interleaved rounds; ms (min / median / max of per-process medians)")
-for k, label in (("python", "python3"), ("none", "memprof run (no target)"), ("rare", "memprof run -f rare")):
-    v = rows[k]
-    print(f"  {label:<26} {min(v):7.1f} {statistics.median(v):7.1f} {max(v):7.1f}   {statistics.median(v) / base:.3f}x")
+out, n, rounds, binaries = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+read = lambda k: [float(x) for x in open(f"{out}/{k}")]
+base = read("python")
+print(f"untargeted: {n} calls of a small function per repeat; {rounds} interleaved rounds; ms (min / median / max of per-process medians), ratio of medians")
+rows = [("python", "python3")]
+for i, b in enumerate(binaries, 1):
+    rows += [(f"none{i}", f"{b} run (no target)"), (f"rare{i}", f"{b} run -f rare")]
+for k, label in rows:
+    v = read(k)
+    print(f"  {label:<48} {min(v):7.1f} {statistics.median(v):7.1f} {max(v):7.1f}   {statistics.median(v) / statistics.median(base):.3f}x")
 PY
