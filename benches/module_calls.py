@@ -1,21 +1,35 @@
-"""The cost of --modules per module call, on the CPU: 60 blocks of Linear(16, 16) + ReLU in a
-Sequential (181 modules), batch 4, forward and backward; the compute is tiny, so the time that
-memprof adds is its hooks'. Prints the median step time of 30 steps after 5 warm-up steps.
-    python benches/module_calls.py ; memprof run --modules benches/module_calls.py
-(benches/module_calls.sh runs them interleaved.)"""
-import sys, time, statistics, torch
+"""The cost of --modules per module call: 60 blocks of Linear(16, 16) + ReLU in a Sequential
+(181 modules), batch 4, forward and backward; the compute is tiny, so the time that memprof adds
+is its hooks'. Prints the median step time of 30 steps after 5 warm-up steps.
+    python benches/module_calls.py [cpu|cuda] ; memprof run --modules benches/module_calls.py
+(benches/module_calls.sh runs them interleaved.) On cuda each step ends with a synchronize."""
+import statistics
+import sys
+import time
+
+import torch
+
 torch.manual_seed(0)
-layers = []
-for _ in range(60):
-    layers += [torch.nn.Linear(16, 16), torch.nn.ReLU()]
-model = torch.nn.Sequential(*[torch.nn.Sequential(layers[i], layers[i+1]) for i in range(0, len(layers), 2)])
-x = torch.randn(4, 16)
+device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+blocks = [torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()) for _ in range(60)]
+model = torch.nn.Sequential(*blocks).to(device)
+x = torch.randn(4, 16, device=device)
+n = sum(1 for _ in model.modules())
+
+
 def step():
     model.zero_grad(set_to_none=True)
     model(x).sum().backward()
-for _ in range(5): step()
-ts = []
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+for _ in range(5):
+    step()
+times = []
 for _ in range(30):
-    t = time.perf_counter(); step(); ts.append(time.perf_counter() - t)
-n = sum(1 for _ in model.modules())
-print(f"BENCH median {statistics.median(ts)*1e3:.3f} ms, {n} modules -> {statistics.median(ts)*1e6/n:.2f} us/module")
+    t = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - t)
+m = statistics.median(times)
+print(f"BENCH median {m * 1e3:.3f} ms, {n} modules -> {m * 1e6 / n:.2f} us/module")

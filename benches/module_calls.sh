@@ -4,21 +4,23 @@
 # (default 5), pinned to one core. Only allocated-bytes columns (the CPU's default adds host RSS,
 # a /proc read per sample), as on CUDA.
 #   benches/module_calls.sh [MEMPROF_BINARY...]   (default target/release/memprof; venv active)
+# DEVICE=cuda runs the model on the GPU (the hooks then also run on autograd's device thread).
+# PIN= (empty) runs unpinned (autograd's device thread wants a core of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- target/release/memprof
 rounds=${ROUNDS:-5}
-pin=$(command -v taskset >/dev/null && echo "taskset -c 1" || true)
+pin=${PIN-$(command -v taskset >/dev/null && echo "taskset -c 1" || true)}
 py=${PYTHON:-python3}
 out=$(mktemp -d)
 ms() { sed -n 's/^BENCH median \([0-9.]*\) ms.*/\1/p'; }
 for r in $(seq "$rounds"); do
-  $pin "$py" benches/module_calls.py | ms >>"$out/python"
+  $pin "$py" benches/module_calls.py "${DEVICE:-cpu}" | ms >>"$out/python"
   i=0
   for mp in "$@"; do
     i=$((i + 1))
     $pin "$mp" run --modules --stat allocated_bytes.all.peak --stat allocated_bytes.all.current \
-      -o "$out/r.json" benches/module_calls.py 2>/dev/null | ms >>"$out/m$i"
+      -o "$out/r.json" benches/module_calls.py "${DEVICE:-cpu}" 2>/dev/null | ms >>"$out/m$i"
   done
 done
 "$py" - "$out" "$rounds" "$@" <<'PY'

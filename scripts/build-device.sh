@@ -27,4 +27,9 @@ PATH="$PWD/.venv/bin:$PATH" .venv/bin/python scripts/make_wheel.py --binary targ
   --python 3.12 --torch 2.11.0 --out .device/wheel >/dev/null
 # The baselines for benches/run.sh: pytorch_memlab 0.3.2 (+ calmsize) and line_profiler 5.1.
 mkdir -p .device/wheels && cp "$shared"/gpu/wheels/*.whl .device/wheels/
+# benches/libpython_cost.sh's python3.12 through the shared libpython3.12.so (the library memprof
+# embeds), to tell that library's cost from memprof's own.
+mkdir -p .device/diag
+cc -O2 benches/dynpython.c -o .device/diag/dynpython -L"$kit/py312" -l:libpython3.12.so.1.0 \
+  -Wl,--allow-shlib-undefined
 ls -la .device .device/tests
