@@ -745,7 +745,7 @@ impl Recorder {
     /// Opens a measurement scope (a module's forward or backward call) at a new sample; it sees
     /// the same peaks as the lines open around it.
     pub fn open_scope(&mut self) -> u64 {
-        self.take_sample();
+        self.take_sample_for_scope();
         self.choose_device();
         let mut window = self.sampler.new_window();
         self.sampler.open(&mut window);
@@ -757,7 +757,7 @@ impl Recorder {
     /// Closes a scope at a new sample: allocated bytes at its start and end, and the highest
     /// allocated bytes reached while it was open.
     pub fn close_scope(&mut self, id: u64) -> Option<ScopeReading> {
-        self.take_sample();
+        self.take_sample_for_scope();
         let window = self.scopes.remove(&id)?;
         Some(self.sampler.allocated_in(&window))
     }
@@ -772,6 +772,18 @@ impl Recorder {
     /// every open window (a caller's line includes everything its callees did).
     fn take_sample(&mut self) {
         self.sampler.read();
+        self.fold_sample();
+    }
+
+    /// A sample at a module scope's start or end: without the host stats (see
+    /// `Sampler::read_without_host`).
+    fn take_sample_for_scope(&mut self) {
+        self.sampler.read_without_host();
+        self.fold_sample();
+    }
+
+    /// Folds the highest values reached since the previous sample into every open window.
+    fn fold_sample(&mut self) {
         let returning = self.returning.iter_mut().map(|(_, s)| s);
         for state in self.frames.values_mut().filter(|f| f.open).chain(returning) {
             self.sampler.fold(&mut state.window);

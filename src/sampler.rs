@@ -401,6 +401,17 @@ impl Sampler {
     /// Reads the allocator (a sample) and the highest values each peak reached since the
     /// previous sample.
     pub fn read(&mut self) {
+        self.read_with_host(true);
+    }
+
+    /// A sample for module scopes, which measure allocated bytes only: the host stats keep
+    /// their previous values (a /proc read costs more than the rest of a sample, and host
+    /// columns are read at line boundaries, where `read` runs).
+    pub fn read_without_host(&mut self) {
+        self.read_with_host(false);
+    }
+
+    fn read_with_host(&mut self, host: bool) {
         if let Source::Cuda(device) = self.source {
             if !self.cuda_ready {
                 self.cuda_ready = torch::allocator_initialized();
@@ -416,7 +427,7 @@ impl Sampler {
             .try_into()
             .expect("sample layout");
         torch::take_tally(matches!(self.source, Source::Cuda(_)), t);
-        if let Some(at) = self.host_at {
+        if let Some(at) = self.host_at.filter(|_| host) {
             let m = self.host.read();
             self.sample[at] = m.rss;
             self.sample[at + 1] = m.vms;
