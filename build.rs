@@ -21,8 +21,10 @@ fn main() {
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .flag("-O2")
         .file("src/torch/shim.cpp")
+        .file("src/torch/grad_hooks.cpp")
         .compile("memprof_shim");
     println!("cargo:rerun-if-changed=src/torch/shim.cpp");
+    println!("cargo:rerun-if-changed=src/torch/grad_hooks.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH_USE_PYTORCH");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     println!("cargo:rerun-if-env-changed=PYO3_CONFIG_FILE");

@@ -4,6 +4,7 @@
 # variants of each case interleaved, ROUNDS rounds (default 4). One device call per part:
 #   run(command="benches/overhead.sh steady", carry=[".device"])    # cases 1-4, about 9 min
 #   run(command="benches/overhead.sh startup", carry=[".device"])   # case 5, about 5 min
+#   run(command="benches/overhead.sh modules", carry=[".device"])   # case 4 alone, about 3 min
 # steady: untargeted Python with a rare target and with no target (pinned to one core), the
 # resnet50 step with train_step targeted, the resnet50 step under --modules. startup: `import
 # torch` + a first CUDA call as whole processes, without and with a target, RUNS runs each.
@@ -28,7 +29,16 @@ one() { # name, then the command: appends the process's BENCH line to $out/name.
   grep -h '^BENCH' "$out/$name.log" >>"$out/$name.txt"
 }
 
-if [ "$part" = steady ]; then
+if [ "$part" = modules ]; then
+  rm -f "$out"/modules-*.txt
+  for round in $(seq "$rounds"); do
+    echo "round $round"
+    one modules-python python3 "$w" resnet
+    one modules-before "$before" run --modules -o "$out/m.json" "$w" resnet
+    one modules-after "$after" run --modules -o "$out/m.json" "$w" resnet
+  done
+  part=steady
+elif [ "$part" = steady ]; then
   rm -f "$out"/{untargeted,bare,resnet,modules}-*.txt
   pin="taskset -c 3"
   for round in $(seq "$rounds"); do

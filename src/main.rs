@@ -12,6 +12,7 @@ mod host;
 mod interrupt;
 mod launcher;
 mod merge;
+mod module_backward;
 mod oom;
 mod plot;
 mod profile;

@@ -395,6 +395,7 @@ def _install_reports(options):
             schedule=(options.get("warmup", 0), options.get("calls")) if own_schedule else None,
             follow_targets=bool(options.get("schedule_by_targets"))
             and (options.get("warmup") or options.get("calls") is not None),
+            history=bool(options.get("history")),
         )
     if options.get("tensors"):
         _memprof.set_inventory(_inventory)

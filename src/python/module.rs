@@ -70,6 +70,37 @@ fn scope_close(id: u64) -> Option<Reading> {
     })
 }
 
+/// `--modules`: hooks, in C++, the autograd node that produced a tensor (its `_cdata`) for
+/// module call `token`, as one of its outputs or inputs; false for a leaf.
+#[pyfunction]
+fn grad_hook(tensor_cdata: usize, token: u64, output: bool) -> bool {
+    crate::module_backward::hook(tensor_cdata, token, output)
+}
+
+/// A backward measured by the C++ hooks: (token, scope id, start, end, peak, collectives).
+type GradReading = (u64, u64, i64, i64, i64, Option<Vec<i64>>);
+
+/// `--modules`: the backwards the C++ hooks measured since the last call, the tokens released
+/// without one, and the tokens whose backward runs now; `end_all` first ends those.
+#[pyfunction]
+#[pyo3(signature = (end_all=false))]
+fn grad_collect(end_all: bool) -> (Vec<GradReading>, Vec<u64>, Vec<u64>) {
+    if end_all {
+        crate::module_backward::end_all();
+    }
+    let (finished, released, open) = crate::module_backward::collect();
+    let readings = finished
+        .into_iter()
+        .map(|(token, scope, s)| {
+            let bytes = s
+                .collectives
+                .map(|c| c[..torch::collectives::KINDS.len()].to_vec());
+            (token, scope, s.start, s.end, s.peak, bytes)
+        })
+        .collect();
+    (readings, released, open)
+}
+
 /// What the process-group call about to run carries (`--collectives`); None after it.
 #[pyfunction]
 #[pyo3(signature = (kind, bytes=0))]
@@ -135,6 +166,8 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_close, &m)?)?;
+    m.add_function(wrap_pyfunction!(grad_hook, &m)?)?;
+    m.add_function(wrap_pyfunction!(grad_collect, &m)?)?;
     m.add_function(wrap_pyfunction!(measured_device, &m)?)?;
     m.add_function(wrap_pyfunction!(measuring, &m)?)?;
     m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;

@@ -3,8 +3,10 @@
 # Every torch.nn.Module call, forward and backward, becomes a measurement scope in Rust
 # (`_memprof.scope_open` / `scope_close`: allocated bytes at start and end, exact peak while
 # open). Forward calls are seen through torch's global module hooks; a call's backward starts
-# when the gradient of one of its outputs is ready and ends when those of all its inputs are
-# (plain tensor hooks, which wrap nothing and return nothing), or when the backward pass ends.
+# when the gradient of one of its outputs is ready and ends when those of all its inputs are,
+# or when the backward pass ends: seen by C++ hooks on the autograd nodes that produced them
+# (src/torch/grad_hooks.cpp, no Python in backward), or, with --history or a schedule of root
+# calls, by plain tensor hooks (which wrap nothing and return nothing).
 # Bytes saved for backward are counted by a saved-tensors pack hook pushed only while a root
 # module's forward runs and the program has no such hook of its own. Nothing here keeps a tensor
 # alive beyond what autograd itself keeps. Sharded (DTensor) parameters count by their local
@@ -130,6 +132,12 @@ class Tracker:
         self.sites = {}
         self.tensor_type = None
         self.is_compiling = None
+        # Backward through C++ gradient hooks (no Python in backward): not with --history, whose
+        # module context is set from Python, nor with a schedule of root calls, which ends
+        # from the end of a backward pass. Calls with C++ hooks, by token (their forward
+        # scope's id), until their graph is freed.
+        self.native = _history is None and schedule is None
+        self.native_calls = {}
         self.open_backward = {}
         self.callback_queued = False
         self.best_chain = None
@@ -317,6 +325,8 @@ class Tracker:
             if not self._measures(module):
                 local.skip = [id(module)]
                 return
+            if self.native_calls:
+                self._collect_native()
             pass_ = self._root_pass(module, grad, torch)
             parent_name = ""
         # The scope opens first: a root call's scope follows the program to the CUDA device it
@@ -334,12 +344,18 @@ class Tracker:
             _history_context(site.forward, "forward")
         if grad:
             tensor = self.tensor_type
-            for a in args:
-                if isinstance(a, tensor) and a.requires_grad:
-                    hook = self._tensor_hook(pass_, a)
-                    if hook is not None:
-                        hook.ends.append(call)
-                        call.inputs += 1
+            if self.native:
+                for a in args:
+                    if (isinstance(a, tensor) and a.requires_grad
+                            and _memprof.grad_hook(a._cdata, scope, False)):
+                        self.native_calls[scope] = call
+            else:
+                for a in args:
+                    if isinstance(a, tensor) and a.requires_grad:
+                        hook = self._tensor_hook(pass_, a)
+                        if hook is not None:
+                            hook.ends.append(call)
+                            call.inputs += 1
 
     def _root_pass(self, module, grad, torch):
         """The pass a root call starts: a recomputed submodule's keeps its root's names."""
@@ -446,7 +462,13 @@ class Tracker:
             pass_ = call.pass_
             outputs = (output,) if isinstance(output, self.tensor_type) else _tensors_in(output, torch)
             for t in outputs:
-                if t.requires_grad:
+                if not t.requires_grad:
+                    continue
+                if self.native:
+                    if _memprof.grad_hook(t._cdata, call.scope, True):
+                        self.native_calls[call.scope] = call
+                        hooked = True
+                else:
                     hook = self._tensor_hook(pass_, t)
                     if hook is not None:
                         hook.starts.append(call)
@@ -620,6 +642,27 @@ class Tracker:
         if self.finish_pending:
             self._finish()
 
+    def _collect_native(self, end_all=False):
+        """Records the backwards that the C++ hooks measured (in the order they started) and
+        forgets calls whose graph is gone; returns the calls whose backward runs now."""
+        finished, released, running = _memprof.grad_collect(end_all)
+        for token, _, start, end, peak, collectives in sorted(finished, key=lambda f: f[1]):
+            call = self.native_calls.get(token)
+            if call is None:
+                continue
+            site = call.site
+            entry = site.backward
+            if entry is None:
+                entry = site.backward = self._backward_entry(site.forward)
+            reading = (start, end, peak, collectives)
+            self._record(entry, reading)
+            slot = self._timeline_slot(entry)
+            if slot is not None:
+                slot[1] = reading
+        for token in released:
+            self.native_calls.pop(token, None)
+        return [self.native_calls[t] for t in running if t in self.native_calls]
+
     def _backward_entry(self, f):
         key = (f["root"], f["module"], "backward")
         entry = self.entries.get(key)
@@ -638,7 +681,10 @@ class Tracker:
 
         stack = self.local.stack or ()
         running = [label(c.site.forward, "forward") for c in stack]
-        running += [label(c.site.forward, "backward") for c in list(self.open_backward.values())]
+        backward = list(self.open_backward.values())
+        if self.native_calls:
+            backward += self._collect_native()
+        running += [label(c.site.forward, "backward") for c in backward]
         return running
 
     # --- report -------------------------------------------------------------------------
@@ -646,6 +692,8 @@ class Tracker:
     def report(self):
         for call in list(self.open_backward.values()):
             self.backward_end(call)
+        if self.native:
+            self._collect_native(end_all=True)
         # Parameters as the modules hold them at the end, at rest: during a call, FSDP2 has
         # swapped its sharded parameters for the gathered ones (a module that is gone keeps the
         # count of its first call).
@@ -721,10 +769,11 @@ def uninstall():
         _tracker.handles = []
 
 
-def install(device_type, device_index, plan=False, schedule=None, follow_targets=False):
+def install(device_type, device_index, plan=False, schedule=None, follow_targets=False,
+            history=False):
     """Arms the tracker: now if torch.nn is loaded, else when `torch.nn.modules.module` is."""
     global _tracker, _history
-    _history = sys.modules.get("_memprof_history")
+    _history = sys.modules.get("_memprof_history") if history else None
     _tracker = Tracker(device_type, device_index, plan, schedule, follow_targets)
     import _memprof_imports
 

@@ -48,6 +48,9 @@ extern "C" {
     pub fn mp_collectives_expect(kind: c_int, bytes: i64);
     /// Bytes (8) then calls (8) per kind of collective, since the start.
     pub fn mp_collectives_take(out: *mut i64);
+    /// Hooks the autograd node that produced a tensor (its TensorImpl), for `--modules`
+    /// (grad_hooks.cpp): 1 hooked, 0 a leaf (no node), -1 an error.
+    pub fn mp_grad_hook(tensor_impl: *mut std::ffi::c_void, token: u64, kind: c_int) -> c_int;
     /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
     pub fn mp_tally_take(which: c_int, out: *mut i64);
 }

@@ -7,6 +7,16 @@ use crate::stats::CUDA_STAT_COUNT;
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
+/// Hooks the autograd node that produced a tensor (its TensorImpl address) for `--modules`'
+/// C++ gradient hooks; false for a leaf or on error.
+///
+/// # Safety
+/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
+pub unsafe fn grad_hook(tensor_impl: usize, token: u64, kind: c_int) -> bool {
+    // SAFETY: per the contract above; the shim catches every C++ exception.
+    unsafe { ffi::mp_grad_hook(tensor_impl as *mut std::ffi::c_void, token, kind) == 1 }
+}
+
 /// Number of values in one tally read (see `mp_tally_take`).
 pub const TALLY_LEN: usize = 11;
 /// Indices into a tally read.

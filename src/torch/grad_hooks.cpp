@@ -1,0 +1,67 @@
+// Gradient hooks for `memprof run --modules`, in C++: a module call's backward starts when the
+// node that produced one of its outputs is about to run, and ends when the nodes of all its
+// inputs are. The Python tensor hooks they replace cost a Python call per tensor to register
+// (Tensor.register_hook) and, in backward, the GIL on autograd's device thread per gradient.
+// These run without Python: each calls memprof (Rust) with the call's token.
+//
+// Every entry point catches every C++ exception: an exception crossing into Rust is undefined
+// behaviour.
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+
+#include <cstdint>
+#include <memory>
+
+// Implemented in Rust (src/module_backward.rs): kind 0, an output's gradient is ready (the
+// call's backward starts); 1, an input's is; 2, the backward pass ended; 3, a hook of the call
+// is gone with its graph. Returns 1 when the engine should call back at the end of this
+// backward pass (kind 2).
+extern "C" int mp_rust_grad_event(uint64_t token, int kind);
+
+namespace {
+
+struct MemprofGradHook : torch::autograd::FunctionPreHook {
+  uint64_t token;
+  int kind;
+  MemprofGradHook(uint64_t t, int k) : token(t), kind(k) {}
+  ~MemprofGradHook() override { mp_rust_grad_event(token, 3); }
+
+  torch::autograd::variable_list operator()(
+      const torch::autograd::variable_list& grads) override {
+    if (mp_rust_grad_event(token, kind) == 1) {
+      try {
+        torch::autograd::Engine::get_default_engine().queue_callback(
+            [] { mp_rust_grad_event(0, 2); });
+      } catch (...) {
+      }
+    }
+    return grads;
+  }
+
+  // Under compiled autograd the hook is left out of the compiled graph (memprof then closes
+  // the backward of such calls when the backward pass ends), instead of failing it.
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& /*args*/) const override {}
+};
+
+}  // namespace
+
+extern "C" {
+
+/// Hooks the node that produced the tensor whose TensorImpl is `impl` (a Python tensor's
+/// `_cdata`): 1 when hooked, 0 when the tensor has no node (a leaf), -1 on error.
+int mp_grad_hook(void* impl, uint64_t token, int kind) {
+  try {
+    auto ptr = c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(
+        static_cast<c10::TensorImpl*>(impl));
+    at::Tensor tensor(std::move(ptr));
+    auto node = tensor.grad_fn();
+    if (!node) return 0;
+    node->add_pre_hook(std::make_unique<MemprofGradHook>(token, kind));
+    return 1;
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // extern "C"
