@@ -59,15 +59,19 @@ fn scope_open() -> u64 {
 /// with `--collectives` the collectives' bytes per kind (`torch::collectives::KINDS` order).
 type Reading = (i64, i64, i64, Option<Vec<i64>>);
 
+fn reading_of(s: crate::sampler::ScopeReading) -> Reading {
+    let bytes = s
+        .collectives
+        .map(|c| c[..torch::collectives::KINDS.len()].to_vec());
+    (s.start, s.end, s.peak, bytes)
+}
+
 /// Closes a scope, or None for an unknown id.
 #[pyfunction]
 fn scope_close(id: u64) -> Option<Reading> {
-    recorder::with(|r| r.close_scope(id)).flatten().map(|s| {
-        let bytes = s
-            .collectives
-            .map(|c| c[..torch::collectives::KINDS.len()].to_vec());
-        (s.start, s.end, s.peak, bytes)
-    })
+    recorder::with(|r| r.close_scope(id))
+        .flatten()
+        .map(reading_of)
 }
 
 /// `--modules`: hooks, in C++, the autograd node that produced a tensor (its `_cdata`) for
@@ -77,8 +81,8 @@ fn grad_hook(tensor_cdata: usize, token: u64, output: bool) -> bool {
     crate::module_backward::hook(tensor_cdata, token, output)
 }
 
-/// A backward measured by the C++ hooks: (token, scope id, start, end, peak, collectives).
-type GradReading = (u64, u64, i64, i64, i64, Option<Vec<i64>>);
+/// A backward measured by the C++ hooks: (token, scope id, its reading).
+type GradReading = (u64, u64, Reading);
 
 /// `--modules`: the backwards the C++ hooks measured since the last call, the tokens released
 /// without one, and the tokens whose backward runs now; `end_all` first ends those.
@@ -91,12 +95,7 @@ fn grad_collect(end_all: bool) -> (Vec<GradReading>, Vec<u64>, Vec<u64>) {
     let (finished, released, open) = crate::module_backward::collect();
     let readings = finished
         .into_iter()
-        .map(|(token, scope, s)| {
-            let bytes = s
-                .collectives
-                .map(|c| c[..torch::collectives::KINDS.len()].to_vec());
-            (token, scope, s.start, s.end, s.peak, bytes)
-        })
+        .map(|(token, scope, s)| (token, scope, reading_of(s)))
         .collect();
     (readings, released, open)
 }

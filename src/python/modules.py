@@ -604,13 +604,9 @@ class Tracker:
             return
         call.pending = call.inputs
         call.back_scope = _memprof.scope_open()
-        site = call.site
-        entry = site.backward
-        if entry is None:
-            entry = site.backward = self._backward_entry(site.forward)
-        call.back_slot = self._timeline_slot(entry)
+        call.back_slot = self._timeline_slot(self._backward_entry(call.site))
         if _history is not None and _history.recording():
-            _history_context(site.forward, "backward")
+            _history_context(call.site.forward, "backward")
         self.open_backward[id(call)] = call
         if not self.callback_queued:
             self.callback_queued = True
@@ -646,15 +642,11 @@ class Tracker:
         """Records the backwards that the C++ hooks measured (in the order they started) and
         forgets calls whose graph is gone; returns the calls whose backward runs now."""
         finished, released, running = _memprof.grad_collect(end_all)
-        for token, _, start, end, peak, collectives in sorted(finished, key=lambda f: f[1]):
+        for token, _, reading in sorted(finished, key=lambda f: f[1]):
             call = self.native_calls.get(token)
             if call is None:
                 continue
-            site = call.site
-            entry = site.backward
-            if entry is None:
-                entry = site.backward = self._backward_entry(site.forward)
-            reading = (start, end, peak, collectives)
+            entry = self._backward_entry(call.site)
             self._record(entry, reading)
             slot = self._timeline_slot(entry)
             if slot is not None:
@@ -663,13 +655,18 @@ class Tracker:
             self.native_calls.pop(token, None)
         return [self.native_calls[t] for t in running if t in self.native_calls]
 
-    def _backward_entry(self, f):
+    def _backward_entry(self, site):
+        """The site's backward entry, made from its forward entry at its first backward."""
+        if site.backward is not None:
+            return site.backward
+        f = site.forward
         key = (f["root"], f["module"], "backward")
         entry = self.entries.get(key)
         if entry is None:
             entry = dict(f, phase="backward", calls=0, delta_bytes=0, peak_bytes=None,
                          peak_increase_bytes=None, saved_bytes=None, collectives={})
             self.entries[key] = entry
+        site.backward = entry
         return entry
 
     def active(self):
