@@ -1,6 +1,10 @@
 //! Build script: compiles the C++ shim against the libtorch that tch links (LIBTORCH_USE_PYTORCH=1),
-//! and writes the link arguments that make the binary load that libtorch and the intended libpython.
+//! and writes the link arguments that make the binary load that libtorch and the intended libpython
+//! (build/libpython.rs decides how CPython is linked).
 use std::path::PathBuf;
+
+#[path = "build/libpython.rs"]
+mod libpython;
 
 fn main() {
     // torch-sys exports the libtorch lib dir only to crates that depend on it directly.
@@ -42,12 +46,11 @@ fn main() {
     println!("cargo:rustc-link-arg=-ltorch_cpu");
     println!("cargo:rustc-link-arg=-lc10");
 
-    // A pyenv or uv Python keeps libpython outside the loader's default path, where a system
-    // libpython of the same SONAME would otherwise win.
+    // libpython: static where the installation ships the archive, else shared (build/libpython.rs).
     let config = pyo3_build_config::get();
-    if let Some(dir) = config.lib_dir() {
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
-    }
+    let link = libpython::choose(config);
+    link.emit();
+    println!("cargo:rustc-env=MEMPROF_LIBPYTHON_LINK={}", link.describe());
     // `#[cfg(Py_3_12)]` selects the line hook (sys.monitoring, or the C trace function).
     pyo3_build_config::use_pyo3_cfgs();
     println!(

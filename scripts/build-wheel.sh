@@ -33,7 +33,10 @@ import os, sys, torch
 lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
 print(torch.__version__.split("+")[0], "%d.%d" % sys.version_info[:2], int(os.path.exists(lib)))')
 if [ "$venv" = "$PWD/.venv" ]; then target=target; else target=target/torch-$torch_version; fi
+# The wheel's binary links the shared libpython: the launcher finds the user's at run time
+# (build/libpython.rs would otherwise link the build machine's static one in).
 export VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=$PWD/$target
+export MEMPROF_LIBPYTHON=shared
 cargo_args=(--locked)
 [ "$profile" = release ] && cargo_args+=(--release)
 source_dir=$PWD
@@ -49,7 +52,7 @@ case "$torch_version" in
     source_dir=$PWD/$target/source
     rm -rf "$source_dir" && mkdir -p "$source_dir"
     # The tests and fixtures too, from the same moment, for torch-versions-check.sh --suite.
-    cp -r Cargo.toml Cargo.lock build.rs src tests fixtures completions "$source_dir/"
+    cp -r Cargo.toml Cargo.lock build.rs build .cargo src tests fixtures completions "$source_dir/"
     sed -i -e "s/^tch = \"0.24\"/tch = \"$tch\"/" -e "s/^torch-sys = \"0.24\"/torch-sys = \"$tch\"/" \
       "$source_dir/Cargo.toml"
     cargo_args=("${cargo_args[@]/--locked/}")

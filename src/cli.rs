@@ -8,6 +8,15 @@ use std::path::PathBuf;
 #[command(
     name = "memprof",
     version,
+    // `--version` also says which Python the binary embeds and how libpython is linked
+    // (build/libpython.rs), the first thing to know about a speed or start-up report.
+    long_version = concat!(
+        env!("CARGO_PKG_VERSION"),
+        "\nPython ",
+        env!("MEMPROF_PYTHON_VERSION"),
+        ", libpython: ",
+        env!("MEMPROF_LIBPYTHON_LINK")
+    ),
     propagate_version = true,
     max_term_width = 100
 )]

@@ -313,3 +313,53 @@ fn untargeted_code_never_reaches_the_hook() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(report["metadata"]["hook_events"], 0);
 }
+
+#[test]
+fn cpythons_own_sha2_module_gives_what_python_gives() {
+    // With libpython linked statically on 3.12, memprof supplies `_sha2`'s SHA-2 core
+    // (src/python/static_sha2.rs): every digest, copy and repeated digest must match python's.
+    let expected = python_output(std::path::Path::new("builtin_hashes.py"), &[]);
+    assert_eq!(expected.code, 0, "{}", expected.stderr);
+    assert_eq!(expected.stdout.lines().count(), 4, "{}", expected.stdout);
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let got = run(&["-o", report.to_str().unwrap(), "builtin_hashes.py"]);
+    assert_eq!(got.code, 0, "{}", got.stderr);
+    assert_eq!(got.stdout, expected.stdout);
+}
+
+#[test]
+fn libpython_is_linked_statically_where_the_python_installation_ships_the_archive() {
+    // Asked of the venv's Python as the build asks it (build/libpython.rs), unless the build was
+    // told to link the shared library.
+    let probe = std::process::Command::new(python())
+        .args([
+            "-c",
+            "import os, sysconfig as s\n\
+             lib = s.get_config_var('LIBRARY') or ''\n\
+             dirs = [s.get_config_var('LIBPL') or '', s.get_config_var('LIBDIR') or '']\n\
+             print(lib.endswith('.a') and any(os.path.isfile(os.path.join(d, lib)) for d in dirs))",
+        ])
+        .output()
+        .expect("python starts");
+    let has_archive = String::from_utf8_lossy(&probe.stdout).trim() == "True";
+    let want_static = has_archive && option_env!("MEMPROF_LIBPYTHON") != Some("shared");
+    let version = memprof().arg("--version").output().expect("memprof starts");
+    let version = String::from_utf8_lossy(&version.stdout).into_owned();
+    assert_eq!(
+        version.contains("libpython: static "),
+        want_static,
+        "{version}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let got = run(&["-o", report.to_str().unwrap(), "builtin_hashes.py"]);
+    assert_eq!(got.code, 0, "{}", got.stderr);
+    // No libpython*.so in the process: the interpreter is the binary's own, as python3's is.
+    assert_eq!(
+        got.stderr.contains("libpython mapped: []"),
+        want_static,
+        "{}",
+        got.stderr
+    );
+}

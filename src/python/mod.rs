@@ -5,6 +5,9 @@ mod interpreter;
 mod inventory;
 mod module;
 pub mod runner;
+// Compiled for tests everywhere; exported under its C names only in a static 3.12 build.
+#[cfg(any(memprof_static_sha2, test))]
+mod static_sha2;
 mod tracing;
 
 pub use tracing::hook_events;
