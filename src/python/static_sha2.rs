@@ -175,66 +175,78 @@ mod tests {
         ("512", "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"),
     ];
 
-    #[test]
-    fn the_256_family_gives_the_standard_digests_and_keeps_its_state() {
-        for (malloc, want) in [
-            (
-                python_hashlib_Hacl_Hash_SHA2_malloc_224 as extern "C" fn() -> *mut State256,
-                ABC[0].1,
-            ),
-            (python_hashlib_Hacl_Hash_SHA2_malloc_256, ABC[1].1),
-        ] {
+    /// Feeds "ab", copies, feeds "c" to both, and checks the digests, a repeated digest after an
+    /// empty update, and that the copy is independent of the original.
+    macro_rules! check_family {
+        ($malloc:expr, $want:expr, $n:literal, $update:ident, $copy:ident, $digest:ident, $free:ident) => {
             unsafe {
-                let s = malloc();
-                python_hashlib_Hacl_Hash_SHA2_update_256(s, b"ab".as_ptr(), 2);
-                let c = python_hashlib_Hacl_Hash_SHA2_copy_256(s);
-                python_hashlib_Hacl_Hash_SHA2_update_256(s, b"c".as_ptr(), 1);
-                let mut out = [0u8; 32];
-                python_hashlib_Hacl_Hash_SHA2_digest_256(s, out.as_mut_ptr());
+                let want: &str = $want;
+                let s = $malloc();
+                $update(s, b"ab".as_ptr(), 2);
+                let c = $copy(s);
+                $update(s, b"c".as_ptr(), 1);
+                let mut out = [0u8; $n];
+                $digest(s, out.as_mut_ptr());
                 assert_eq!(hex(&out[..want.len() / 2]), want);
-                // A digest leaves the state as it was; the copy is independent of the original.
-                python_hashlib_Hacl_Hash_SHA2_update_256(s, std::ptr::null(), 0);
-                let mut same = [0u8; 32];
-                python_hashlib_Hacl_Hash_SHA2_digest_256(s, same.as_mut_ptr());
+                $update(s, std::ptr::null(), 0);
+                let mut same = [0u8; $n];
+                $digest(s, same.as_mut_ptr());
                 assert_eq!(out, same);
-                python_hashlib_Hacl_Hash_SHA2_update_256(c, b"c".as_ptr(), 1);
-                let mut copy = [0u8; 32];
-                python_hashlib_Hacl_Hash_SHA2_digest_256(c, copy.as_mut_ptr());
+                $update(c, b"c".as_ptr(), 1);
+                let mut copy = [0u8; $n];
+                $digest(c, copy.as_mut_ptr());
                 assert_eq!(hex(&copy[..want.len() / 2]), want);
-                python_hashlib_Hacl_Hash_SHA2_free_256(s);
-                python_hashlib_Hacl_Hash_SHA2_free_256(c);
+                $free(s);
+                $free(c);
             }
-        }
+        };
     }
 
     #[test]
-    fn the_512_family_gives_the_standard_digests_and_keeps_its_state() {
-        for (malloc, want) in [
-            (
-                python_hashlib_Hacl_Hash_SHA2_malloc_384 as extern "C" fn() -> *mut State512,
-                ABC[2].1,
-            ),
-            (python_hashlib_Hacl_Hash_SHA2_malloc_512, ABC[3].1),
-        ] {
-            unsafe {
-                let s = malloc();
-                python_hashlib_Hacl_Hash_SHA2_update_512(s, b"ab".as_ptr(), 2);
-                let c = python_hashlib_Hacl_Hash_SHA2_copy_512(s);
-                python_hashlib_Hacl_Hash_SHA2_update_512(s, b"c".as_ptr(), 1);
-                let mut out = [0u8; 64];
-                python_hashlib_Hacl_Hash_SHA2_digest_512(s, out.as_mut_ptr());
-                assert_eq!(hex(&out[..want.len() / 2]), want);
-                python_hashlib_Hacl_Hash_SHA2_update_512(s, std::ptr::null(), 0);
-                let mut same = [0u8; 64];
-                python_hashlib_Hacl_Hash_SHA2_digest_512(s, same.as_mut_ptr());
-                assert_eq!(out, same);
-                python_hashlib_Hacl_Hash_SHA2_update_512(c, b"c".as_ptr(), 1);
-                let mut copy = [0u8; 64];
-                python_hashlib_Hacl_Hash_SHA2_digest_512(c, copy.as_mut_ptr());
-                assert_eq!(hex(&copy[..want.len() / 2]), want);
-                python_hashlib_Hacl_Hash_SHA2_free_512(s);
-                python_hashlib_Hacl_Hash_SHA2_free_512(c);
-            }
-        }
+    fn each_algorithm_gives_the_standard_digest_and_keeps_its_state() {
+        use self::python_hashlib_Hacl_Hash_SHA2_copy_256 as copy_256;
+        use self::python_hashlib_Hacl_Hash_SHA2_copy_512 as copy_512;
+        use self::python_hashlib_Hacl_Hash_SHA2_digest_256 as digest_256;
+        use self::python_hashlib_Hacl_Hash_SHA2_digest_512 as digest_512;
+        use self::python_hashlib_Hacl_Hash_SHA2_free_256 as free_256;
+        use self::python_hashlib_Hacl_Hash_SHA2_free_512 as free_512;
+        use self::python_hashlib_Hacl_Hash_SHA2_update_256 as update_256;
+        use self::python_hashlib_Hacl_Hash_SHA2_update_512 as update_512;
+        check_family!(
+            python_hashlib_Hacl_Hash_SHA2_malloc_224,
+            ABC[0].1,
+            32,
+            update_256,
+            copy_256,
+            digest_256,
+            free_256
+        );
+        check_family!(
+            python_hashlib_Hacl_Hash_SHA2_malloc_256,
+            ABC[1].1,
+            32,
+            update_256,
+            copy_256,
+            digest_256,
+            free_256
+        );
+        check_family!(
+            python_hashlib_Hacl_Hash_SHA2_malloc_384,
+            ABC[2].1,
+            64,
+            update_512,
+            copy_512,
+            digest_512,
+            free_512
+        );
+        check_family!(
+            python_hashlib_Hacl_Hash_SHA2_malloc_512,
+            ABC[3].1,
+            64,
+            update_512,
+            copy_512,
+            digest_512,
+            free_512
+        );
     }
 }
