@@ -5,6 +5,7 @@ mod interpreter;
 mod inventory;
 mod module;
 pub mod runner;
+mod saved;
 // Compiled for tests everywhere; exported under its C names only in a static 3.12 build.
 #[cfg(any(memprof_static_sha2, test))]
 mod static_sha2;

@@ -178,6 +178,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(super::history::history_cpu_events, &m)?)?;
     m.add_function(wrap_pyfunction!(super::history::targeted_functions, &m)?)?;
     m.add_function(wrap_pyfunction!(super::history::history_line_timeline, &m)?)?;
+    super::saved::add_functions(&m)?;
     super::tracing::add_callbacks(&m)?;
     Ok(m)
 }

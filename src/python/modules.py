@@ -7,8 +7,8 @@
 # or when the backward pass ends: seen by C++ hooks on the autograd nodes that produced them
 # (src/torch/grad_hooks.cpp, no Python in backward), or, with --history or a schedule of root
 # calls, by plain tensor hooks (which wrap nothing and return nothing).
-# Bytes saved for backward are counted by a saved-tensors pack hook pushed only while a root
-# module's forward runs and the program has no such hook of its own. Nothing here keeps a tensor
+# Bytes saved for backward are counted by a saved-tensors pack hook (native: src/python/saved.rs)
+# pushed only while a root module's forward runs and the program has no such hook of its own. Nothing here keeps a tensor
 # alive beyond what autograd itself keeps. Sharded (DTensor) parameters count by their local
 # shard, with their full size beside it. With --warmup/--calls, only the scheduled root calls
 # (or the module calls inside the targets' measured calls) are measured.
@@ -46,13 +46,14 @@ class _Call:
     its outputs' gradients and closed when the gradients of all its inputs have arrived (or
     when the backward pass ends)."""
 
-    __slots__ = ("site", "scope", "saved", "input_bytes", "children", "pass_", "module_id",
+    __slots__ = ("site", "scope", "saved_from", "input_bytes", "children", "pass_", "module_id",
                  "slot", "index", "back_scope", "back_slot", "inputs", "pending")
 
     def __init__(self, site, scope, input_bytes, pass_, module_id, slot, index):
         self.site = site
         self.scope = scope
-        self.saved = 0
+        # The pass's saved bytes when the call started (`_memprof.saved_bytes`).
+        self.saved_from = _memprof.saved_bytes()
         self.input_bytes = input_bytes
         self.children = 0
         self.pass_ = pass_
@@ -91,11 +92,10 @@ class _TensorHook:
 class _Pass:
     """One forward pass of a root module: what it saved for backward, and its calls in order."""
 
-    __slots__ = ("root", "saved_storages", "state_storages", "calls", "pushed", "hooks")
+    __slots__ = ("root", "state_storages", "calls", "pushed", "hooks")
 
     def __init__(self, root, state_storages):
         self.root = root
-        self.saved_storages = set()
         self.state_storages = state_storages
         # (name, depth, saved bytes, input bytes, has children) per finished call, by start.
         self.calls = []
@@ -332,8 +332,10 @@ class Tracker:
         # The scope opens first: a root call's scope follows the program to the CUDA device it
         # uses now, and the entry's parameter bytes are counted on that device.
         scope = _memprof.scope_open()
-        if not stack and self.device_type == "cuda":
-            self.device_index = _memprof.measured_device()
+        if not stack:
+            if self.device_type == "cuda":
+                self.device_index = _memprof.measured_device()
+            _memprof.saved_begin(pass_.state_storages, self.device_index)
         site = self._site(pass_.root, module, parent_name)
         input_bytes = self._tensor_bytes(args, set()) if self.plan else 0
         call = _Call(site, scope, input_bytes, pass_, id(module),
@@ -361,11 +363,11 @@ class Tracker:
         """The pass a root call starts: a recomputed submodule's keeps its root's names."""
         known = self.known.get(module)
         if known is not None and known[0]() is not None:
-            return _Pass(known[0](), set())
-        state = set()
+            return _Pass(known[0](), [])
+        state = []
         for t in list(module.parameters()) + list(module.buffers()):
             try:
-                state.add(t.untyped_storage().data_ptr())
+                state.append(t.untyped_storage().data_ptr())
             except Exception:
                 pass
         pass_ = _Pass(module, state)
@@ -374,7 +376,8 @@ class Tracker:
         # save_on_cpu): on top of them, memprof's would take their place.
         if grad and not hasattr(module, "_orig_mod"):
             if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
-                torch._C._autograd._push_saved_tensors_default_hooks(self.pack, self.unpack)
+                torch._C._autograd._push_saved_tensors_default_hooks(
+                    _memprof.saved_pack, _memprof.saved_unpack)
                 pass_.pushed = True
             else:
                 self.unmeasured_passes += 1
@@ -485,9 +488,8 @@ class Tracker:
         reading = _memprof.scope_close(call.scope)
         if _history is not None and _history.recording():
             _history_context(stack[-1].site.forward if stack else None, "forward")
-        saved = call.saved
-        if stack:
-            stack[-1].saved += saved
+        # What the call saved, its children's included.
+        saved = _memprof.saved_bytes() - call.saved_from
         e = call.site.forward
         self._record(e, reading, saved)
         if call.slot is not None:
@@ -497,6 +499,7 @@ class Tracker:
         pass_.calls[call.index] = (e["module"], e["depth"], saved, call.input_bytes, call.children)
         if stack:
             return
+        _memprof.saved_end()
         if pass_.pushed:
             self.torch._C._autograd._pop_saved_tensors_default_hooks()
             pass_.pushed = False
@@ -546,7 +549,7 @@ class Tracker:
             autograd._pop_saved_tensors_default_hooks,
             autograd._push_saved_tensors_default_hooks,
         )
-        local, pack, unpack = self.local, self.pack, self.unpack
+        local, pack, unpack = self.local, _memprof.saved_pack, _memprof.saved_unpack
 
         def hooks_disable(message, *args, **kwargs):
             hooks = top(False)
@@ -565,37 +568,6 @@ class Tracker:
 
         autograd._saved_tensors_hooks_disable = hooks_disable
         autograd._saved_tensors_hooks_enable = hooks_enable
-
-    def pack(self, t):
-        stack = self.local.stack
-        if stack:
-            try:
-                index = self.device_index
-                # is_cpu / is_cuda and get_device() are cheaper than building t.device.
-                if t.is_cpu if index is None else (t.is_cuda and t.get_device() == index):
-                    call = stack[-1]
-                    storage = t.untyped_storage()
-                    ptr = storage.data_ptr()
-                    p = call.pass_
-                    if ptr not in p.state_storages and ptr not in p.saved_storages:
-                        p.saved_storages.add(ptr)
-                        call.saved += storage.nbytes()
-            except Exception:
-                pass
-        return t, t._version
-
-    @staticmethod
-    def unpack(packed):
-        t, version = packed
-        if t._version != version:
-            # What autograd itself raises when no hook is set (it skips the check with one).
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{t.type()} {list(t.shape)}] is at version {t._version}; "
-                f"expected version {version} instead. (memprof --modules reports this through "
-                "its saved-tensors hook; the same program fails without memprof.)"
-            )
-        return t
 
     # --- backward -----------------------------------------------------------------------
 

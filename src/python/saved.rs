@@ -1,0 +1,130 @@
+//! `--modules`' saved-tensors hooks as native functions (`_memprof.saved_pack`/`saved_unpack`):
+//! autograd calls the pack hook for every tensor it saves in a measured forward and the unpack
+//! hook for each in backward, so they skip the Python frame, and the bytes each module call saves
+//! are counted here. Per thread, as torch's hooks and the tracker's call stacks are: a root
+//! module call begins a pass (`saved_begin`, with the storages of the root's own parameters and
+//! buffers, which are not activations), each call reads the pass's running total when it starts
+//! and ends (`saved_bytes`: a call's saved bytes include its children's), and the root's end
+//! ends it. A storage counts once per pass, on the measured device only.
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::os::raw::c_int;
+
+extern "C" {
+    fn mp_saved_info(
+        tensor_impl: *mut std::ffi::c_void,
+        device_index: c_int,
+        version: *mut i64,
+        storage_ptr: *mut usize,
+        storage_nbytes: *mut u64,
+    ) -> c_int;
+}
+
+struct Pass {
+    /// -1: the CPU; else the CUDA device measured.
+    device_index: c_int,
+    /// The root's parameters and buffers, and what the pass has counted already.
+    skip: HashSet<usize>,
+    bytes: u64,
+}
+
+thread_local! {
+    static PASS: RefCell<Option<Pass>> = const { RefCell::new(None) };
+}
+
+/// A root module call starts a forward pass on this thread.
+#[pyfunction]
+#[pyo3(signature = (state_storages, device_index=None))]
+fn saved_begin(state_storages: Vec<usize>, device_index: Option<c_int>) {
+    PASS.with(|p| {
+        *p.borrow_mut() = Some(Pass {
+            device_index: device_index.unwrap_or(-1),
+            skip: state_storages.into_iter().collect(),
+            bytes: 0,
+        })
+    });
+}
+
+/// The bytes this thread's pass has saved so far.
+#[pyfunction]
+fn saved_bytes() -> u64 {
+    PASS.with(|p| p.borrow().as_ref().map_or(0, |p| p.bytes))
+}
+
+/// The root call ended: nothing is counted on this thread until the next one.
+#[pyfunction]
+fn saved_end() {
+    PASS.with(|p| *p.borrow_mut() = None);
+}
+
+fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
+    t.getattr(pyo3::intern!(t.py(), "_cdata"))?.extract()
+}
+
+/// The pack hook: counts the tensor's storage, and keeps the tensor with its version, as
+/// autograd does without a hook (so that unpack can raise its in-place error).
+#[pyfunction]
+fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let py = t.py();
+    let impl_ptr = tensor_impl(t)?;
+    let device_index = PASS.with(|p| p.borrow().as_ref().map_or(-1, |p| p.device_index));
+    let (mut version, mut ptr, mut nbytes) = (0i64, 0usize, 0u64);
+    // SAFETY: `_cdata` is the address of the tensor's TensorImpl, alive while `t` is.
+    let found = unsafe {
+        mp_saved_info(
+            impl_ptr as *mut std::ffi::c_void,
+            device_index,
+            &mut version,
+            &mut ptr,
+            &mut nbytes,
+        )
+    };
+    if found < 0 {
+        // Python raises torch's own error (an inference tensor has no version).
+        let v = t.getattr(pyo3::intern!(py, "_version"))?;
+        return PyTuple::new(py, [t.clone(), v]);
+    }
+    if found == 1 {
+        PASS.with(|p| {
+            if let Some(p) = p.borrow_mut().as_mut() {
+                if p.skip.insert(ptr) {
+                    p.bytes += nbytes;
+                }
+            }
+        });
+    }
+    PyTuple::new(py, [t.clone(), version.into_pyobject(py)?.into_any()])
+}
+
+/// The unpack hook: the saved tensor, or the error autograd raises when it was modified in place
+/// since it was saved (autograd skips its own check when a hook is set).
+#[pyfunction]
+fn saved_unpack<'py>(packed: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+    let py = packed.py();
+    let t = packed.get_item(0)?;
+    let saved: i64 = packed.get_item(1)?.extract()?;
+    let now: i64 = t.getattr(pyo3::intern!(py, "_version"))?.extract()?;
+    if now == saved {
+        return Ok(t);
+    }
+    let kind: String = t.call_method0("type")?.extract()?;
+    let shape: Vec<i64> = t.getattr("shape")?.extract()?;
+    Err(PyRuntimeError::new_err(format!(
+        "one of the variables needed for gradient computation has been modified by an inplace \
+         operation: [{kind} {shape:?}] is at version {now}; expected version {saved} instead. \
+         (memprof --modules reports this through its saved-tensors hook; the same program fails \
+         without memprof.)"
+    )))
+}
+
+pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(saved_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(saved_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(saved_end, m)?)?;
+    m.add_function(wrap_pyfunction!(saved_pack, m)?)?;
+    m.add_function(wrap_pyfunction!(saved_unpack, m)?)?;
+    Ok(())
+}
