@@ -115,26 +115,31 @@ fn sysconfig(python: &str) -> Option<Sysconfig> {
     })
 }
 
-/// Whether the archive's symbol index (the GNU `/` member) defines `symbol`.
+/// Whether the archive's symbol index (the GNU `/` member, first in the file) defines `symbol`.
+/// Reads only that index, not the archive's objects.
 fn archive_defines(archive: &Path, symbol: &str) -> bool {
-    let Ok(bytes) = std::fs::read(archive) else {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(archive) else {
         return false;
     };
-    if !bytes.starts_with(b"!<arch>\n") || bytes.len() < 8 + 60 + 4 {
+    let mut head = [0u8; 8 + 60];
+    if file.read_exact(&mut head).is_err() || !head.starts_with(b"!<arch>\n") {
         return false;
     }
-    let header = &bytes[8..68];
+    let header = &head[8..];
     if !header.starts_with(b"/ ") {
         return false;
     }
-    let size: usize = match std::str::from_utf8(&header[48..58])
+    let Some(size) = std::str::from_utf8(&header[48..58])
         .ok()
-        .and_then(|s| s.trim().parse().ok())
-    {
-        Some(s) => s,
-        None => return false,
+        .and_then(|s| s.trim().parse::<usize>().ok())
+    else {
+        return false;
     };
-    let body = &bytes[68..(68 + size).min(bytes.len())];
+    let mut body = vec![0u8; size];
+    if size < 4 || file.read_exact(&mut body).is_err() {
+        return false;
+    }
     let count = u32::from_be_bytes([body[0], body[1], body[2], body[3]]) as usize;
     let names = body.get(4 + 4 * count..).unwrap_or(&[]);
     names.split(|b| *b == 0).any(|n| n == symbol.as_bytes())
@@ -155,7 +160,7 @@ fn linker_finds(name: &str) -> bool {
 }
 
 /// The archive's libraries as linker arguments; Err names what the linker cannot supply.
-fn static_libs(tokens: &[String], minor: u8, supply_sha2: bool) -> Result<Vec<String>, String> {
+fn static_libs(tokens: &[String], supply_sha2: bool) -> Result<Vec<String>, String> {
     let mut libs = Vec::new();
     for t in tokens {
         if let Some(name) = t.strip_prefix("-l") {
@@ -170,7 +175,7 @@ fn static_libs(tokens: &[String], minor: u8, supply_sha2: bool) -> Result<Vec<St
         {
             libs.push(t.clone());
         } else if t.ends_with(".a") || t.contains(".so") || t.ends_with(".o") {
-            if minor == 12 && t.ends_with("libHacl_Hash_SHA2.a") && supply_sha2 {
+            if supply_sha2 && t.ends_with("libHacl_Hash_SHA2.a") {
                 // Left in CPython's build tree; memprof supplies these functions.
             } else {
                 return Err(format!("it needs {t}, which is not installed"));
@@ -249,7 +254,7 @@ pub fn choose(config: &pyo3_build_config::InterpreterConfig) -> Link {
         Ok(libs) => libs.split_whitespace().map(str::to_string).collect(),
         Err(_) => facts.map(|f| f.libs).unwrap_or_default(),
     };
-    match static_libs(&tokens, minor, supply_sha2) {
+    match static_libs(&tokens, supply_sha2) {
         Ok(libs) => Link::Static {
             archive,
             libs,

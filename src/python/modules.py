@@ -8,8 +8,8 @@
 # (src/torch/grad_hooks.cpp, no Python in backward), or, with --history or a schedule of root
 # calls, by plain tensor hooks (which wrap nothing and return nothing).
 # Bytes saved for backward are counted by a saved-tensors pack hook (native: src/python/saved.rs)
-# pushed only while a root module's forward runs and the program has no such hook of its own. Nothing here keeps a tensor
-# alive beyond what autograd itself keeps. Sharded (DTensor) parameters count by their local
+# pushed only while a root module's forward runs and the program has no such hook of its own.
+# Nothing here keeps a tensor alive beyond what autograd itself keeps. Sharded (DTensor) parameters count by their local
 # shard, with their full size beside it. With --warmup/--calls, only the scheduled root calls
 # (or the module calls inside the targets' measured calls) are measured.
 import sys
