@@ -1,8 +1,9 @@
 """The cost of --modules per module call: 60 blocks of Linear(16, 16) + ReLU in a Sequential
 (181 modules), batch 4, forward and backward; the compute is tiny, so the time that memprof adds
-is its hooks'. Prints the median step time of 30 steps after 5 warm-up steps.
+is its hooks'. Prints the median step time of 30 steps (STEPS=N: N) after 5 warm-up steps.
     python benches/module_calls.py [cpu|cuda] ; memprof run --modules benches/module_calls.py
 (benches/module_calls.sh runs them interleaved.) On cuda each step ends with a synchronize."""
+import os
 import statistics
 import sys
 import time
@@ -27,7 +28,7 @@ def step():
 for _ in range(5):
     step()
 times = []
-for _ in range(30):
+for _ in range(int(os.environ.get("STEPS", "30"))):
     t = time.perf_counter()
     step()
     times.append(time.perf_counter() - t)

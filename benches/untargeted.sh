@@ -3,7 +3,10 @@
 # script's own module) under python, memprof with no target, and memprof with a rarely called
 # function targeted: the variants interleaved, ROUNDS times (default 5), each process printing the
 # median of its repeats; this prints min, median and max over rounds, and the ratios of medians.
-# Several binaries (before and after a change, say) run interleaved in the same rounds.
+# Several binaries (before and after a change, say) run interleaved in the same rounds. On
+# CPython 3.11 a control runs too: python with a frame-evaluation hook that only calls CPython's
+# own evaluator (benches/eval_frame_hook.py), the price 3.11 charges for any such hook, which is
+# how memprof finds targeted frames there.
 # Runs on the CPU (any machine); on the GPU machine benches/overhead.sh runs the same case.
 #   benches/untargeted.sh [MEMPROF_BINARY...]   (default target/release/memprof; venv active)
 set -euo pipefail
@@ -18,6 +21,9 @@ out=$(mktemp -d)
 median() { "$py" -c "import json,sys,statistics;d=json.loads(sys.stdin.read().split('BENCH ')[1]);print(statistics.median(d['times'])*1e3)"; }
 for r in $(seq "$rounds"); do
   $pin "$py" "$w" untargeted --n "$n" --repeats 7 | median >>"$out/python"
+  if [ "$("$py" -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ]; then
+    $pin "$py" benches/eval_frame_hook.py "$w" untargeted --n "$n" --repeats 7 | median >>"$out/hooked"
+  fi
   i=0
   for mp in "$@"; do
     i=$((i + 1))
@@ -26,12 +32,14 @@ for r in $(seq "$rounds"); do
   done
 done
 "$py" - "$out" "$n" "$rounds" "$@" <<'PY'
-import statistics, sys
+import os, statistics, sys
 out, n, rounds, binaries = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 read = lambda k: [float(x) for x in open(f"{out}/{k}")]
 base = read("python")
 print(f"untargeted: {n} calls of a small function per repeat; {rounds} interleaved rounds; ms (min / median / max of per-process medians), ratio of medians")
 rows = [("python", "python3")]
+if os.path.exists(f"{out}/hooked"):
+    rows.append(("hooked", "python3 + a pass-through PEP 523 hook"))
 for i, b in enumerate(binaries, 1):
     rows += [(f"none{i}", f"{b} run (no target)"), (f"rare{i}", f"{b} run -f rare")]
 for k, label in rows:

@@ -1,9 +1,10 @@
-//! `--modules`: the backward of each module call, measured without Python. The C++ gradient
-//! hooks (src/torch/grad_hooks.cpp) report, per call token, when an output's gradient is ready
-//! (the backward starts), when an input's is (it ends once all have arrived), when the backward
-//! pass ends (what is still open ends), and when a hook is freed with its graph. This keeps each
-//! call's state, opens and closes its measurement scope in the recorder, and holds the readings
-//! until the Python tracker collects them.
+//! `--modules`: the backward of each module call. The C++ gradient hooks
+//! (src/torch/grad_hooks.cpp) report, per call token and without Python, when an output's
+//! gradient is ready (the backward starts), when an input's is (it ends once all have arrived),
+//! when the backward pass ends (what is still open ends), and when a hook is freed with its
+//! graph; with --history or a schedule, Python tensor hooks report the same events. This keeps
+//! each call's state, opens and closes its measurement scope in the recorder, and holds the
+//! readings until module_calls.rs collects them.
 use crate::recorder;
 use crate::sampler::ScopeReading;
 use std::collections::HashMap;
@@ -72,6 +73,25 @@ pub fn hook(tensor_impl: usize, token: u64, output: bool) -> bool {
     hooked
 }
 
+/// With Python tensor hooks (--history, a schedule of root calls): call `token` has a hooked
+/// output, or one more hooked input. Such calls stay known until the run ends.
+pub fn register(token: u64, output: bool) {
+    let mut guard = lock();
+    let call = guard
+        .get_or_insert_with(State::default)
+        .calls
+        .entry(token)
+        .or_insert(CallBackward {
+            inputs: 0,
+            pending: 0,
+            scope: None,
+            hooks: 0,
+        });
+    if !output {
+        call.inputs += 1;
+    }
+}
+
 /// What the tracker collects: readings of finished backwards, tokens released without one, and
 /// tokens whose backward is running now.
 pub type Collected = (Vec<(u64, u64, ScopeReading)>, Vec<u64>, Vec<u64>);
@@ -103,41 +123,61 @@ pub fn end_all() {
 /// call back at the end of this backward pass.
 #[no_mangle]
 pub extern "C" fn mp_rust_grad_event(token: u64, kind: c_int) -> c_int {
-    std::panic::catch_unwind(|| event(token, kind)).unwrap_or(0)
+    std::panic::catch_unwind(|| c_int::from(event(token, kind).queue)).unwrap_or(0)
 }
 
-fn event(token: u64, kind: c_int) -> c_int {
+/// What an event did.
+#[derive(Default)]
+pub struct Outcome {
+    /// The engine should call back at the end of this backward pass (kind 2).
+    pub queue: bool,
+    /// A call's backward started; one (or more) ended.
+    pub opened: bool,
+    pub closed: bool,
+}
+
+/// One event of a call's hooks (the kinds above), from the C++ hooks or the Python ones.
+pub fn event(token: u64, kind: c_int) -> Outcome {
     let mut guard = lock();
     let Some(state) = guard.as_mut() else {
-        return 0;
+        return Outcome::default();
     };
     match kind {
         OUTPUT_READY => {
             let Some(call) = state.calls.get_mut(&token) else {
-                return 0;
+                return Outcome::default();
             };
             if call.scope.is_some() {
-                return 0;
+                return Outcome::default();
             }
             call.pending = i64::from(call.inputs);
             call.scope = recorder::with(|r| r.open_scope());
             let queue = !state.callback_queued;
             state.callback_queued = true;
-            c_int::from(queue)
+            Outcome {
+                queue,
+                opened: true,
+                closed: false,
+            }
         }
         INPUT_READY => {
             let Some(call) = state.calls.get_mut(&token) else {
-                return 0;
+                return Outcome::default();
             };
             // An input's gradient before any output's: the backward has not started; its start
             // counts the inputs afresh (as the Python hooks did).
             call.pending -= 1;
+            let mut closed = false;
             if call.pending <= 0 {
                 if let Some(id) = call.scope.take() {
                     finish(state, token, id);
+                    closed = true;
                 }
             }
-            0
+            Outcome {
+                closed,
+                ..Outcome::default()
+            }
         }
         PASS_ENDED => {
             state.callback_queued = false;
@@ -147,10 +187,14 @@ fn event(token: u64, kind: c_int) -> c_int {
                 .filter_map(|(t, c)| c.scope.take().map(|id| (*t, id)))
                 .collect();
             open.sort_by_key(|(_, id)| *id);
+            let closed = !open.is_empty();
             for (t, id) in open {
                 finish(state, t, id);
             }
-            0
+            Outcome {
+                closed,
+                ..Outcome::default()
+            }
         }
         HOOK_FREED => {
             if let Some(call) = state.calls.get_mut(&token) {
@@ -160,9 +204,9 @@ fn event(token: u64, kind: c_int) -> c_int {
                     state.released.push(token);
                 }
             }
-            0
+            Outcome::default()
         }
-        _ => 0,
+        _ => Outcome::default(),
     }
 }
 

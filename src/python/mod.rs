@@ -4,6 +4,7 @@ mod history;
 mod interpreter;
 mod inventory;
 mod module;
+mod module_calls;
 pub mod runner;
 mod saved;
 // Compiled for tests everywhere; exported under its C names only in a static 3.12 build.

@@ -74,32 +74,6 @@ fn scope_close(id: u64) -> Option<Reading> {
         .map(reading_of)
 }
 
-/// `--modules`: hooks, in C++, the autograd node that produced a tensor (its `_cdata`) for
-/// module call `token`, as one of its outputs or inputs; false for a leaf.
-#[pyfunction]
-fn grad_hook(tensor_cdata: usize, token: u64, output: bool) -> bool {
-    crate::module_backward::hook(tensor_cdata, token, output)
-}
-
-/// A backward measured by the C++ hooks: (token, scope id, its reading).
-type GradReading = (u64, u64, Reading);
-
-/// `--modules`: the backwards the C++ hooks measured since the last call, the tokens released
-/// without one, and the tokens whose backward runs now; `end_all` first ends those.
-#[pyfunction]
-#[pyo3(signature = (end_all=false))]
-fn grad_collect(end_all: bool) -> (Vec<GradReading>, Vec<u64>, Vec<u64>) {
-    if end_all {
-        crate::module_backward::end_all();
-    }
-    let (finished, released, open) = crate::module_backward::collect();
-    let readings = finished
-        .into_iter()
-        .map(|(token, scope, s)| (token, scope, reading_of(s)))
-        .collect();
-    (readings, released, open)
-}
-
 /// What the process-group call about to run carries (`--collectives`); None after it.
 #[pyfunction]
 #[pyo3(signature = (kind, bytes=0))]
@@ -165,8 +139,6 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_close, &m)?)?;
-    m.add_function(wrap_pyfunction!(grad_hook, &m)?)?;
-    m.add_function(wrap_pyfunction!(grad_collect, &m)?)?;
     m.add_function(wrap_pyfunction!(measured_device, &m)?)?;
     m.add_function(wrap_pyfunction!(measuring, &m)?)?;
     m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
@@ -179,6 +151,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(super::history::targeted_functions, &m)?)?;
     m.add_function(wrap_pyfunction!(super::history::history_line_timeline, &m)?)?;
     super::saved::add_functions(&m)?;
+    super::module_calls::add_functions(&m)?;
     super::tracing::add_callbacks(&m)?;
     Ok(m)
 }

@@ -1,76 +1,48 @@
 # memprof's module tracker (`memprof run --modules`), run inside the profiled interpreter.
 #
-# Every torch.nn.Module call, forward and backward, becomes a measurement scope in Rust
-# (`_memprof.scope_open` / `scope_close`: allocated bytes at start and end, exact peak while
-# open). Forward calls are seen through torch's global module hooks; a call's backward starts
-# when the gradient of one of its outputs is ready and ends when those of all its inputs are,
-# or when the backward pass ends: seen by C++ hooks on the autograd nodes that produced them
-# (src/torch/grad_hooks.cpp, no Python in backward), or, with --history or a schedule of root
-# calls, by plain tensor hooks (which wrap nothing and return nothing).
+# Every torch.nn.Module call, forward and backward, becomes a measurement scope (allocated bytes
+# at start and end, exact peak while open). Forward calls are seen through torch's global module
+# hooks, whose per-call work is native (src/python/module_calls.rs: the call stacks, scopes,
+# readings, timeline); this tracker answers what needs Python: root calls, names, the schedule,
+# --history's context, and the report. A call's backward starts when the gradient of one of its
+# outputs is ready and ends when those of all its inputs are, or when the backward pass ends:
+# seen by C++ hooks on the autograd nodes that produced them (src/torch/grad_hooks.cpp, no Python
+# in backward), or, with --history or a schedule of root calls, by plain tensor hooks (which wrap
+# nothing and return nothing); src/module_backward.rs keeps that state for both.
 # Bytes saved for backward are counted by a saved-tensors pack hook (native: src/python/saved.rs)
 # pushed only while a root module's forward runs and the program has no such hook of its own.
-# Nothing here keeps a tensor alive beyond what autograd itself keeps. Sharded (DTensor) parameters count by their local
-# shard, with their full size beside it. With --warmup/--calls, only the scheduled root calls
-# (or the module calls inside the targets' measured calls) are measured.
+# Nothing here keeps a tensor alive beyond what autograd itself keeps. Sharded (DTensor)
+# parameters count by their local shard, with their full size beside it. With --warmup/--calls,
+# only the scheduled root calls (or the module calls inside the targets' measured calls) are
+# measured.
 import sys
 import threading
 import weakref
 
 import _memprof
 
-TIMELINE_CAP = 20000
 _tracker = None
 # The --history module when --history is on (set by install()).
 _history = None
 
+# What _memprof.module_enter/module_exit ask of the tracker (src/python/module_calls.rs).
+_ROOT, _SITE, _FOLLOW_UP, _ROOT_ENDED = 1, 2, 3, 4
+
 
 class _ThreadState(threading.local):
-    """Per thread: the forward calls running (innermost last), the root calls the schedule
-    skips, and how many saved-tensors hooks are lent out. Class defaults, so that reading one
-    never raises (a missing attribute costs an exception)."""
+    """Per thread: the root pass running, and how many saved-tensors hooks are lent out. Class
+    defaults, so that reading one never raises (a missing attribute costs an exception)."""
 
-    stack = None
-    skip = None
+    pass_ = None
     lent = 0
 
 
-class _Site:
-    """A module as one root module's calls name it, found once: its name, its label's forward
-    entry and (from its first backward) its backward entry."""
-
-    __slots__ = ("root_ref", "module_ref", "name", "forward", "backward")
-
-
-class _Call:
-    """One forward call of a module, and its backward: the backward is opened by the first of
-    its outputs' gradients and closed when the gradients of all its inputs have arrived (or
-    when the backward pass ends)."""
-
-    __slots__ = ("site", "scope", "saved_from", "input_bytes", "children", "pass_", "module_id",
-                 "slot", "index", "back_scope", "back_slot", "inputs", "pending")
-
-    def __init__(self, site, scope, input_bytes, pass_, module_id, slot, index):
-        self.site = site
-        self.scope = scope
-        # The pass's saved bytes when the call started (`_memprof.saved_bytes`).
-        self.saved_from = _memprof.saved_bytes()
-        self.input_bytes = input_bytes
-        self.children = 0
-        self.pass_ = pass_
-        self.module_id = module_id
-        self.slot = slot
-        self.index = index
-        self.back_scope = 0
-        self.back_slot = None
-        self.inputs = 0
-        self.pending = 0
-
-
 class _TensorHook:
-    """The one gradient hook memprof puts on a tensor (per version: an in-place op moves later
-    hooks to its new node) in a forward pass, shared by every module call that has the tensor
-    as an output (its backward starts) or an input (one of the gradients it waits for). A plain
-    tensor hook: it returns None, so the gradient passes unchanged."""
+    """With --history or a schedule of root calls, the one gradient hook memprof puts on a
+    tensor (per version: an in-place op moves later hooks to its new node) in a forward pass,
+    shared by every module call that has the tensor as an output (its backward starts) or an
+    input (one of the gradients it waits for). A plain tensor hook: it returns None, so the
+    gradient passes unchanged. (Without them, C++ hooks do this: src/torch/grad_hooks.cpp.)"""
 
     __slots__ = ("ref", "starts", "ends")
 
@@ -81,24 +53,22 @@ class _TensorHook:
 
     def __call__(self, grad):
         tracker = _tracker
-        for call in self.starts:
-            tracker.backward_start(call)
-        for call in self.ends:
-            call.pending -= 1
-            if call.pending <= 0:
-                tracker.backward_end(call)
+        for token in self.starts:
+            tracker.grad_event(token, 0)
+        for token in self.ends:
+            tracker.grad_event(token, 1)
 
 
 class _Pass:
-    """One forward pass of a root module: what it saved for backward, and its calls in order."""
+    """One forward pass of a root module on a thread: its root, whether memprof pushed its
+    saved-tensors hooks for it, and (with Python tensor hooks) the hook on each tensor version."""
 
-    __slots__ = ("root", "state_storages", "calls", "pushed", "hooks")
+    __slots__ = ("root", "state", "pushed", "hooks")
 
-    def __init__(self, root, state_storages):
+    def __init__(self, root, state):
         self.root = root
-        self.state_storages = state_storages
-        # (name, depth, saved bytes, input bytes, has children) per finished call, by start.
-        self.calls = []
+        # Weak references to the modules whose parameters and buffers are not activations.
+        self.state = state
         self.pushed = False
         # (id of a tensor, its version) -> its _TensorHook, while the pass's forward runs.
         self.hooks = {}
@@ -110,38 +80,35 @@ def _storage_key_bytes(t):
 
 
 class Tracker:
+    """The slow paths and the report. Each module call's own bookkeeping (its stack, scopes,
+    saved bytes, backward hooks, readings, timeline) is native (src/python/module_calls.rs);
+    it asks this tracker about root calls and new modules, and names entries by their ids."""
+
     def __init__(self, device_type, device_index, plan, schedule=None, follow_targets=False):
         # Only checkpoint suggestions need the bytes of each call's inputs.
         self.plan = plan
         self.device_type = device_type
         self.device_index = device_index
         self.local = _ThreadState()
-        # (root label, module name, phase) -> aggregate dict, in first-seen order; and the module
-        # of each forward entry, to count its parameters again when the run ends.
+        # Forward entries: (root label, module name) -> id, and per id its fields and module
+        # (its parameters are counted again when the run ends). The numbers are native.
+        self.entry_ids = {}
         self.entries = {}
         self.entry_modules = {}
-        self.timeline = []
-        self.timeline_dropped = 0
         self.root_labels = weakref.WeakKeyDictionary()
         self.root_label_count = {}
         self.names = weakref.WeakKeyDictionary()  # root -> WeakKeyDictionary(module -> name)
+        self.module_refs = weakref.WeakKeyDictionary()  # root -> [weakref to each of its modules]
         # Submodule -> (its root, its name): a submodule called with no module running (activation
         # checkpointing recomputing it during backward) keeps its name.
         self.known = weakref.WeakKeyDictionary()
-        # (id of a root, id of a module) -> its _Site.
-        self.sites = {}
         self.tensor_type = None
         self.is_compiling = None
         # Backward through C++ gradient hooks (no Python in backward): not with --history, whose
         # module context is set from Python, nor with a schedule of root calls, which ends
-        # from the end of a backward pass. Calls with C++ hooks, by token (their forward
-        # scope's id), until their graph is freed.
+        # from the end of a backward pass.
         self.native = _history is None and schedule is None
-        self.native_calls = {}
-        self.open_backward = {}
         self.callback_queued = False
-        self.best_chain = None
-        self.best_saved = -1
         self.torch = None
         # Root forward passes that ran under the program's own saved-tensors hooks.
         self.unmeasured_passes = 0
@@ -184,30 +151,35 @@ class Tracker:
             self.known[module] = (weakref.ref(root), name)
         return name
 
-    def _entry(self, label, name, phase, module):
-        key = (label, name, phase)
-        entry = self.entries.get(key)
+    def _entry(self, label, name, module):
+        """The forward entry's id, made at its first call."""
+        key = (label, name)
+        entry = self.entry_ids.get(key)
         if entry is None:
-            depth = 0 if name == "" else name.count(".") + 1
             local, unsharded = self._parameter_bytes(module)
-            entry = {
+            entry = self.entry_ids[key] = _memprof.modules_entry()
+            self.entries[entry] = {
                 "root": label,
                 "module": name,
                 "type": type(module).__name__,
-                "depth": depth,
-                "phase": phase,
-                "calls": 0,
-                "delta_bytes": 0,
-                "peak_bytes": None,
-                "peak_increase_bytes": None,
-                "saved_bytes": 0 if phase == "forward" else None,
+                "depth": 0 if name == "" else name.count(".") + 1,
                 "parameter_bytes": local,
                 "unsharded_parameter_bytes": unsharded,
-                "collectives": {},
             }
-            self.entries[key] = entry
-            self.entry_modules[key] = weakref.ref(module)
+            self.entry_modules[entry] = weakref.ref(module)
         return entry
+
+    def _site(self, root, module, parent):
+        """(the module's forward entry under this root, whether to keep it for the module): a
+        module built on the fly, named by its caller (`parent`, an entry id), is named anew
+        each call."""
+        name = self._name_in(root, module)
+        keep = name is not None
+        if not keep:
+            own = f"({type(module).__name__})"
+            parent_name = self.entries[parent]["module"] if parent >= 0 else ""
+            name = f"{parent_name}.{own}" if parent_name else own
+        return self._entry(self._root_label(root), name, module), keep
 
     def _on_device(self, t):
         # is_cpu / is_cuda and get_device() are cheaper than building t.device.
@@ -244,132 +216,81 @@ class Tracker:
             pass
         return total, (unsharded if sharded else None)
 
-    def _tensor_bytes(self, values, seen):
-        total = 0
-        for v in values:
-            if isinstance(v, self.torch.Tensor) and self._on_device(v):
-                try:
-                    ptr, n = _storage_key_bytes(v)
-                except Exception:
-                    continue
-                if ptr not in seen:
-                    seen.add(ptr)
-                    total += n
-        return total
-
-    # --- scopes -------------------------------------------------------------------------
-
-    def _record(self, entry, reading, saved=None):
-        if reading is None:
-            return
-        start, end, peak, collectives = reading
-        if collectives:
-            sums = entry["collectives"]
-            for kind, n in zip(_memprof.COLLECTIVE_KINDS, collectives):
-                if n:
-                    sums[kind] = sums.get(kind, 0) + n
-        entry["calls"] += 1
-        entry["delta_bytes"] += end - start
-        if entry["peak_bytes"] is None or peak > entry["peak_bytes"]:
-            entry["peak_bytes"] = peak
-        inc = peak - start
-        if entry["peak_increase_bytes"] is None or inc > entry["peak_increase_bytes"]:
-            entry["peak_increase_bytes"] = inc
-        if saved is not None:
-            entry["saved_bytes"] += saved
-
-    def _timeline_slot(self, entry):
-        """A place in the timeline, [entry, reading, saved bytes], filled when the call ends;
-        report() turns it into the report's dict."""
-        if len(self.timeline) >= TIMELINE_CAP:
-            self.timeline_dropped += 1
-            return None
-        slot = [entry, None, None]
-        self.timeline.append(slot)
-        return slot
-
     # --- forward ------------------------------------------------------------------------
 
     def _first_call(self):
         torch = self.torch = sys.modules["torch"]
         self.tensor_type = torch.Tensor
         self.is_compiling = torch.compiler.is_compiling
+        _memprof.modules_configure(torch.Tensor, self.native, bool(self.plan))
         self._lend_hooks_to_disablers(torch._C._autograd)
         return torch
 
     def forward_pre(self, module, args):
-        torch = self.torch
-        if torch is None:
-            torch = self._first_call()
-        # Inside a graph that torch.compile traces, the hooks do nothing: dynamo folds this test
-        # to True and leaves them out of the graph (tracing them would fail or break the graph).
-        # The compiled module's own call, which runs eagerly, is measured.
+        """torch's global forward pre-hook."""
+        if self.torch is None:
+            self._first_call()
         if self.is_compiling():
             return
-        local = self.local
-        stack = local.stack
-        if stack is None:
-            stack = local.stack = []
-        grad = torch.is_grad_enabled()
-        if stack:
-            parent = stack[-1]
-            parent.children += 1
-            pass_ = parent.pass_
-            parent_name = parent.site.name
-        else:
-            # Module calls inside a root call that the schedule skips are not measured.
-            skip = local.skip
-            if skip:
-                skip.append(id(module))
-                return
-            if not self._measures(module):
-                local.skip = [id(module)]
-                return
-            if self.native_calls:
-                self._collect_native()
-            pass_ = self._root_pass(module, grad, torch)
-            parent_name = ""
+        todo = _memprof.module_enter(module, args)
+        if todo is not None:
+            self.enter_slow(module, args, todo)
+
+    def enter_slow(self, module, args, todo):
+        """What module_enter asked of Python: a root call, a new site, or a follow-up."""
+        what, token, entry = todo
+        if what == _SITE:
+            root = self.local.pass_.root
+            entry, keep = self._site(root, module, entry)
+            todo = _memprof.module_enter_site(root, module, args, entry, keep)
+        elif what == _ROOT:
+            todo = self._enter_root(module, args)
+        if todo is not None:
+            self._entered(args, *todo)
+
+    def _enter_root(self, module, args):
+        # Module calls inside a root call that the schedule skips are not measured.
+        if not self._measures(module):
+            _memprof.module_skip(module)
+            return None
+        torch = self.torch
+        pass_ = self._root_pass(module, torch.is_grad_enabled(), torch)
         # The scope opens first: a root call's scope follows the program to the CUDA device it
         # uses now, and the entry's parameter bytes are counted on that device.
         scope = _memprof.scope_open()
-        if not stack:
-            if self.device_type == "cuda":
-                self.device_index = _memprof.measured_device()
-            _memprof.saved_begin(pass_.state_storages, self.device_index)
-        site = self._site(pass_.root, module, parent_name)
-        input_bytes = self._tensor_bytes(args, set()) if self.plan else 0
-        call = _Call(site, scope, input_bytes, pass_, id(module),
-                     self._timeline_slot(site.forward), len(pass_.calls))
-        pass_.calls.append(None)
-        stack.append(call)
+        if self.device_type == "cuda":
+            self.device_index = _memprof.measured_device()
+        _memprof.saved_begin(pass_.state, self.device_index)
+        self.local.pass_ = pass_
+        entry, keep = self._site(pass_.root, module, -1)
+        return _memprof.module_enter_root(pass_.root, module, args, scope, entry, keep,
+                                          self.device_index)
+
+    def _entered(self, args, what, token, entry):
+        """A call started, with --history or Python tensor hooks."""
         if _history is not None and _history.recording():
-            _history_context(site.forward, "forward")
-        if grad:
+            _history_context(self.entries[entry], "forward")
+        if not self.native and self.torch.is_grad_enabled():
+            pass_ = self.local.pass_
             tensor = self.tensor_type
-            if self.native:
-                for a in args:
-                    if (isinstance(a, tensor) and a.requires_grad
-                            and _memprof.grad_hook(a._cdata, scope, False)):
-                        self.native_calls[scope] = call
-            else:
-                for a in args:
-                    if isinstance(a, tensor) and a.requires_grad:
-                        hook = self._tensor_hook(pass_, a)
-                        if hook is not None:
-                            hook.ends.append(call)
-                            call.inputs += 1
+            for a in args:
+                if isinstance(a, tensor) and a.requires_grad:
+                    hook = self._tensor_hook(pass_, a)
+                    if hook is not None:
+                        hook.ends.append(token)
+                        _memprof.modules_hooked(token, entry, False)
 
     def _root_pass(self, module, grad, torch):
         """The pass a root call starts: a recomputed submodule's keeps its root's names."""
         known = self.known.get(module)
         if known is not None and known[0]() is not None:
             return _Pass(known[0](), [])
-        state = []
-        for t in list(module.parameters()) + list(module.buffers()):
-            try:
-                state.append(t.untyped_storage().data_ptr())
-            except Exception:
-                pass
+        # Weak references to the root's modules (found once), whose parameters and buffers
+        # saved_begin reads at each root call: parameters are swapped (FSDP2, `.to()`).
+        state = self.module_refs.get(module)
+        if state is None:
+            self._name_in(module, module)
+            state = self.module_refs[module] = [weakref.ref(m) for m in self.names[module]]
         pass_ = _Pass(module, state)
         # Not around a compiled module (dynamo would inline the hook into its graphs), and
         # not over the program's own saved-tensors hooks (activation checkpointing,
@@ -382,35 +303,6 @@ class Tracker:
             else:
                 self.unmeasured_passes += 1
         return pass_
-
-    def _site(self, root, module, parent_name):
-        """The module's site under this root, looked up by identity; found once per module
-        (a module built on the fly, named by its caller, is looked up each call)."""
-        key = (id(root), id(module))
-        site = self.sites.get(key)
-        if site is not None and site.module_ref() is module and site.root_ref() is root:
-            return site
-        name = self._name_in(root, module)
-        site = _Site()
-        site.root_ref = weakref.ref(root)
-        site.backward = None
-        if name is None:
-            # Called inside the root but not one of its submodules (a module built on the fly).
-            own = f"({type(module).__name__})"
-            site.name = f"{parent_name}.{own}" if parent_name else own
-            site.module_ref = weakref.ref(module)
-        else:
-            site.name = name
-            sites = self.sites
-
-            def forget(_, key=key, site=site):
-                if sites.get(key) is site:
-                    del sites[key]
-
-            site.module_ref = weakref.ref(module, forget)
-            sites[key] = site
-        site.forward = self._entry(self._root_label(root), site.name, "forward", module)
-        return site
 
     def _tensor_hook(self, pass_, tensor):
         """The pass's hook on this version of `tensor`, registered on its first use."""
@@ -433,80 +325,51 @@ class Tracker:
         return hook
 
     def forward_post(self, module, args, output):
-        torch = self.torch
-        if torch is None or self.is_compiling():
+        """torch's global forward hook."""
+        if self.torch is None or self.is_compiling():
             return
         if output is None:
-            # Also how an exception leaving forward reaches this hook (always_call): the first
-            # module it leaves tells which calls were running when it was raised.
-            exc = sys.exc_info()[1]
-            if exc is not None and id(exc) != self.exception_active[0]:
-                self.exception_active = (id(exc), self.active())
-        local = self.local
-        skip = local.skip
-        if skip:
-            # The top is this module's, unless an exception skipped inner post-hooks.
-            while skip and skip.pop() != id(module):
-                pass
-            return
-        stack = local.stack
-        module_id = id(module)
-        if not stack or (stack[-1].module_id != module_id
-                         and not any(c.module_id == module_id for c in stack)):
-            return
-        # The top call is this module's, unless an exception skipped inner post-hooks.
-        while True:
-            call = stack.pop()
-            self._end_call(call, stack)
-            if call.module_id == module_id:
-                break
-        hooked = False
-        if output is not None and torch.is_grad_enabled():
-            pass_ = call.pass_
-            outputs = (output,) if isinstance(output, self.tensor_type) else _tensors_in(output, torch)
+            self.note_exception()
+        todo = _memprof.module_exit(module, output)
+        if todo is not None:
+            self.exit_slow(output, todo)
+
+    def note_exception(self):
+        """An exception leaving forward also reaches the forward hook (always_call), with no
+        output: the first module it leaves tells which calls were running when it was raised."""
+        exc = sys.exc_info()[1]
+        if exc is not None and id(exc) != self.exception_active[0]:
+            self.exception_active = (id(exc), self.active())
+
+    def exit_slow(self, output, todo):
+        """What module_exit asked of Python: follow-ups, and the end of a root call."""
+        what, token, entry, parent, hooked = todo
+        if _history is not None and _history.recording():
+            _history_context(self.entries[parent] if parent >= 0 else None, "forward")
+        pass_ = self.local.pass_
+        if not self.native and output is not None and self.torch.is_grad_enabled():
+            tensor = self.tensor_type
+            outputs = (output,) if isinstance(output, tensor) else _tensors_in(output, tensor)
             for t in outputs:
-                if not t.requires_grad:
-                    continue
-                if self.native:
-                    if _memprof.grad_hook(t._cdata, call.scope, True):
-                        self.native_calls[call.scope] = call
-                        hooked = True
-                else:
+                if t.requires_grad:
                     hook = self._tensor_hook(pass_, t)
                     if hook is not None:
-                        hook.starts.append(call)
+                        hook.starts.append(token)
+                        _memprof.modules_hooked(token, entry, True)
                         hooked = True
-        if not stack:
-            # The pass's forward is over: later passes hook their own tensors.
-            call.pass_.hooks = {}
-            if self.finish_pending and not hooked:
-                # The last scheduled root call, with no backward to wait for: stop now; else
-                # when its backward pass ends (or when the next root call starts).
-                self._finish()
-
-    def _end_call(self, call, stack):
-        reading = _memprof.scope_close(call.scope)
-        if _history is not None and _history.recording():
-            _history_context(stack[-1].site.forward if stack else None, "forward")
-        # What the call saved, its children's included.
-        saved = _memprof.saved_bytes() - call.saved_from
-        e = call.site.forward
-        self._record(e, reading, saved)
-        if call.slot is not None:
-            call.slot[1] = reading
-            call.slot[2] = saved
-        pass_ = call.pass_
-        pass_.calls[call.index] = (e["module"], e["depth"], saved, call.input_bytes, call.children)
-        if stack:
+        if what != _ROOT_ENDED:
             return
-        _memprof.saved_end()
-        if pass_.pushed:
-            self.torch._C._autograd._pop_saved_tensors_default_hooks()
-            pass_.pushed = False
-        # The pass that saved the most is the one checkpoint suggestions are planned on.
-        if e["module"] == "" and saved > self.best_saved:
-            self.best_saved = saved
-            self.best_chain = (e["root"], pass_.calls)
+        # The pass's forward is over: later passes hook their own tensors.
+        self.local.pass_ = None
+        if pass_ is not None:
+            pass_.hooks = {}
+            if pass_.pushed:
+                self.torch._C._autograd._pop_saved_tensors_default_hooks()
+                pass_.pushed = False
+        if self.finish_pending and not hooked:
+            # The last scheduled root call, with no backward to wait for: stop now; else
+            # when its backward pass ends (or when the next root call starts).
+            self._finish()
 
     # --- schedule (--warmup/--calls) ----------------------------------------------------
 
@@ -569,119 +432,78 @@ class Tracker:
         autograd._saved_tensors_hooks_disable = hooks_disable
         autograd._saved_tensors_hooks_enable = hooks_enable
 
-    # --- backward -----------------------------------------------------------------------
+    # --- backward (Python tensor hooks) -------------------------------------------------
 
-    def backward_start(self, call):
-        if call.back_scope:
-            return
-        call.pending = call.inputs
-        call.back_scope = _memprof.scope_open()
-        call.back_slot = self._timeline_slot(self._backward_entry(call.site))
-        if _history is not None and _history.recording():
-            _history_context(call.site.forward, "backward")
-        self.open_backward[id(call)] = call
-        if not self.callback_queued:
+    def grad_event(self, token, kind):
+        """A gradient a call waits for arrived (kind 0: an output's, its backward starts; 1: an
+        input's): the same bookkeeping as the C++ hooks' (src/module_backward.rs)."""
+        queue, opened, closed = _memprof.modules_grad_event(token, kind)
+        if queue and not self.callback_queued:
             self.callback_queued = True
             try:
                 self.torch.autograd.Variable._execution_engine.queue_callback(self.backward_done)
             except Exception:
                 self.callback_queued = False
-
-    def backward_end(self, call):
-        if not call.back_scope:
-            return
-        reading = _memprof.scope_close(call.back_scope)
-        call.back_scope = 0
-        if _history is not None and _history.recording():
-            _history_context(None, "backward")
-        self.open_backward.pop(id(call), None)
-        self._record(call.site.backward, reading)
-        if call.back_slot is not None:
-            call.back_slot[1] = reading
+        if _history is not None and _history.recording() and (opened or closed):
+            entry = _memprof.modules_entry_of(token) if opened else None
+            _history_context(None if entry is None else self.entries[entry], "backward")
 
     def backward_done(self):
         """The backward pass ended: the backward of calls whose inputs needed no gradient ends."""
         self.callback_queued = False
-        for call in list(self.open_backward.values()):
-            self.backward_end(call)
+        _memprof.modules_grad_event(0, 2)
+        if _history is not None and _history.recording():
+            _history_context(None, "backward")
         for handle in self.leaf_hooks:
             handle.remove()
         self.leaf_hooks.clear()
         if self.finish_pending:
             self._finish()
 
-    def _collect_native(self, end_all=False):
-        """Records the backwards that the C++ hooks measured (in the order they started) and
-        forgets calls whose graph is gone; returns the calls whose backward runs now."""
-        finished, released, running = _memprof.grad_collect(end_all)
-        for token, _, reading in sorted(finished, key=lambda f: f[1]):
-            call = self.native_calls.get(token)
-            if call is None:
-                continue
-            entry = self._backward_entry(call.site)
-            self._record(entry, reading)
-            slot = self._timeline_slot(entry)
-            if slot is not None:
-                slot[1] = reading
-        for token in released:
-            self.native_calls.pop(token, None)
-        return [self.native_calls[t] for t in running if t in self.native_calls]
-
-    def _backward_entry(self, site):
-        """The site's backward entry, made from its forward entry at its first backward."""
-        if site.backward is not None:
-            return site.backward
-        f = site.forward
-        key = (f["root"], f["module"], "backward")
-        entry = self.entries.get(key)
-        if entry is None:
-            entry = dict(f, phase="backward", calls=0, delta_bytes=0, peak_bytes=None,
-                         peak_increase_bytes=None, saved_bytes=None, collectives={})
-            self.entries[key] = entry
-        site.backward = entry
-        return entry
-
     def active(self):
         """The module calls running now: this thread's forward calls, outermost first, then the
         modules whose backward is under way."""
         def label(entry, phase):
-            name = entry["root"] + ("." + entry["module"] if entry["module"] else "")
+            e = self.entries[entry]
+            name = e["root"] + ("." + e["module"] if e["module"] else "")
             return f"{name} ({phase})"
 
-        stack = self.local.stack or ()
-        running = [label(c.site.forward, "forward") for c in stack]
-        backward = list(self.open_backward.values())
-        if self.native_calls:
-            backward += self._collect_native()
-        running += [label(c.site.forward, "backward") for c in backward]
-        return running
+        forward, backward = _memprof.modules_running()
+        return [label(e, "forward") for e in forward] + [label(e, "backward") for e in backward]
 
     # --- report -------------------------------------------------------------------------
 
     def report(self):
-        for call in list(self.open_backward.values()):
-            self.backward_end(call)
-        if self.native:
-            self._collect_native(end_all=True)
+        numbers, timeline, dropped, best = _memprof.modules_data()
         # Parameters as the modules hold them at the end, at rest: during a call, FSDP2 has
         # swapped its sharded parameters for the gathered ones (a module that is gone keeps the
         # count of its first call).
-        for (label, name, _), ref in self.entry_modules.items():
+        for entry, ref in self.entry_modules.items():
             module = ref()
-            if module is None:
-                continue
-            local, unsharded = self._parameter_bytes(module)
-            for phase in ("forward", "backward"):
-                entry = self.entries.get((label, name, phase))
-                if entry is not None:
-                    entry["parameter_bytes"] = local
-                    entry["unsharded_parameter_bytes"] = unsharded
+            if module is not None:
+                local, unsharded = self._parameter_bytes(module)
+                self.entries[entry]["parameter_bytes"] = local
+                self.entries[entry]["unsharded_parameter_bytes"] = unsharded
+        entries = []
+        for entry, (forward, calls, delta, peak, increase, saved, collectives) in enumerate(numbers):
+            fields = self.entries[entry if forward is None else forward]
+            entries.append(dict(
+                fields,
+                phase="forward" if forward is None else "backward",
+                calls=calls,
+                delta_bytes=delta,
+                peak_bytes=peak,
+                peak_increase_bytes=increase,
+                saved_bytes=saved,
+                collectives=dict(collectives),
+            ))
         chain = None
-        if self.best_chain is not None:
-            label, calls = self.best_chain
-            chain = {"root": label, "calls": [
-                {"module": n, "depth": d, "saved_bytes": s, "input_bytes": i, "leaf": c == 0}
-                for (n, d, s, i, c) in (c for c in calls if c is not None)
+        if best is not None:
+            root, calls = best
+            chain = {"root": self.entries[root]["root"], "calls": [
+                {"module": self.entries[e]["module"], "depth": self.entries[e]["depth"],
+                 "saved_bytes": s, "input_bytes": i, "leaf": c == 0}
+                for (e, s, i, c) in calls
             ]}
         warnings = []
         if self.unmeasured_passes:
@@ -692,9 +514,10 @@ class Tracker:
             )
         return {
             "warnings": warnings,
-            "entries": list(self.entries.values()),
-            "timeline": [_timeline_item(*slot) for slot in self.timeline],
-            "timeline_dropped": self.timeline_dropped,
+            "entries": entries,
+            "timeline": [_timeline_item(entries[e], reading, saved)
+                         for e, reading, saved in timeline],
+            "timeline_dropped": dropped,
             "chain": chain,
         }
 
@@ -702,24 +525,24 @@ class Tracker:
 def _timeline_item(entry, reading, saved):
     item = {"root": entry["root"], "module": entry["module"], "phase": entry["phase"]}
     if reading is not None:
-        item["start_bytes"], item["end_bytes"], item["peak_bytes"] = reading[:3]
+        item["start_bytes"], item["end_bytes"], item["peak_bytes"] = reading
         if saved is not None:
             item["saved_bytes"] = saved
     return item
 
 
-def _tensors_in(value, torch, depth=0):
-    if isinstance(value, torch.Tensor):
+def _tensors_in(value, tensor, depth=0):
+    if isinstance(value, tensor):
         return [value]
     out = []
     if depth > 3:
         return out
     if isinstance(value, (list, tuple)):
         for v in value:
-            out.extend(_tensors_in(v, torch, depth + 1))
+            out.extend(_tensors_in(v, tensor, depth + 1))
     elif isinstance(value, dict):
         for v in value.values():
-            out.extend(_tensors_in(v, torch, depth + 1))
+            out.extend(_tensors_in(v, tensor, depth + 1))
     return out
 
 

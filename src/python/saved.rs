@@ -2,13 +2,15 @@
 //! autograd calls the pack hook for every tensor it saves in a measured forward and the unpack
 //! hook for each in backward, so they skip the Python frame, and the bytes each module call saves
 //! are counted here. Per thread, as torch's hooks and the tracker's call stacks are: a root
-//! module call begins a pass (`saved_begin`, with the storages of the root's own parameters and
-//! buffers, which are not activations), each call reads the pass's running total when it starts
-//! and ends (`saved_bytes`: a call's saved bytes include its children's), and the root's end
-//! ends it. A storage counts once per pass, on the measured device only.
+//! module call begins a pass (`saved_begin`, which reads the storages of the root's parameters
+//! and buffers, which are not activations), each call reads the pass's running total when it starts
+//! and ends (`pass_bytes`, from module_calls.rs: a call's saved bytes include its children's),
+//! and the root's end ends it (`end_pass`). A storage counts once per pass, on the measured
+//! device only.
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyList, PyTuple, PyWeakrefReference};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::os::raw::c_int;
@@ -35,29 +37,79 @@ thread_local! {
     static PASS: RefCell<Option<Pass>> = const { RefCell::new(None) };
 }
 
-/// A root module call starts a forward pass on this thread.
+/// A root module call starts a forward pass on this thread. `modules` holds weak references to
+/// the root's modules: their parameters and buffers are state, not saved activations.
 #[pyfunction]
-#[pyo3(signature = (state_storages, device_index=None))]
-fn saved_begin(state_storages: Vec<usize>, device_index: Option<c_int>) {
+#[pyo3(signature = (modules, device_index=None))]
+fn saved_begin(modules: &Bound<'_, PyList>, device_index: Option<c_int>) {
+    let device_index = device_index.unwrap_or(-1);
+    let mut skip = HashSet::new();
+    for module in modules.iter() {
+        let Some(module) = module
+            .cast::<PyWeakrefReference>()
+            .ok()
+            .and_then(|r| r.upgrade())
+        else {
+            continue;
+        };
+        for field in [
+            intern!(module.py(), "_parameters"),
+            intern!(module.py(), "_buffers"),
+        ] {
+            let Ok(tensors) = module.getattr(field) else {
+                continue;
+            };
+            let Ok(tensors) = tensors.cast_into::<PyDict>() else {
+                continue;
+            };
+            for (_, t) in tensors.iter() {
+                let Ok(impl_ptr) = tensor_impl(&t) else {
+                    continue;
+                };
+                // SAFETY: `t` is held by the module's dict, alive during the call.
+                if let Some((ptr, _)) = unsafe { storage_on(impl_ptr, device_index) } {
+                    skip.insert(ptr);
+                }
+            }
+        }
+    }
     PASS.with(|p| {
         *p.borrow_mut() = Some(Pass {
-            device_index: device_index.unwrap_or(-1),
-            skip: state_storages.into_iter().collect(),
+            device_index,
+            skip,
             bytes: 0,
         })
     });
 }
 
 /// The bytes this thread's pass has saved so far.
-#[pyfunction]
-fn saved_bytes() -> u64 {
+pub fn pass_bytes() -> u64 {
     PASS.with(|p| p.borrow().as_ref().map_or(0, |p| p.bytes))
 }
 
 /// The root call ended: nothing is counted on this thread until the next one.
-#[pyfunction]
-fn saved_end() {
+pub fn end_pass() {
     PASS.with(|p| *p.borrow_mut() = None);
+}
+
+/// The storage (address, bytes) of the tensor whose TensorImpl is at `tensor_impl`, when it is
+/// on the measured device (-1: the CPU) and has one.
+///
+/// # Safety
+/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
+pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usize, u64)> {
+    let (mut version, mut ptr, mut nbytes) = (0i64, 0usize, 0u64);
+    // SAFETY: per the contract above.
+    let found = unsafe {
+        mp_saved_info(
+            tensor_impl as *mut std::ffi::c_void,
+            device_index,
+            &mut version,
+            &mut ptr,
+            &mut nbytes,
+        )
+    };
+    (found == 1).then_some((ptr, nbytes))
 }
 
 fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
@@ -122,8 +174,6 @@ fn saved_unpack<'py>(packed: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>
 
 pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(saved_begin, m)?)?;
-    m.add_function(wrap_pyfunction!(saved_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(saved_end, m)?)?;
     m.add_function(wrap_pyfunction!(saved_pack, m)?)?;
     m.add_function(wrap_pyfunction!(saved_unpack, m)?)?;
     Ok(())

@@ -51,6 +51,8 @@ extern "C" {
     /// Hooks the autograd node that produced a tensor (its TensorImpl), for `--modules`
     /// (grad_hooks.cpp): 1 hooked, 0 a leaf (no node), -1 an error.
     pub fn mp_grad_hook(tensor_impl: *mut std::ffi::c_void, token: u64, kind: c_int) -> c_int;
+    /// Whether autograd records on this thread (grad_hooks.cpp): 1 or 0.
+    pub fn mp_grad_enabled() -> c_int;
     /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
     pub fn mp_tally_take(which: c_int, out: *mut i64);
 }

@@ -6,6 +6,7 @@
 //
 // Every entry point catches every C++ exception: an exception crossing into Rust is undefined
 // behaviour.
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -47,6 +48,9 @@ struct MemprofGradHook : torch::autograd::FunctionPreHook {
 }  // namespace
 
 extern "C" {
+
+/// Whether autograd records on this thread (torch.is_grad_enabled()): 1 or 0.
+int mp_grad_enabled() { return c10::GradMode::is_enabled() ? 1 : 0; }
 
 /// Hooks the node that produced the tensor whose TensorImpl is `impl` (a Python tensor's
 /// `_cdata`): 1 when hooked, 0 when the tensor has no node (a leaf), -1 on error.

@@ -17,6 +17,15 @@ pub unsafe fn grad_hook(tensor_impl: usize, token: u64, kind: c_int) -> bool {
     unsafe { ffi::mp_grad_hook(tensor_impl as *mut std::ffi::c_void, token, kind) == 1 }
 }
 
+/// Whether autograd records on this thread now (`torch.is_grad_enabled()`).
+///
+/// # Safety
+/// libtorch must be loaded (it is, once the program has imported torch).
+pub unsafe fn grad_enabled() -> bool {
+    // SAFETY: reads a thread-local flag; per the contract above.
+    unsafe { ffi::mp_grad_enabled() == 1 }
+}
+
 /// Number of values in one tally read (see `mp_tally_take`).
 pub const TALLY_LEN: usize = 11;
 /// Indices into a tally read.
