@@ -9,6 +9,7 @@ mod config;
 mod diff;
 mod error;
 mod host;
+mod int_hash;
 mod interrupt;
 mod launcher;
 mod merge;

@@ -5,9 +5,9 @@
 //! graph; with --history or a schedule, Python tensor hooks report the same events. This keeps
 //! each call's state, opens and closes its measurement scope in the recorder, and holds the
 //! readings until module_calls.rs collects them.
+use crate::int_hash::IntMap;
 use crate::recorder;
 use crate::sampler::ScopeReading;
-use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::sync::{Mutex, MutexGuard};
 
@@ -30,7 +30,7 @@ struct CallBackward {
 
 #[derive(Default)]
 struct State {
-    calls: HashMap<u64, CallBackward>,
+    calls: IntMap<u64, CallBackward>,
     /// A callback for the end of the running backward pass has been queued.
     callback_queued: bool,
     /// (token, scope id, reading) of backwards that ended, in the order they ended.

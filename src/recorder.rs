@@ -4,6 +4,7 @@
 //! and on which CUDA device (the one the program uses when a measured call starts). What an
 //! execution measures is `sampler`'s. It knows nothing of Python: the hooks hand it frame, code
 //! and thread addresses.
+use crate::int_hash::IntMap;
 pub use crate::sampler::{LineAgg, ScopeReading, Source};
 use crate::sampler::{Sampler, Window};
 use crate::stats::StatDef;
@@ -65,20 +66,22 @@ pub struct Options {
 pub struct Recorder {
     sampler: Sampler,
     stopped: bool,
-    codes: HashMap<usize, u32>,
+    codes: IntMap<usize, u32>,
     pub functions: Vec<FunctionRecord>,
-    frames: HashMap<usize, FrameState>,
+    frames: IntMap<usize, FrameState>,
     /// Calls that returned, with their caller: their last line ends when it resumes.
     returning: Vec<(Caller, FrameState)>,
     /// Untargeted callers' code objects with calls waiting on them, and how many.
-    watched: HashMap<usize, u32>,
+    watched: IntMap<usize, u32>,
     /// Code objects whose events the hook must switch on (true) or off (false).
     watch_changes: Vec<(usize, bool)>,
     /// Per thread, the targeted frames running (started or resumed, not yet left), outermost
     /// first.
-    stacks: HashMap<usize, Vec<usize>>,
+    stacks: IntMap<usize, Vec<usize>>,
     /// Open measurement scopes that are not lines (module calls), by id.
-    scopes: HashMap<u64, Window>,
+    scopes: IntMap<u64, Window>,
+    /// Windows of closed scopes, reused: a scope opens and closes for every module call.
+    spare_windows: Vec<Window>,
     next_scope: u64,
     /// Targeted calls that ended since the hook last asked (only with `collect_ended`): the tensor
     /// inventory runs for each.
@@ -121,14 +124,15 @@ impl Recorder {
         Recorder {
             sampler: Sampler::new(source, chosen, options.collectives),
             stopped: false,
-            codes: HashMap::new(),
+            codes: IntMap::default(),
             functions: Vec::new(),
-            frames: HashMap::new(),
+            frames: IntMap::default(),
             returning: Vec::new(),
-            watched: HashMap::new(),
+            watched: IntMap::default(),
             watch_changes: Vec::new(),
-            stacks: HashMap::new(),
-            scopes: HashMap::new(),
+            stacks: IntMap::default(),
+            scopes: IntMap::default(),
+            spare_windows: Vec::new(),
             next_scope: 0,
             ended: Vec::new(),
             collect_ended: false,
@@ -747,7 +751,10 @@ impl Recorder {
     pub fn open_scope(&mut self) -> u64 {
         self.take_sample_for_scope();
         self.choose_device();
-        let mut window = self.sampler.new_window();
+        let mut window = self
+            .spare_windows
+            .pop()
+            .unwrap_or_else(|| self.sampler.new_window());
         self.sampler.open(&mut window);
         self.next_scope += 1;
         self.scopes.insert(self.next_scope, window);
@@ -759,7 +766,9 @@ impl Recorder {
     pub fn close_scope(&mut self, id: u64) -> Option<ScopeReading> {
         self.take_sample_for_scope();
         let window = self.scopes.remove(&id)?;
-        Some(self.sampler.allocated_in(&window))
+        let reading = self.sampler.allocated_in(&window);
+        self.spare_windows.push(window);
+        Some(reading)
     }
 
     /// Allocated bytes now (`allocated_bytes.all.current`), at a new sample.

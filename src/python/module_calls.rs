@@ -11,12 +11,12 @@
 //! Shared state is behind one lock, never held while Python code runs (any bytecode can switch
 //! threads, and the other thread would wait for the lock holding the GIL). Lock order: this
 //! state, then module_backward's, then the recorder's.
+use crate::int_hash::IntMap;
 use crate::recorder;
 use crate::sampler::ScopeReading;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple, PyType, PyWeakrefReference};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::os::raw::c_int;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -115,14 +115,14 @@ struct Tracker {
     native: bool,
     /// Checkpoint suggestions: each call's input bytes are counted.
     plan: bool,
-    sites: HashMap<(usize, usize), Site>,
+    sites: IntMap<(usize, usize), Site>,
     /// Sites alive at the last sweep of dead ones.
     sites_live: usize,
     entries: Vec<Entry>,
     timeline: Vec<Slot>,
     dropped: u64,
     /// Calls hooked for backward (token -> forward entry), until their graph is gone.
-    hooked: HashMap<u64, u32>,
+    hooked: IntMap<u64, u32>,
     /// The root pass that saved the most, which checkpoint suggestions plan on.
     best: Option<(u32, Vec<PassCall>)>,
     best_saved: Option<u64>,

@@ -7,12 +7,12 @@
 //! and ends (`pass_bytes`, from module_calls.rs: a call's saved bytes include its children's),
 //! and the root's end ends it (`end_pass`). A storage counts once per pass, on the measured
 //! device only.
+use crate::int_hash::IntSet;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple, PyWeakrefReference};
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::os::raw::c_int;
 
 extern "C" {
@@ -29,7 +29,7 @@ struct Pass {
     /// -1: the CPU; else the CUDA device measured.
     device_index: c_int,
     /// The root's parameters and buffers, and what the pass has counted already.
-    skip: HashSet<usize>,
+    skip: IntSet<usize>,
     bytes: u64,
 }
 
@@ -43,7 +43,7 @@ thread_local! {
 #[pyo3(signature = (modules, device_index=None))]
 fn saved_begin(modules: &Bound<'_, PyList>, device_index: Option<c_int>) {
     let device_index = device_index.unwrap_or(-1);
-    let mut skip = HashSet::new();
+    let mut skip = IntSet::default();
     for module in modules.iter() {
         let Some(module) = module
             .cast::<PyWeakrefReference>()
