@@ -278,16 +278,18 @@ fn cdata(t: &Bound<'_, PyAny>) -> Option<usize> {
         .ok()
 }
 
-/// The tensors in a module's output: the output itself, or inside lists, tuples and dicts (to a
-/// depth of 3), as the Python tracker read them.
-fn output_impls(
+/// Calls `f` with the TensorImpl address of each tensor in a module's output: the output
+/// itself, or inside lists, tuples and dicts (to a depth of 3), as the Python tracker read them.
+fn for_each_output(
     value: &Bound<'_, PyAny>,
     tensor: &Bound<'_, PyType>,
     depth: u32,
-    out: &mut Vec<usize>,
+    f: &mut impl FnMut(usize),
 ) {
     if value.is_instance(tensor).unwrap_or(false) {
-        out.extend(cdata(value));
+        if let Some(t) = cdata(value) {
+            f(t);
+        }
         return;
     }
     if depth > 3 {
@@ -295,15 +297,15 @@ fn output_impls(
     }
     if let Ok(list) = value.cast::<PyList>() {
         for v in list.iter() {
-            output_impls(&v, tensor, depth + 1, out);
+            for_each_output(&v, tensor, depth + 1, f);
         }
     } else if let Ok(tuple) = value.cast::<PyTuple>() {
         for v in tuple.iter() {
-            output_impls(&v, tensor, depth + 1, out);
+            for_each_output(&v, tensor, depth + 1, f);
         }
     } else if let Ok(dict) = value.cast::<PyDict>() {
         for (_, v) in dict.iter() {
-            output_impls(&v, tensor, depth + 1, out);
+            for_each_output(&v, tensor, depth + 1, f);
         }
     }
 }
@@ -470,10 +472,11 @@ type Exited = Option<(u8, u64, i64, i64, bool)>;
 #[pyfunction]
 fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
     let id = module.as_ptr() as usize;
-    // Pop this module's call (and any whose post-hook an exception skipped) and take its calls.
-    let mut ended = Vec::new();
-    let (parent, root_ended, own_root) = THREAD.with(|th| {
+    let native = with_tracker(|t| t.native);
+    // Pop this module's call (and any whose post-hook an exception skipped), each ended here.
+    let (token, entry, parent, root) = THREAD.with(|th| {
         let mut th = th.borrow_mut();
+        let th = &mut *th;
         if !th.skip.is_empty() {
             // The top is this module's, unless an exception skipped inner post-hooks.
             while th.skip.pop().is_some_and(|top| top != id) {}
@@ -482,91 +485,77 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
         if !th.stack.iter().any(|c| c.module == id) {
             return None;
         }
+        let mut last = None;
         while let Some(call) = th.stack.pop() {
-            let last = call.module == id;
-            ended.push(call);
-            if last {
+            let saved = end_call(&call, th.pass.as_mut());
+            let done = call.module == id;
+            last = Some((call.token, call.entry, saved));
+            if done {
                 break;
             }
         }
+        let (token, entry, saved) = last?;
         let parent = th.stack.last().map_or(-1, |c| i64::from(c.entry));
-        let own_root = th.pass.as_ref().is_some_and(|p| p.own_root && p.root == id);
-        Some((parent, th.stack.is_empty(), own_root))
-    })?;
-    let (native, _) = with_tracker(|t| (t.native, t.plan));
-    let mut readings = Vec::with_capacity(ended.len());
-    for call in &ended {
-        let reading = recorder::with(|r| r.close_scope(call.token)).flatten();
-        let saved = super::saved::pass_bytes().saturating_sub(call.saved_from);
-        readings.push((reading, saved));
-    }
-    let call = ended.last()?;
-    let (token, entry) = (call.token, call.entry);
-    // The outputs are read before the lock is taken.
-    let mut outputs = Vec::new();
-    if native && !output.is_none() && grad_enabled() {
-        if let Some(tensor) = TENSOR_TYPE.get() {
-            output_impls(output, tensor.bind(output.py()), 0, &mut outputs);
-        }
-    }
-    let mut hooked = false;
-    for &t in &outputs {
-        hooked |= crate::module_backward::hook(t, token, true);
-    }
-    let pass_calls = THREAD.with(|th| {
-        let mut th = th.borrow_mut();
-        let pass = th.pass.as_mut()?;
-        for (call, (_, saved)) in ended.iter().zip(&readings) {
-            if let Some(c) = pass.calls.get_mut(call.index) {
-                *c = Some(PassCall {
-                    entry: call.entry,
-                    saved: *saved,
-                    input_bytes: call.input_bytes,
-                    children: call.children,
-                });
-            }
-        }
-        if root_ended {
-            th.pass.take().map(|p| p.calls)
+        // The root call ended: its pass, and whether it was the root's own call.
+        let root = if th.stack.is_empty() {
+            th.pass
+                .take()
+                .map(|p| (p.own_root && p.root == id, saved, p.calls))
         } else {
             None
+        };
+        Some((token, entry, parent, root))
+    })?;
+    // Its outputs' nodes are hooked for its backward (Python is read here, with no lock held).
+    let mut hooked = false;
+    if native && !output.is_none() && grad_enabled() {
+        if let Some(tensor) = TENSOR_TYPE.get() {
+            for_each_output(output, tensor.bind(output.py()), 0, &mut |t| {
+                hooked |= crate::module_backward::hook(t, token, true);
+            });
         }
-    });
-    let root_saved = readings.last().map_or(0, |r| r.1);
-    with_tracker(|t| {
-        for (call, (reading, saved)) in ended.iter().zip(readings) {
-            let Some(reading) = reading else {
-                if let Some(slot) = call.slot {
-                    t.timeline[slot].saved = Some(saved);
-                }
-                continue;
-            };
-            t.record(call.entry, &reading, Some(saved));
-            if let Some(slot) = call.slot {
-                t.timeline[slot].reading = Some(reading);
-                t.timeline[slot].saved = Some(saved);
-            }
-        }
-        if hooked {
-            t.hooked.insert(token, entry);
-        }
-        if let Some(calls) = pass_calls {
-            // The pass that saved the most is the one checkpoint suggestions are planned on.
-            if own_root && t.best_saved.is_none_or(|b| root_saved > b) {
-                t.best_saved = Some(root_saved);
-                t.best = Some((entry, calls.into_iter().flatten().collect()));
-            }
-        }
-    });
-    let entry = i64::from(entry);
-    if root_ended {
-        super::saved::end_pass();
-        Some((ROOT_ENDED, token, entry, parent, hooked))
-    } else if !native {
-        Some((FOLLOW_UP, token, entry, parent, hooked))
-    } else {
-        None
     }
+    if hooked {
+        with_tracker(|t| t.hooked.insert(token, entry));
+    }
+    let entry_id = i64::from(entry);
+    let Some((own_root, saved, calls)) = root else {
+        return (!native).then_some((FOLLOW_UP, token, entry_id, parent, hooked));
+    };
+    super::saved::end_pass();
+    with_tracker(|t| {
+        // The pass that saved the most is the one checkpoint suggestions are planned on.
+        if own_root && t.best_saved.is_none_or(|b| saved > b) {
+            t.best_saved = Some(saved);
+            t.best = Some((entry, calls.into_iter().flatten().collect()));
+        }
+    });
+    Some((ROOT_ENDED, token, entry_id, parent, hooked))
+}
+
+/// Ends a popped call: closes its scope, records its reading and what it saved (returned) in
+/// its entry, its timeline slot and its pass.
+fn end_call(call: &Call, pass: Option<&mut Pass>) -> u64 {
+    let reading = recorder::with(|r| r.close_scope(call.token)).flatten();
+    let saved = super::saved::pass_bytes().saturating_sub(call.saved_from);
+    if let Some(c) = pass.and_then(|p| p.calls.get_mut(call.index)) {
+        *c = Some(PassCall {
+            entry: call.entry,
+            saved,
+            input_bytes: call.input_bytes,
+            children: call.children,
+        });
+    }
+    with_tracker(|t| {
+        if let Some(reading) = &reading {
+            t.record(call.entry, reading, Some(saved));
+        }
+        if let Some(slot) = call.slot {
+            t.timeline[slot].saved = Some(saved);
+            t.timeline[slot].reading = reading;
+        }
+    });
+    saved
 }
 
 /// The tracker's settings, once torch is loaded: torch.Tensor, whether the backward is measured
