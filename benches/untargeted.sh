@@ -5,8 +5,8 @@
 # median of its repeats; this prints min, median and max over rounds, and the ratios of medians.
 # Several binaries (before and after a change, say) run interleaved in the same rounds. On
 # CPython 3.11 a control runs too: python with a frame-evaluation hook that only calls CPython's
-# own evaluator (benches/eval_frame_hook.py), the price 3.11 charges for any such hook, which is
-# how memprof finds targeted frames there.
+# own evaluator (benches/eval_frame_hook.py, .c; needs cc and Python's headers), the price 3.11
+# charges for any such hook, which is how memprof finds targeted frames there.
 # Runs on the CPU (any machine); on the GPU machine benches/overhead.sh runs the same case.
 #   benches/untargeted.sh [MEMPROF_BINARY...]   (default target/release/memprof; venv active)
 set -euo pipefail
