@@ -5,7 +5,8 @@
 #   run(command="benches/overhead.sh steady", carry=[".device"])    # cases 1-4, about 9 min
 #   run(command="benches/overhead.sh startup", carry=[".device"])   # case 5, about 5 min
 #   run(command="benches/overhead.sh modules", carry=[".device"])   # case 4 alone, about 4 min
-# (modules also runs python3 with no-op global module hooks: benches/module_hooks_floor.py)
+# (modules also runs python3 with no-op global module hooks, then also no-op saved-tensors
+# hooks: benches/module_hooks_floor.py)
 # steady: untargeted Python with a rare target and with no target (pinned to one core), the
 # resnet50 step with train_step targeted, the resnet50 step under --modules. startup: `import
 # torch` + a first CUDA call as whole processes, without and with a target, RUNS runs each.
@@ -36,6 +37,7 @@ if [ "$part" = modules ]; then
     echo "round $round"
     one modules-python python3 "$w" resnet
     one modules-floor python3 benches/module_hooks_floor.py "$w" resnet
+    one modules-floorsaved python3 benches/module_hooks_floor.py --saved "$w" resnet
     one modules-before "$before" run --modules -o "$out/m.json" "$w" resnet
     one modules-after "$after" run --modules -o "$out/m.json" "$w" resnet
   done

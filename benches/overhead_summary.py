@@ -35,15 +35,17 @@ if part == "steady":
         if not base:
             continue
         print(f"| {label} | python3 | {spread(base, 'ms', 2)} | 1.000x |")
-        for variant in ("floor", "before", "after"):
+        for variant in ("floor", "floorsaved", "before", "after"):
             v = medians(f"{case}-{variant}")
-            if variant == "floor" and not v:
+            if variant.startswith("floor") and not v:
                 continue
             if len(v) != len(base):
                 print(f"| {label} | {variant} | {len(v)} of {len(base)} rounds ran | |")
                 continue
             r = sorted(a / b for a, b in zip(v, base))
-            name = "python3 + no-op module hooks" if variant == "floor" else f"memprof {variant}"
+            name = {"floor": "python3 + no-op module hooks",
+                    "floorsaved": "python3 + no-op module and saved-tensors hooks"}.get(
+                        variant, f"memprof {variant}")
             print(f"| {label} | {name} | {spread(v, 'ms', 2)} | "
                   f"{statistics.median(r):.3f}x ({r[0]:.3f}x, {r[-1]:.3f}x) |")
 elif part == "startup":
