@@ -18,6 +18,7 @@ const PASS_ENDED: c_int = 2;
 const HOOK_FREED: c_int = 3;
 
 /// One module call's backward.
+#[derive(Default)]
 struct CallBackward {
     /// Hooked inputs, and those whose gradient has not arrived since the backward started.
     inputs: u32,
@@ -54,21 +55,7 @@ pub fn hook(tensor_impl: usize, token: u64, output: bool) -> bool {
     // SAFETY: the caller holds the tensor (and the GIL) for the duration of the call.
     let hooked = unsafe { crate::torch::grad_hook(tensor_impl, token, kind) };
     if hooked {
-        let mut guard = lock();
-        let call = guard
-            .get_or_insert_with(State::default)
-            .calls
-            .entry(token)
-            .or_insert(CallBackward {
-                inputs: 0,
-                pending: 0,
-                scope: None,
-                hooks: 0,
-            });
-        call.hooks += 1;
-        if !output {
-            call.inputs += 1;
-        }
+        note_hooked(token, output, true);
     }
     hooked
 }
@@ -76,17 +63,21 @@ pub fn hook(tensor_impl: usize, token: u64, output: bool) -> bool {
 /// With Python tensor hooks (--history, a schedule of root calls): call `token` has a hooked
 /// output, or one more hooked input. Such calls stay known until the run ends.
 pub fn register(token: u64, output: bool) {
+    note_hooked(token, output, false);
+}
+
+/// Counts a hooked input (or notes an output) of call `token`; a C++ hook is also counted until
+/// it is freed with its graph.
+fn note_hooked(token: u64, output: bool, freed_later: bool) {
     let mut guard = lock();
     let call = guard
         .get_or_insert_with(State::default)
         .calls
         .entry(token)
-        .or_insert(CallBackward {
-            inputs: 0,
-            pending: 0,
-            scope: None,
-            hooks: 0,
-        });
+        .or_default();
+    if freed_later {
+        call.hooks += 1;
+    }
     if !output {
         call.inputs += 1;
     }

@@ -92,12 +92,12 @@ pub fn end_pass() {
     PASS.with(|p| *p.borrow_mut() = None);
 }
 
-/// The storage (address, bytes) of the tensor whose TensorImpl is at `tensor_impl`, when it is
-/// on the measured device (-1: the CPU) and has one.
+/// What `mp_saved_info` reads of the tensor whose TensorImpl is at `tensor_impl`: its answer
+/// (-1, 0 or 1, see saved_info.cpp), version, storage address and bytes.
 ///
 /// # Safety
 /// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
-pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usize, u64)> {
+unsafe fn saved_info(tensor_impl: usize, device_index: c_int) -> (c_int, i64, usize, u64) {
     let (mut version, mut ptr, mut nbytes) = (0i64, 0usize, 0u64);
     // SAFETY: per the contract above.
     let found = unsafe {
@@ -109,6 +109,17 @@ pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usi
             &mut nbytes,
         )
     };
+    (found, version, ptr, nbytes)
+}
+
+/// The storage (address, bytes) of the tensor whose TensorImpl is at `tensor_impl`, when it is
+/// on the measured device (-1: the CPU) and has one.
+///
+/// # Safety
+/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
+pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usize, u64)> {
+    // SAFETY: per the contract above.
+    let (found, _, ptr, nbytes) = unsafe { saved_info(tensor_impl, device_index) };
     (found == 1).then_some((ptr, nbytes))
 }
 
@@ -123,17 +134,8 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let py = t.py();
     let impl_ptr = tensor_impl(t)?;
     let device_index = PASS.with(|p| p.borrow().as_ref().map_or(-1, |p| p.device_index));
-    let (mut version, mut ptr, mut nbytes) = (0i64, 0usize, 0u64);
     // SAFETY: `_cdata` is the address of the tensor's TensorImpl, alive while `t` is.
-    let found = unsafe {
-        mp_saved_info(
-            impl_ptr as *mut std::ffi::c_void,
-            device_index,
-            &mut version,
-            &mut ptr,
-            &mut nbytes,
-        )
-    };
+    let (found, version, ptr, nbytes) = unsafe { saved_info(impl_ptr, device_index) };
     if found < 0 {
         // Python raises torch's own error (an inference tensor has no version).
         let v = t.getattr(pyo3::intern!(py, "_version"))?;
