@@ -133,7 +133,6 @@ pub fn finish_schedule(py: Python<'_>) {
 /// Creates the module.
 pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_memprof")?;
-    m.add("COLLECTIVE_KINDS", torch::collectives::KINDS.to_vec())?;
     m.add_function(wrap_pyfunction!(register, &m)?)?;
     m.add_function(wrap_pyfunction!(warn, &m)?)?;
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;

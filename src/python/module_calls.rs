@@ -123,9 +123,9 @@ struct Tracker {
     dropped: u64,
     /// Calls hooked for backward (token -> forward entry), until their graph is gone.
     hooked: IntMap<u64, u32>,
-    /// The root pass that saved the most, which checkpoint suggestions plan on.
-    best: Option<(u32, Vec<PassCall>)>,
-    best_saved: Option<u64>,
+    /// The root pass that saved the most, which checkpoint suggestions plan on: its root
+    /// call's entry, what it saved, and its calls.
+    best: Option<(u32, u64, Vec<PassCall>)>,
 }
 
 static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
@@ -267,15 +267,8 @@ fn tensor_impls(values: &Bound<'_, PyTuple>) -> Vec<usize> {
     values
         .iter()
         .filter(|v| v.is_instance(tensor).unwrap_or(false))
-        .filter_map(|v| cdata(&v))
+        .filter_map(|v| super::saved::tensor_impl(&v).ok())
         .collect()
-}
-
-fn cdata(t: &Bound<'_, PyAny>) -> Option<usize> {
-    t.getattr(pyo3::intern!(t.py(), "_cdata"))
-        .ok()?
-        .extract()
-        .ok()
 }
 
 /// Calls `f` with the TensorImpl address of each tensor in a module's output: the output
@@ -287,7 +280,7 @@ fn for_each_output(
     f: &mut impl FnMut(usize),
 ) {
     if value.is_instance(tensor).unwrap_or(false) {
-        if let Some(t) = cdata(value) {
+        if let Ok(t) = super::saved::tensor_impl(value) {
             f(t);
         }
         return;
@@ -525,9 +518,8 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
     super::saved::end_pass();
     with_tracker(|t| {
         // The pass that saved the most is the one checkpoint suggestions are planned on.
-        if own_root && t.best_saved.is_none_or(|b| saved > b) {
-            t.best_saved = Some(saved);
-            t.best = Some((entry, calls.into_iter().flatten().collect()));
+        if own_root && t.best.as_ref().is_none_or(|b| saved > b.1) {
+            t.best = Some((entry, saved, calls.into_iter().flatten().collect()));
         }
     });
     Some((ROOT_ENDED, token, entry_id, parent, hooked))
@@ -661,7 +653,7 @@ fn modules_data() -> (Vec<EntryData>, Vec<SlotData>, u64, ChainData) {
                 )
             })
             .collect();
-        let chain = t.best.as_ref().map(|(root, calls)| {
+        let chain = t.best.as_ref().map(|(root, _, calls)| {
             let calls = calls
                 .iter()
                 .map(|c| (c.entry, c.saved, c.input_bytes, c.children))

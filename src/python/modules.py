@@ -67,7 +67,7 @@ class _Pass:
 
     def __init__(self, root, state):
         self.root = root
-        # Weak references to the modules whose parameters and buffers are not activations.
+        # The modules whose parameters and buffers are not activations.
         self.state = state
         self.pushed = False
         # (id of a tensor, its version) -> its _TensorHook, while the pass's forward runs.
@@ -98,7 +98,6 @@ class Tracker:
         self.root_labels = weakref.WeakKeyDictionary()
         self.root_label_count = {}
         self.names = weakref.WeakKeyDictionary()  # root -> WeakKeyDictionary(module -> name)
-        self.module_refs = weakref.WeakKeyDictionary()  # root -> [weakref to each of its modules]
         # Submodule -> (its root, its name): a submodule called with no module running (activation
         # checkpointing recomputing it during backward) keeps its name.
         self.known = weakref.WeakKeyDictionary()
@@ -285,13 +284,10 @@ class Tracker:
         known = self.known.get(module)
         if known is not None and known[0]() is not None:
             return _Pass(known[0](), [])
-        # Weak references to the root's modules (found once), whose parameters and buffers
+        # The root's modules (found once, with their names), whose parameters and buffers
         # saved_begin reads at each root call: parameters are swapped (FSDP2, `.to()`).
-        state = self.module_refs.get(module)
-        if state is None:
-            self._name_in(module, module)
-            state = self.module_refs[module] = [weakref.ref(m) for m in self.names[module]]
-        pass_ = _Pass(module, state)
+        self._name_in(module, module)
+        pass_ = _Pass(module, list(self.names[module]))
         # Not around a compiled module (dynamo would inline the hook into its graphs), and
         # not over the program's own saved-tensors hooks (activation checkpointing,
         # save_on_cpu): on top of them, memprof's would take their place.

@@ -11,7 +11,7 @@ use crate::int_hash::IntSet;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple, PyWeakrefReference};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use std::cell::RefCell;
 use std::os::raw::c_int;
 
@@ -37,21 +37,14 @@ thread_local! {
     static PASS: RefCell<Option<Pass>> = const { RefCell::new(None) };
 }
 
-/// A root module call starts a forward pass on this thread. `modules` holds weak references to
-/// the root's modules: their parameters and buffers are state, not saved activations.
+/// A root module call starts a forward pass on this thread. `modules` are the root's modules:
+/// their parameters and buffers are state, not saved activations.
 #[pyfunction]
 #[pyo3(signature = (modules, device_index=None))]
 fn saved_begin(modules: &Bound<'_, PyList>, device_index: Option<c_int>) {
     let device_index = device_index.unwrap_or(-1);
     let mut skip = IntSet::default();
     for module in modules.iter() {
-        let Some(module) = module
-            .cast::<PyWeakrefReference>()
-            .ok()
-            .and_then(|r| r.upgrade())
-        else {
-            continue;
-        };
         for field in [
             intern!(module.py(), "_parameters"),
             intern!(module.py(), "_buffers"),
@@ -123,7 +116,8 @@ pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usi
     (found == 1).then_some((ptr, nbytes))
 }
 
-fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
+/// The address of a tensor's TensorImpl (its `_cdata`).
+pub fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
     t.getattr(pyo3::intern!(t.py(), "_cdata"))?.extract()
 }
 
