@@ -79,9 +79,9 @@ pub struct RunArgs {
     /// Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)
     #[arg(short = 'm')]
     pub module: bool,
-    /// Report format
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    /// Report format (default: from -o's extension, `.json`, `.yaml`/`.yml`; else table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
     /// Write the report to this file (atomically) instead of standard output; may hold
     /// {rank}, {local_rank}, {world_size}, {host}, {pid}; under several ranks a plain path gets
     /// the rank (ddp.json -> ddp.rank1.json)
@@ -168,9 +168,9 @@ pub struct MergeArgs {
     /// The ranks' reports (YAML or JSON), e.g. `ddp.rank*.json`
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
-    /// Output format
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    /// Output format (default: from -o's extension, `.json`, `.yaml`/`.yml`; else table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
     /// Write the merged report to this file (atomically) instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -184,9 +184,9 @@ pub struct DiffArgs {
     /// The report of the later run
     #[arg(value_name = "NEW")]
     pub new: PathBuf,
-    /// Output format
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    /// Output format (default: from -o's extension, `.json`, `.yaml`/`.yml`; else table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
     /// Write the diff to this file (atomically) instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -201,4 +201,20 @@ pub enum Format {
     Table,
     Yaml,
     Json,
+}
+
+impl Format {
+    /// The format asked for, else the one `output`'s extension names (`.json`, `.yaml`, `.yml`),
+    /// else the table: `-o infer.json` must write what `memprof show` reads.
+    pub fn resolve(asked: Option<Format>, output: Option<&std::path::Path>) -> Format {
+        let by_extension = output
+            .and_then(|p| p.extension())
+            .and_then(|e| e.to_str())
+            .and_then(|e| match e.to_ascii_lowercase().as_str() {
+                "json" => Some(Format::Json),
+                "yaml" | "yml" => Some(Format::Yaml),
+                _ => None,
+            });
+        asked.or(by_extension).unwrap_or(Format::Table)
+    }
 }

@@ -1,6 +1,6 @@
 //! The subcommands: `show`, `merge`, `diff`, `stats`, `completions`, and `run` (in run.rs); the
 //! two ways of telling the user something (standard output, a note on standard error).
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, Format};
 use crate::error::Result;
 use crate::{diff, merge, report, stats};
 use clap::CommandFactory;
@@ -21,23 +21,21 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Merge(args) => {
+            let format = Format::resolve(args.format, args.output.as_deref());
             let mut merged = merge::merge_files(&args.files)?;
             merge::keep_stats(&mut merged, &cli.global.stats)?;
             deliver(
-                &merge::render(&merged, args.format),
+                &merge::render(&merged, format),
                 args.output.as_deref(),
                 "merged report",
             )?;
             Ok(0)
         }
         Command::Diff(args) => {
+            let format = Format::resolve(args.format, args.output.as_deref());
             let mut d = diff::diff_files(&args.base, &args.new)?;
             let exceeded = diff::check_limits(&mut d, &args.max_increase)?;
-            deliver(
-                &diff::render(&d, args.format),
-                args.output.as_deref(),
-                "diff",
-            )?;
+            deliver(&diff::render(&d, format), args.output.as_deref(), "diff")?;
             if exceeded {
                 note("an increase went beyond --max-increase (the diff lists the lines)");
                 return Ok(crate::error::exit_code::INCREASE_EXCEEDED);

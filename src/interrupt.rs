@@ -1,83 +1,123 @@
-//! Ctrl-C and SIGTERM. The first signal raises KeyboardInterrupt in the script (so `finally`
-//! blocks run and memprof still prints the report of what ran); a second one exits at once,
-//! after a best-effort report written from Rust's data alone (the main thread may be stuck in a
-//! CUDA synchronisation or holding the GIL).
+//! Signals and abrupt endings. The first Ctrl-C raises KeyboardInterrupt in the script (so
+//! `finally` blocks run and memprof still prints the report of what ran); a second one exits at
+//! once. SIGTERM is not the script's to catch (python leaves it at the default, which kills): the
+//! report of what ran is written from Rust's data, then the process dies of SIGTERM as python's
+//! would. `os._exit` writes that report before it exits. Reports written this way come from
+//! Rust's data alone (the main thread may be stuck in a CUDA synchronisation or holding the GIL).
 use crate::error::{exit_code, Error, Result};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 static SIGNALS: AtomicU32 = AtomicU32::new(0);
-static TERMINATED: AtomicBool = AtomicBool::new(false);
 static SCRIPT_RUNNING: AtomicBool = AtomicBool::new(false);
-static EMERGENCY_REPORT: OnceLock<Box<dyn Fn() + Send + Sync>> = OnceLock::new();
+static EMERGENCY_REPORT: OnceLock<Box<dyn Fn(&Ending) + Send + Sync>> = OnceLock::new();
+/// The write end of the pipe that wakes the SIGTERM thread (-1 before `install`).
+static TERM_PIPE: AtomicI32 = AtomicI32::new(-1);
 
-/// Whether a signal arrived, and which exit code it calls for.
-pub fn received() -> Option<i32> {
-    if SIGNALS.load(Ordering::SeqCst) == 0 {
-        None
-    } else if TERMINATED.load(Ordering::SeqCst) {
-        Some(exit_code::TERMINATED)
-    } else {
-        Some(exit_code::INTERRUPTED)
-    }
+/// How the program ended when memprof had to write its report without Python's help.
+pub struct Ending {
+    /// The report's outcome status: `interrupted`, `terminated`, `os_exit`.
+    pub status: &'static str,
+    pub exit_code: i32,
+    /// Said in the report's warnings.
+    pub warning: String,
 }
 
-/// While true, the first signal is turned into KeyboardInterrupt in the script.
+/// Whether a Ctrl-C arrived: the exit code it calls for.
+pub fn received() -> Option<i32> {
+    (SIGNALS.load(Ordering::SeqCst) > 0).then_some(exit_code::INTERRUPTED)
+}
+
+/// While true, the first Ctrl-C is turned into KeyboardInterrupt in the script.
 pub fn set_script_running(running: bool) {
     SCRIPT_RUNNING.store(running, Ordering::SeqCst);
 }
 
-/// What a second signal writes before exiting.
-pub fn set_emergency_report(f: Box<dyn Fn() + Send + Sync>) {
+/// What a second Ctrl-C, SIGTERM or `os._exit` writes before the process ends.
+pub fn set_emergency_report(f: Box<dyn Fn(&Ending) + Send + Sync>) {
     let _ = EMERGENCY_REPORT.set(f);
 }
 
-fn first_signal() {
-    if SCRIPT_RUNNING.load(Ordering::SeqCst) {
-        // SAFETY: async-signal-safe and needs no GIL (CPython docs).
-        unsafe { pyo3::ffi::PyErr_SetInterruptEx(libc::SIGINT) };
+/// Writes the emergency report, if one is set.
+pub fn write_emergency_report(ending: &Ending) {
+    if let Some(report) = EMERGENCY_REPORT.get() {
+        report(ending);
     }
 }
 
 fn on_sigint() {
     if SIGNALS.fetch_add(1, Ordering::SeqCst) == 0 {
-        first_signal();
+        if SCRIPT_RUNNING.load(Ordering::SeqCst) {
+            // SAFETY: async-signal-safe and needs no GIL (CPython docs).
+            unsafe { pyo3::ffi::PyErr_SetInterruptEx(libc::SIGINT) };
+        }
         return;
     }
     eprintln!("\nmemprof: interrupted again, exiting now");
-    if let Some(report) = EMERGENCY_REPORT.get() {
-        report();
-    }
-    let code = if TERMINATED.load(Ordering::SeqCst) {
-        exit_code::TERMINATED
-    } else {
-        exit_code::INTERRUPTED
-    };
+    write_emergency_report(&Ending {
+        status: "interrupted",
+        exit_code: exit_code::INTERRUPTED,
+        warning: "interrupted twice: this report was written without Python's help".into(),
+    });
     // SAFETY: exits the process without running destructors: the main thread may be stuck.
-    unsafe { libc::_exit(code) };
+    unsafe { libc::_exit(exit_code::INTERRUPTED) };
 }
 
 extern "C" fn on_sigterm(_: libc::c_int) {
-    // Only async-signal-safe work here: atomics, PyErr_SetInterruptEx, _exit.
-    TERMINATED.store(true, Ordering::SeqCst);
-    if SIGNALS.fetch_add(1, Ordering::SeqCst) == 0 {
-        first_signal();
-    } else {
-        // SAFETY: async-signal-safe.
-        unsafe { libc::_exit(exit_code::TERMINATED) };
+    // Only async-signal-safe work here: one write to a pipe wakes the thread that reports.
+    let fd = TERM_PIPE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: write(2) is async-signal-safe; the byte's value does not matter.
+        unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
+    }
+}
+
+/// Writes the report, then dies of SIGTERM with the default action, as python would have.
+fn terminate() -> ! {
+    write_emergency_report(&Ending {
+        status: "terminated",
+        exit_code: exit_code::TERMINATED,
+        warning: "terminated by SIGTERM: the program was stopped where it was, as python's \
+                  default handling does; this report was written without Python's help"
+            .into(),
+    });
+    // SAFETY: restores the default action and raises it, which ends the process.
+    unsafe {
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        libc::raise(libc::SIGTERM);
+        libc::_exit(exit_code::TERMINATED)
     }
 }
 
 /// Installs the handlers. Python's own SIGINT handler must already be `default_int_handler`
 /// (so that PyErr_SetInterruptEx raises KeyboardInterrupt); this then takes the OS-level handler.
+/// SIGTERM gets memprof's handler only while the script left it at the default: a script that
+/// installs its own (`signal.signal(SIGTERM, ...)`) replaces memprof's, as it replaces python's.
 pub fn install() -> Result<()> {
     ctrlc::set_handler(on_sigint)
         .map_err(|e| Error::usage(format!("cannot install the Ctrl-C handler: {e}")))?;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 fills two descriptors; CLOEXEC keeps them out of the script's children.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::usage("cannot create the SIGTERM pipe"));
+    }
+    let read_end = fds[0];
+    std::thread::Builder::new()
+        .name("memprof-sigterm".into())
+        .spawn(move || {
+            let mut byte = 0u8;
+            // SAFETY: reads one byte from our own pipe; blocks until SIGTERM writes it.
+            while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } != 1 {}
+            terminate();
+        })
+        .map_err(|e| Error::usage(format!("cannot start the SIGTERM thread: {e}")))?;
+    TERM_PIPE.store(fds[1], Ordering::SeqCst);
     // SAFETY: installs a handler that only does async-signal-safe work.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = on_sigterm as *const () as usize;
         libc::sigemptyset(&mut action.sa_mask);
+        action.sa_flags = libc::SA_RESTART;
         if libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut()) != 0 {
             return Err(Error::usage("cannot install the SIGTERM handler"));
         }

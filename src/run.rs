@@ -12,17 +12,17 @@ use std::path::PathBuf;
 /// Runs the program; returns the process exit code.
 pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     let process = ranks::this_process();
-    let (output, rank_note) = ranks::output_path(
-        args.output.as_deref(),
-        &process,
-        file_extension(args.format),
-    )?;
+    let format = Format::resolve(args.format, args.output.as_deref());
+    let (output, rank_note) =
+        ranks::output_path(args.output.as_deref(), &process, file_extension(format))?;
+    // Resolved now: a script that changes directory (Hydra does) must not move the report.
+    let output = output.map(absolute).transpose()?;
     // Without -o, a multi-rank run still keeps every rank's report, as JSON or YAML for merging.
     let default_file = args.output.is_none() && output.is_some();
-    let file_format = if default_file && args.format == Format::Table {
+    let file_format = if default_file && format == Format::Table {
         Format::Json
     } else {
-        args.format
+        format
     };
     let prints = !ranks::is_multi(&process) || process.rank == 0 || args.all_ranks;
     if let Some(path) = &output {
@@ -96,7 +96,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     let emergency = Destination {
         output: output.clone(),
         format: file_format,
-        printed: (prints && (output.is_none() || default_file)).then_some(args.format),
+        printed: (prints && (output.is_none() || default_file)).then_some(format),
     };
     install_emergency_report(emergency.clone(), device.clone(), command_line.clone());
     let program = Program {
@@ -206,12 +206,21 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     if let Some(text) = rank_note {
         note(&text);
     }
-    emit(&profile, &emergency)?;
+    if let Err(e) = emit(&profile, &emergency) {
+        eprintln!("{e}");
+        if exit_code == 0 {
+            exit_code = e.code;
+        }
+    }
     if let Some(path) = &plot {
         let reports = [(String::new(), profile)];
-        // The report is out already; a plot that fails says why and leaves the exit code alone.
+        // The report is out already; a plot that fails says why, and a run that otherwise
+        // succeeded exits non-zero (a CI step that asked for a picture must not pass without one).
         if let Err(e) = crate::commands::draw_plot(&crate::plot::sources(&reports), path) {
             eprintln!("{e}");
+            if exit_code == 0 {
+                exit_code = e.code;
+            }
         }
     }
     if default_file && process.rank == 0 {
@@ -236,9 +245,17 @@ fn side_file(
     extension: &str,
 ) -> Result<Option<PathBuf>> {
     match template {
-        Some(t) => Ok(ranks::output_path(Some(t), process, extension)?.0),
+        Some(t) => ranks::output_path(Some(t), process, extension)?
+            .0
+            .map(absolute)
+            .transpose(),
         None => Ok(None),
     }
+}
+
+/// `path` from the directory memprof started in, whatever the script does with its own.
+fn absolute(path: PathBuf) -> Result<PathBuf> {
+    Ok(std::path::absolute(&path)?)
 }
 
 /// The file name extension for reports in `format` (JSON for tables, which cannot be merged).
@@ -259,31 +276,77 @@ struct Destination {
     printed: Option<Format>,
 }
 
+/// Sends the report where it goes. A file that cannot be written (the disk filled, the
+/// directory became read-only during the run) never loses the report: it goes to a file in the
+/// temporary directory, or failing that to standard error, and the error says where.
 fn emit(profile: &crate::profile::Profile, to: &Destination) -> Result<()> {
+    let mut failed = None;
     if let Some(path) = &to.output {
-        report::write_atomically(path, &report::render(profile, to.format))?;
-        let rank = &profile.metadata.process;
-        if ranks::is_multi(rank) {
-            note(&format!(
-                "rank {} report written to {}",
-                rank.rank,
-                path.display()
-            ));
+        let text = report::render(profile, to.format);
+        if let Err(e) = report::write_atomically(path, &text) {
+            failed = Some(keep_elsewhere(e, &text, to.format));
         } else {
-            note(&format!("report written to {}", path.display()));
+            note_written(profile, path);
         }
     }
     if let Some(format) = to.printed {
         print(&report::render(profile, format));
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }
 
-/// A second Ctrl-C exits at once; this writes what the recorder holds, if it can get it.
+/// The report that could not go to its file, kept elsewhere; the error to end with.
+fn keep_elsewhere(e: crate::error::Error, text: &str, format: Format) -> crate::error::Error {
+    let fallback = std::env::temp_dir().join(format!(
+        "memprof-report.{}.{}",
+        std::process::id(),
+        match format {
+            Format::Table => "txt",
+            other => file_extension(other),
+        }
+    ));
+    match std::fs::write(&fallback, text) {
+        Ok(()) => e.hint(format!(
+            "the report was written to {} instead",
+            fallback.display()
+        )),
+        Err(_) => {
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+            e.hint("the report was written to standard error instead (above)")
+        }
+    }
+}
+
+fn note_written(profile: &crate::profile::Profile, path: &std::path::Path) {
+    let rank = &profile.metadata.process;
+    if ranks::is_multi(rank) {
+        note(&format!(
+            "rank {} report written to {}",
+            rank.rank,
+            path.display()
+        ));
+    } else {
+        note(&format!("report written to {}", path.display()));
+    }
+}
+
+/// What a second Ctrl-C, SIGTERM or `os._exit` writes: what the recorder holds, when it can get
+/// it (the hooks hold its lock only briefly, and never while waiting on anything).
 fn install_emergency_report(to: Destination, device: DeviceInfo, command_line: Vec<String>) {
-    crate::interrupt::set_emergency_report(Box::new(move || {
-        let Ok(guard) = recorder::RECORDER.try_lock() else {
-            return;
+    crate::interrupt::set_emergency_report(Box::new(move |ending| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let guard = loop {
+            match recorder::RECORDER.try_lock() {
+                Ok(g) => break g,
+                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                Err(_) => {
+                    crate::commands::note("the report was lost: the recorder stayed busy");
+                    return;
+                }
+            }
         };
         let Some(r) = guard.as_ref() else { return };
         let ctx = report::RunContext {
@@ -292,19 +355,19 @@ fn install_emergency_report(to: Destination, device: DeviceInfo, command_line: V
             device: device.clone(),
             command_line: command_line.clone(),
             outcome: crate::profile::Outcome {
-                status: "interrupted".into(),
-                exit_code: 130,
+                status: ending.status.into(),
+                exit_code: ending.exit_code,
                 exception: None,
             },
-            warnings: vec![
-                "interrupted twice: this report was written without Python's help".into(),
-            ],
+            warnings: vec![ending.warning.clone()],
             process: ranks::this_process(),
             script: None,
             schedule: None,
             hook_events: crate::python::hook_events(),
         };
         let profile = report::build(r, ctx);
-        let _ = emit(&profile, &to);
+        if let Err(e) = emit(&profile, &to) {
+            eprintln!("{e}");
+        }
     }));
 }

@@ -255,6 +255,25 @@ def stop():
         mon.free_tool_id(_TOOL)
 
 
+def _report_before_os_exit():
+    """`os._exit` ends the process at once; memprof's report is written first. Only in this
+    process: a forked child (multiprocessing, DataLoader workers) also leaves through os._exit."""
+    import functools
+    real_exit = os._exit
+    main_pid = os.getpid()
+
+    @functools.wraps(real_exit)
+    def _exit(status):
+        if os.getpid() == main_pid:
+            try:
+                _memprof.before_os_exit(int(status))
+            except BaseException:
+                pass
+        real_exit(status)
+
+    os._exit = _exit
+
+
 def install(specs, script_path, options):
     """Called once before the script runs. `options`: modules, tensors (bools), device_type,
     device_index."""
@@ -276,6 +295,7 @@ def install(specs, script_path, options):
             _resolve_in_loaded_module(t)
     if not hasattr(builtins, "profile"):
         builtins.profile = _profile_decorator
+    _report_before_os_exit()
     import threading
     threading.settrace(_thread_started)
 

@@ -40,6 +40,19 @@ fn warn(message: String) {
         .push(message);
 }
 
+/// `os._exit(status)` is about to end the process without unwinding: the report first.
+#[pyfunction]
+fn before_os_exit(status: i32) {
+    crate::interrupt::write_emergency_report(&crate::interrupt::Ending {
+        status: "os_exit",
+        exit_code: status,
+        warning: format!(
+            "the program called os._exit({status}), which skips every handler: this report was \
+             written just before, from memprof's line data alone"
+        ),
+    });
+}
+
 /// Called on each new Python thread before its `run()`: libtorch's thread-local reporter is
 /// not inherited, and on 3.10/3.11 the C trace function is per thread.
 #[pyfunction]
@@ -135,6 +148,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_memprof")?;
     m.add_function(wrap_pyfunction!(register, &m)?)?;
     m.add_function(wrap_pyfunction!(warn, &m)?)?;
+    m.add_function(wrap_pyfunction!(before_os_exit, &m)?)?;
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_close, &m)?)?;

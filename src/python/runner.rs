@@ -148,13 +148,17 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
                 eval(py, &code, &globals)
             }
             None => {
+                let run_module = boot
+                    .getattr("run_module")
+                    .map_err(|e| python_failure(py, "find run_module", e))?;
+                let name = program.script.to_string_lossy().into_owned();
                 interrupt::set_script_running(true);
                 tracing::start_on_this_thread();
-                boot.call_method1(
-                    "run_module",
-                    (program.script.to_string_lossy().into_owned(),),
+                call_one(
+                    py,
+                    &run_module,
+                    pyo3::types::PyString::new(py, &name).as_any(),
                 )
-                .map(|_| ())
             }
         };
         if let Err(err) = &result {
@@ -178,10 +182,7 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
         shutdown(py, &mut outcome);
         interrupt::set_script_running(false);
         // An exception that ended the program left the main thread's targeted frames.
-        let raised = matches!(
-            outcome.status.as_str(),
-            "exception" | "interrupted" | "terminated"
-        );
+        let raised = matches!(outcome.status.as_str(), "exception" | "interrupted");
         let main_thread = tracing::current_thread();
         let stopped_early = crate::recorder::with(|r| {
             r.stop(raised.then_some(main_thread));
@@ -346,12 +347,50 @@ fn eval(py: Python<'_>, code: &Bound<'_, PyAny>, globals: &Bound<'_, PyDict>) ->
     // SAFETY: code is a code object, globals a dict; the result is a new reference or NULL.
     let result = unsafe { ffi::PyEval_EvalCode(code.as_ptr(), globals.as_ptr(), globals.as_ptr()) };
     if result.is_null() {
-        Err(PyErr::fetch(py))
+        Err(fetch_whole(py))
     } else {
         // SAFETY: a new reference we own.
         unsafe { ffi::Py_DECREF(result) };
         Ok(())
     }
+}
+
+/// Calls `f(arg)` as the interpreter would, keeping the whole traceback of what it raises.
+fn call_one(py: Python<'_>, f: &Bound<'_, PyAny>, arg: &Bound<'_, PyAny>) -> PyResult<()> {
+    // SAFETY: both are live objects; the result is a new reference or NULL.
+    let result = unsafe { ffi::PyObject_CallOneArg(f.as_ptr(), arg.as_ptr()) };
+    if result.is_null() {
+        Err(fetch_whole(py))
+    } else {
+        // SAFETY: a new reference we own.
+        unsafe { ffi::Py_DECREF(result) };
+        Ok(())
+    }
+}
+
+/// The raised exception with the traceback of every frame it left. On 3.11 the interpreter
+/// keeps the frames an exception passed through beside it (PyErr_Fetch's traceback), not in its
+/// `__traceback__`, which still ends where a chained exception was raised; PyO3 reads the
+/// latter, so an error raised in an `except` block lost its callers. Setting `__traceback__`
+/// first is what python's own top level does (3.12 keeps them together already).
+fn fetch_whole(py: Python<'_>) -> PyErr {
+    #[allow(deprecated)]
+    // SAFETY: the error indicator is set (the call returned NULL); Fetch hands us its three
+    // references, Normalize keeps them valid, Restore takes them back.
+    unsafe {
+        let (mut ty, mut value, mut tb) = (
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        ffi::PyErr_Fetch(&mut ty, &mut value, &mut tb);
+        ffi::PyErr_NormalizeException(&mut ty, &mut value, &mut tb);
+        if !value.is_null() && !tb.is_null() {
+            ffi::PyException_SetTraceback(value, tb);
+        }
+        ffi::PyErr_Restore(ty, value, tb);
+    }
+    PyErr::fetch(py)
 }
 
 /// Turns the script's result into an outcome, printing what Python would print.
@@ -392,15 +431,9 @@ fn outcome_of(py: Python<'_>, result: PyResult<()>) -> Outcome {
     let description = describe(py, &err);
     print_traceback(py, err.clone_ref(py));
     if err.is_instance_of::<PyKeyboardInterrupt>(py) {
-        let code = interrupt::received().unwrap_or(exit_code::INTERRUPTED);
-        let status = if code == exit_code::TERMINATED {
-            "terminated"
-        } else {
-            "interrupted"
-        };
         return Outcome {
-            status: status.into(),
-            exit_code: code,
+            status: "interrupted".into(),
+            exit_code: interrupt::received().unwrap_or(exit_code::INTERRUPTED),
             exception: Some(description),
         };
     }

@@ -1,6 +1,7 @@
 //! Rendering and writing reports: the table (line_profiler's shape), YAML and JSON, written to
-//! standard output or atomically to a file; and reading a saved report back for `memprof show`.
+//! standard output or to a file (`file.rs`); and reading a saved report back for `memprof show`.
 mod build;
+mod file;
 mod modules;
 mod oom;
 mod sections;
@@ -8,13 +9,13 @@ pub(crate) mod table;
 mod tensors;
 
 pub use build::{build, RunContext};
+pub use file::{check_writable, write_atomically, write_bytes_atomically};
 pub(crate) use modules::kinds_in;
 pub use sections::{read as read_sections, SectionOptions};
 
 use crate::cli::Format;
 use crate::error::{Error, Result};
 use crate::profile::Profile;
-use std::io::Write;
 use std::path::Path;
 
 /// The file name without its directories (`train.py:29 (train_step)` for
@@ -44,64 +45,6 @@ pub fn render_with<T: serde::Serialize>(
             s
         }
     }
-}
-
-/// Fails early, before a long run, if the report could not be written to `path`.
-pub fn check_writable(path: &Path) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if path.is_dir() {
-        return Err(
-            Error::usage(format!("'-o {}' is a directory", path.display()))
-                .hint("pass a file name, e.g. -o report.yaml"),
-        );
-    }
-    if !dir.is_dir() {
-        return Err(Error::usage(format!(
-            "cannot write the report to '{}': the directory '{}' does not exist",
-            path.display(),
-            dir.display()
-        ))
-        .hint("create the directory first, or pass another -o path"));
-    }
-    Ok(())
-}
-
-/// Writes `text` to `path` atomically: a temporary file beside it, then a rename, so a reader
-/// never sees half a report.
-pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    write_bytes_atomically(path, text.as_bytes())
-}
-
-/// `write_atomically` for any bytes (pictures).
-pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::usage(format!("'{}' is not a file name", path.display())))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::usage(format!(
-            "cannot write the report to '{}': {e}",
-            path.display()
-        ))
-    })
 }
 
 /// A saved report: one run's, or several ranks' merged.
