@@ -12,18 +12,21 @@ pub struct Budget {
     pub spec: String,
     /// A function's qualified name (or its last part); None: every targeted function.
     pub function: Option<String>,
-    /// A stat key, or `delta` (a line's Δ, summed over hits).
+    /// A stat key, `delta` (a line's Δ, summed over hits) or `delta_per_call` (that Δ divided
+    /// by the hits: the same limit whatever the number of steps).
     pub key: String,
     pub limit: i64,
 }
 
 /// The key of a line's Δ in budgets and diffs.
 pub const DELTA: &str = "delta";
+/// A line's Δ per hit (its Δ over all calls, divided by its hits).
+pub const DELTA_PER_CALL: &str = "delta_per_call";
 
 fn bad(spec: &str, why: &str) -> Error {
     Error::usage(format!("'--max {spec}': {why}")).hint(
         "write --max KEY=SIZE or --max FUNCTION:KEY=SIZE, e.g. --max allocated_bytes.all.peak=20GiB \
-         or --max train_step:delta=512MiB (SIZE in bytes, or with KiB, MiB, GiB, KB, MB, GB)",
+         or --max train_step:delta_per_call=512MiB (SIZE in bytes, or with KiB, MiB, GiB, KB, MB, GB)",
     )
 }
 
@@ -43,10 +46,13 @@ pub fn parse(specs: &[String], known: impl Fn(&str) -> bool) -> Result<Vec<Budge
             if key.is_empty() {
                 return Err(bad(spec, "no key before '='"));
             }
-            if key != DELTA && !known(key) {
+            if key != DELTA && key != DELTA_PER_CALL && !known(key) {
                 return Err(bad(
                     spec,
-                    &format!("'{key}' is not a stat here (`memprof stats` lists them) nor `delta`"),
+                    &format!(
+                        "'{key}' is not a stat here (`memprof stats` lists them) nor `delta` or \
+                         `delta_per_call`"
+                    ),
                 ));
             }
             let limit = units::parse_size(size)
@@ -74,6 +80,7 @@ pub fn check(profile: &Profile, budgets: &[Budget]) -> Vec<BudgetResult> {
         .iter()
         .map(|b| {
             let mut exceeded = Vec::new();
+            let mut lines_checked = 0;
             for f in &profile.functions {
                 if b.function
                     .as_deref()
@@ -82,11 +89,15 @@ pub fn check(profile: &Profile, budgets: &[Budget]) -> Vec<BudgetResult> {
                     continue;
                 }
                 for line in &f.lines {
-                    let value = if b.key == DELTA {
-                        line.delta_bytes
-                    } else {
-                        line.stats.get(&b.key).copied()
+                    let value = match b.key.as_str() {
+                        DELTA => line.delta_bytes,
+                        DELTA_PER_CALL => line
+                            .delta_bytes
+                            .filter(|_| line.hits > 0)
+                            .map(|d| d / line.hits as i64),
+                        key => line.stats.get(key).copied(),
                     };
+                    lines_checked += u64::from(value.is_some());
                     if let Some(value) = value.filter(|v| *v > b.limit) {
                         exceeded.push(Exceeded {
                             function: f.qualname.clone(),
@@ -102,6 +113,7 @@ pub fn check(profile: &Profile, budgets: &[Budget]) -> Vec<BudgetResult> {
                 function: b.function.clone(),
                 key: b.key.clone(),
                 limit: b.limit,
+                lines_checked: Some(lines_checked),
                 exceeded,
             }
         })

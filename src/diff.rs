@@ -24,12 +24,17 @@ pub struct Diff {
     pub compared: Vec<String>,
     /// Those of them that count bytes (the others count allocations, retries, ...).
     pub byte_keys: Vec<String>,
+    /// Those of them that are summed over a line's hits (`delta` and the like); the others are
+    /// levels or peaks.
+    #[serde(default)]
+    pub summed_keys: Vec<String>,
     /// What could not be compared (other devices, stats only one report has).
     pub notes: Vec<String>,
     pub functions: Vec<FunctionDiff>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modules: Vec<ModuleDiff>,
-    /// The largest increase of any compared byte count on any line.
+    /// The largest increase of any compared byte count of any function (its net Δ per call, or
+    /// the highest level or peak over its lines).
     pub largest_increase: Option<Increase>,
     /// `--max-increase`: each limit and the lines that went beyond it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -94,6 +99,7 @@ pub struct ModuleDiff {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Increase {
     pub function: String,
+    /// The line, for an increase of one line; None for a function's (`source` says what).
     pub line: Option<u32>,
     pub source: String,
     pub key: String,
@@ -342,9 +348,8 @@ pub fn diff(base: &Profile, new: &Profile, base_name: &str, new_name: &str) -> D
         })
         .cloned()
         .collect();
-    // The first of the largest (the topmost line, then Δ before the stats): later lines inherit
-    // levels that an earlier line raised.
-    let largest_increase = increases(&functions, &byte_keys)
+    // The first of the largest (the first function, then Δ before the stats).
+    let largest_increase = increases(&functions, &byte_keys, &compared.amounts)
         .into_iter()
         .filter(|i| i.change > 0)
         .fold(None, |best: Option<Increase>, i| match best {
@@ -357,6 +362,7 @@ pub fn diff(base: &Profile, new: &Profile, base_name: &str, new_name: &str) -> D
         new: new_name.to_string(),
         compared: keys,
         byte_keys,
+        summed_keys: compared.amounts.clone(),
         notes,
         functions,
         modules,
@@ -369,31 +375,51 @@ fn find<'a>(p: &'a Profile, qualname: &str) -> Option<&'a FunctionProfile> {
     p.functions.iter().find(|f| f.qualname == qualname)
 }
 
-/// Every line's change of each of `keys`, where both sides have a value.
-fn increases(functions: &[FunctionDiff], keys: &[String]) -> Vec<Increase> {
+/// Each function's change of each of `keys`, as a user means "more memory": for `delta` (and
+/// other sums) the function's net per call (its lines' totals over its calls, so the number of
+/// steps does not matter); for a level or a peak, the highest value any of its lines reached.
+/// A line that was removed or added is not an increase by itself: removing `del a` lowers
+/// what a line frees, but not what the function holds or peaks at.
+fn increases(functions: &[FunctionDiff], keys: &[String], summed: &[String]) -> Vec<Increase> {
     let mut out = Vec::new();
     for f in functions {
-        for l in &f.lines {
-            for key in keys {
-                let c = if key == DELTA {
+        for key in keys {
+            let change_of = |l: &LineDiff| {
+                if key == DELTA {
                     l.delta_bytes
                 } else {
                     l.stats.get(key).copied().unwrap_or_default()
-                };
-                let (Some(change), base, new) = (c.change, c.base.unwrap_or(0), c.new.unwrap_or(0))
-                else {
-                    continue;
-                };
-                out.push(Increase {
-                    function: f.qualname.clone(),
-                    line: l.new_line.or(l.base_line),
-                    source: l.source.trim().to_string(),
-                    key: key.clone(),
-                    base,
-                    new,
-                    change,
-                });
-            }
+                }
+            };
+            let is_sum = key == DELTA || summed.contains(key);
+            let side = |pick: fn(&Change) -> Option<i64>, calls: Option<i64>| -> Option<i64> {
+                let values = f.lines.iter().filter_map(|l| pick(&change_of(l)));
+                if is_sum {
+                    let calls = calls.filter(|c| *c > 0)?;
+                    Some(values.sum::<i64>() / calls)
+                } else {
+                    values.max()
+                }
+            };
+            let (Some(base), Some(new)) = (
+                side(|c| c.base, f.calls.base),
+                side(|c| c.new, f.calls.new),
+            ) else {
+                continue;
+            };
+            out.push(Increase {
+                function: f.qualname.clone(),
+                line: None,
+                source: if is_sum {
+                    "net per call".into()
+                } else {
+                    "highest over its lines".into()
+                },
+                key: key.clone(),
+                base,
+                new,
+                change: new - base,
+            });
         }
     }
     out
@@ -440,7 +466,7 @@ pub fn check_limits(d: &mut Diff, specs: &[String]) -> Result<bool> {
                 None,
             ),
         };
-        let exceeded: Vec<Increase> = increases(&d.functions, std::slice::from_ref(&key))
+        let exceeded: Vec<Increase> = increases(&d.functions, std::slice::from_ref(&key), &d.summed_keys)
             .into_iter()
             .filter(|i| match (bytes, percent) {
                 (Some(b), _) => i.change > b,
@@ -499,11 +525,13 @@ fn describe(i: &Increase, bytes: bool) -> String {
     } else {
         String::new()
     };
+    let place = match i.line {
+        Some(line) => format!("line {line} `{}`", i.source),
+        None => format!("({})", i.source),
+    };
     format!(
-        "{} line {} `{}`: {} {} → {} ({}{pct})",
+        "{} {place}: {} {} → {} ({}{pct})",
         i.function,
-        i.line.map(|l| l.to_string()).unwrap_or_default(),
-        i.source,
         i.key,
         plain(i.base, bytes),
         plain(i.new, bytes),
@@ -637,8 +665,17 @@ fn table(d: &Diff) -> String {
             (_, Some(p)) => format!("{p}%"),
             _ => String::new(),
         };
+        let what = if l.key == DELTA || d.summed_keys.contains(&l.key) {
+            "each function's net per call"
+        } else {
+            "each function's highest value over its lines"
+        };
         if l.exceeded.is_empty() {
-            let _ = writeln!(out, "held      --max-increase {} (≤ {limit})", l.spec);
+            let _ = writeln!(
+                out,
+                "held      --max-increase {} (≤ {limit}; compared {what})",
+                l.spec
+            );
         } else {
             let _ = writeln!(out, "EXCEEDED  --max-increase {} (≤ {limit}):", l.spec);
             for i in &l.exceeded {

@@ -67,9 +67,15 @@ pub struct BudgetResult {
     /// A stat key, or `delta`.
     pub key: String,
     pub limit: i64,
-    /// The lines whose value was above the limit (empty: the budget held).
+    /// The measured lines it was checked against; 0 means it checked nothing (its function was
+    /// not measured, or no target ran), which fails like an exceeded budget. (Absent from reports
+    /// of memprof versions that did not count them.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines_checked: Option<u64>,
+    /// The lines whose value was above the limit (empty with lines checked: the budget held).
     pub exceeded: Vec<Exceeded>,
 }
+
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Exceeded {

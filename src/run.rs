@@ -191,11 +191,26 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
             .filter(|r| !r.exceeded.is_empty())
             .map(|r| r.spec.as_str())
             .collect();
+        let unchecked: Vec<&str> = results
+            .iter()
+            .filter(|r| r.lines_checked == Some(0))
+            .map(|r| r.spec.as_str())
+            .collect();
         if !broken.is_empty() {
             note(&format!(
                 "budget exceeded: --max {} (the report marks the lines)",
                 broken.join(", --max ")
             ));
+        }
+        if !unchecked.is_empty() {
+            // A gate that checked nothing must not pass: a misspelt -f or function name.
+            note(&format!(
+                "budget checked nothing: --max {} (no measured line of the function it names; \
+                 check -f and the function name)",
+                unchecked.join(", --max ")
+            ));
+        }
+        if !broken.is_empty() || !unchecked.is_empty() {
             // The script's own failure comes first; a clean run that broke a budget exits 3.
             if exit_code == 0 {
                 exit_code = crate::error::exit_code::BUDGET_EXCEEDED;

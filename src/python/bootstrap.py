@@ -174,6 +174,8 @@ def _install_import_hook():
 
     wrap(ext.SourceLoader)
     wrap(ext.SourcelessFileLoader)
+    import zipimport
+    wrap(zipimport.zipimporter)
 
 
 def _profile_decorator(func=None):
@@ -322,10 +324,39 @@ def prepare_main(path):
 
 
 def run_module(name):
-    """`python -m name`."""
+    """`python -m name`, as runpy's `_run_module_as_main` runs it; a module that cannot be found
+    returns python's message instead (python exits 1 with it; there is nothing to report)."""
     import runpy
     sys.path.insert(0, os.getcwd())
-    runpy._run_module_as_main(name, alter_argv=True)
+    try:
+        mod_name, spec, code = runpy._get_module_details(name, runpy._Error)
+    except runpy._Error as e:
+        return str(e)
+    sys.argv[0] = spec.origin
+    runpy._run_code(code, sys.modules["__main__"].__dict__, None, "__main__", spec)
+    return None
+
+
+def main_in_archive_or_directory(path):
+    """Whether `path` is what python runs through its `__main__` module: a directory or a zip
+    archive (python tries them as import paths)."""
+    import zipfile
+    return os.path.isdir(path) or zipfile.is_zipfile(path)
+
+
+def run_archive_or_directory(path):
+    """`python dirapp/` or `python app.zip`: the path goes first on sys.path and its `__main__`
+    module runs as `__main__` (sys.argv[0] stays the path, as python leaves it). None, or
+    python's message when there is no `__main__` module in it."""
+    import runpy
+    sys.path.insert(0, os.path.abspath(path))
+    try:
+        mod_name, spec, code = runpy._get_main_module_details(runpy._Error)
+    except runpy._Error:
+        del sys.path[0]
+        return f"can't find '__main__' module in {path!r}"
+    runpy._run_code(code, sys.modules["__main__"].__dict__, None, "__main__", spec)
+    return None
 
 
 def target_warnings():

@@ -64,7 +64,7 @@ pub struct RunFacts {
 /// Returns Err only for memprof errors (exit 2); the script's own failures are in the outcome.
 pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
     let script_text = program.script.to_string_lossy().into_owned();
-    if !program.module && !program.script.is_file() {
+    if !program.module && !program.script.exists() {
         return Err(Error::usage(format!(
             "can't open file '{script_text}': No such file or directory"
         ))
@@ -93,7 +93,12 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             .map_err(|e| python_failure(py, "set the SIGINT handler", e))?;
         interrupt::install()?;
 
-        let script_abs = if program.module {
+        let through_main = !program.module
+            && boot
+                .call_method1("main_in_archive_or_directory", (script_text.as_str(),))
+                .and_then(|b| b.extract::<bool>())
+                .map_err(|e| python_failure(py, "look at the script", e))?;
+        let script_abs = if program.module || through_main {
             None
         } else {
             Some(
@@ -148,17 +153,37 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
                 eval(py, &code, &globals)
             }
             None => {
-                let run_module = boot
-                    .getattr("run_module")
-                    .map_err(|e| python_failure(py, "find run_module", e))?;
-                let name = program.script.to_string_lossy().into_owned();
+                // `-m module`, or a directory or zip archive with a `__main__` module.
+                let runner = boot
+                    .getattr(if program.module {
+                        "run_module"
+                    } else {
+                        "run_archive_or_directory"
+                    })
+                    .map_err(|e| python_failure(py, "find the runner", e))?;
+                let name = pyo3::types::PyString::new(py, &script_text);
                 interrupt::set_script_running(true);
                 tracing::start_on_this_thread();
-                call_one(
-                    py,
-                    &run_module,
-                    pyo3::types::PyString::new(py, &name).as_any(),
-                )
+                match call_one(py, &runner, name.as_any()) {
+                    Ok(Some(not_found)) => {
+                        interrupt::set_script_running(false);
+                        tracing::stop_on_this_thread();
+                        // As python says it and exits (1), before anything ran: nothing to report.
+                        return Err(Error {
+                            message: not_found,
+                            hint: Some(if program.module {
+                                "check the module's name, and that its package is on sys.path \
+                                 (the current directory is)"
+                                    .into()
+                            } else {
+                                "add a __main__.py to it, or pass the script inside it".into()
+                            }),
+                            code: exit_code::SCRIPT_RAISED,
+                        });
+                    }
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                }
             }
         };
         if let Err(err) = &result {
@@ -355,17 +380,21 @@ fn eval(py: Python<'_>, code: &Bound<'_, PyAny>, globals: &Bound<'_, PyDict>) ->
     }
 }
 
-/// Calls `f(arg)` as the interpreter would, keeping the whole traceback of what it raises.
-fn call_one(py: Python<'_>, f: &Bound<'_, PyAny>, arg: &Bound<'_, PyAny>) -> PyResult<()> {
+/// Calls `f(arg)` as the interpreter would, keeping the whole traceback of what it raises; the
+/// string it returns, if any.
+fn call_one(
+    py: Python<'_>,
+    f: &Bound<'_, PyAny>,
+    arg: &Bound<'_, PyAny>,
+) -> PyResult<Option<String>> {
     // SAFETY: both are live objects; the result is a new reference or NULL.
     let result = unsafe { ffi::PyObject_CallOneArg(f.as_ptr(), arg.as_ptr()) };
     if result.is_null() {
-        Err(fetch_whole(py))
-    } else {
-        // SAFETY: a new reference we own.
-        unsafe { ffi::Py_DECREF(result) };
-        Ok(())
+        return Err(fetch_whole(py));
     }
+    // SAFETY: a new reference we own, handed to a Bound that releases it.
+    let result = unsafe { Bound::from_owned_ptr(py, result) };
+    Ok(result.extract::<String>().ok())
 }
 
 /// The raised exception with the traceback of every frame it left. On 3.11 the interpreter

@@ -236,8 +236,9 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
 fn render_budgets(out: &mut String, budgets: &[BudgetResult], stats: &[StatColumn]) {
     let _ = writeln!(out, "\nBudgets (--max):");
     for b in budgets {
-        let bytes =
-            b.key == crate::budget::DELTA || stats.iter().any(|s| s.key == b.key && s.is_bytes);
+        let bytes = b.key == crate::budget::DELTA
+            || b.key == crate::budget::DELTA_PER_CALL
+            || stats.iter().any(|s| s.key == b.key && s.is_bytes);
         let show = |v: i64| {
             if bytes {
                 units::bytes(v)
@@ -246,8 +247,20 @@ fn render_budgets(out: &mut String, budgets: &[BudgetResult], stats: &[StatColum
             }
         };
         let limit = show(b.limit);
+        if b.lines_checked == Some(0) {
+            let whose = match &b.function {
+                Some(f) => format!("no measured function is named '{f}'"),
+                None => "no targeted function was measured".to_string(),
+            };
+            let _ = writeln!(out, "  UNCHECKED {}: {whose}, so it checked nothing", b.spec);
+            continue;
+        }
         if b.exceeded.is_empty() {
-            let _ = writeln!(out, "  held      {} (≤ {limit})", b.spec);
+            let checked = b
+                .lines_checked
+                .map(|n| format!(", {n} lines checked"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  held      {} (≤ {limit}{checked})", b.spec);
             continue;
         }
         let _ = writeln!(out, "  EXCEEDED  {} (≤ {limit}):", b.spec);
