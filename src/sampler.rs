@@ -85,6 +85,8 @@ pub struct Sampler {
     shown: usize,
     total_peak_column: usize,
     delta_at: usize,
+    /// Where the thread's own net allocated bytes are in a sample: a line's Δ.
+    own_at: usize,
     /// Where the host block (RSS, VMS, RSS high-water mark) is in a sample, when a host stat
     /// is measured.
     host_at: Option<usize>,
@@ -130,7 +132,7 @@ impl Sampler {
             }
         };
         // Sample layout: CUDA stats (CUDA only), then the tally, then the host block, then the
-        // collective counters (with --collectives).
+        // collective counters (with --collectives), then the thread's own net bytes.
         let tally_at = if cuda { CUDA_STAT_COUNT } else { 0 };
         let host_at = tally_at + TALLY_LEN;
         let cpu_index = |key: &str| -> usize {
@@ -244,6 +246,11 @@ impl Sampler {
                 last_global[slot] = start_high_water;
             }
         }
+        let collectives_len = if with_collectives {
+            collectives::LEN
+        } else {
+            0
+        };
         Sampler {
             source,
             columns,
@@ -251,6 +258,7 @@ impl Sampler {
             shown,
             total_peak_column,
             delta_at,
+            own_at: host_at + HOST_LEN + collectives_len,
             host_at: uses_host.then_some(host_at),
             tally_at,
             collectives_at: with_collectives.then_some(host_at + HOST_LEN),
@@ -258,16 +266,7 @@ impl Sampler {
             last_global,
             since: vec![i64::MIN; peak_slots],
             peak_slots,
-            sample: vec![
-                0;
-                host_at
-                    + HOST_LEN
-                    + if with_collectives {
-                        collectives::LEN
-                    } else {
-                        0
-                    }
-            ],
+            sample: vec![0; host_at + HOST_LEN + collectives_len + 1],
             cuda_ready: false,
             host,
         }
@@ -378,7 +377,8 @@ impl Sampler {
             agg.hits += 1;
         }
         agg.raised += u64::from(raised);
-        agg.delta += end[self.delta_at] - window.start[self.delta_at];
+        // The thread's own allocations and frees: other threads' do not belong to this line.
+        agg.delta += end[self.own_at] - window.start[self.own_at];
         if let Some(at) = self.collectives_at {
             for (k, sum) in agg.collectives.iter_mut().enumerate() {
                 *sum += end[at + k] - window.start[at + k];
@@ -426,7 +426,9 @@ impl Sampler {
         let t: &mut [i64; TALLY_LEN] = (&mut self.sample[self.tally_at..self.tally_at + TALLY_LEN])
             .try_into()
             .expect("sample layout");
-        torch::take_tally(matches!(self.source, Source::Cuda(_)), t);
+        let cuda = matches!(self.source, Source::Cuda(_));
+        torch::take_tally(cuda, t);
+        self.sample[self.own_at] = torch::own_net(cuda);
         if let Some(at) = self.host_at.filter(|_| host) {
             let m = self.host.read();
             self.sample[at] = m.rss;

@@ -21,6 +21,8 @@ extern "C" {
     pub fn mp_reporter_install(device: c_int) -> c_int;
     /// Installs the reporter on this thread if it has no profiler state.
     pub fn mp_reporter_attach_thread() -> c_int;
+    /// The calling thread's own net allocated bytes (0 CPU, 1 the counted device).
+    pub fn mp_own_net(device: c_int) -> i64;
     /// Starts remembering which line allocated each block of the profiled device.
     pub fn mp_history_start(max_entries: u64);
     pub fn mp_history_stop(dropped: *mut u64) -> u64;

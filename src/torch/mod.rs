@@ -151,6 +151,13 @@ pub fn attach_reporter_to_thread() {
     unsafe { ffi::mp_reporter_attach_thread() };
 }
 
+/// The net bytes the calling thread (and the threads working for it, such as autograd's) has
+/// allocated on the CPU (`device == false`) or the counted CUDA device: what a line's Δ counts.
+pub fn own_net(device: bool) -> i64 {
+    // SAFETY: plain call.
+    unsafe { ffi::mp_own_net(i32::from(device)) }
+}
+
 /// Reads the CPU tally (`device == false`) or the CUDA device's, restarting its maxima.
 pub fn take_tally(device: bool, out: &mut [i64; TALLY_LEN]) {
     // SAFETY: out has room for the 11 values.

@@ -142,9 +142,16 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
             /*report_input_shapes=*/false,
             /*profile_memory=*/true)) {}
 
+  // The net bytes allocated through this reporter: each Python thread has its own, and the
+  // threads that work for it (autograd's engine copies the caller's thread-local state into its
+  // device threads) report to the caller's. A line's Δ is its own thread's, not the process's.
+  std::atomic<int64_t> own_cpu{0};
+  std::atomic<int64_t> own_device{0};
+
   void reportMemoryUsage(void* ptr, int64_t size, size_t total_allocated, size_t total_reserved,
                          c10::Device device) override {
     if (device.is_cpu()) {
+      own_cpu.fetch_add(size, std::memory_order_relaxed);
       if (device_index.load(std::memory_order_relaxed) < 0) {
         remember(ptr, size);
         record_history(ptr, size);
@@ -156,6 +163,7 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
       return;
     }
     if (device.index() != device_index.load(std::memory_order_relaxed)) return;
+    own_device.fetch_add(size, std::memory_order_relaxed);
     remember(ptr, size);
     Tally& t = device_tally;
     t.allocated_current.store((int64_t)total_allocated, std::memory_order_relaxed);
@@ -188,6 +196,8 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
 };
 
 std::shared_ptr<Reporter> reporter;
+// The reporter this thread pushed (its own), null before it pushed one.
+thread_local Reporter* own_reporter = nullptr;
 
 void flatten_stat(const c10::CachingAllocator::Stat& s, int64_t*& out) {
   *out++ = s.current;
@@ -450,6 +460,7 @@ int mp_reporter_install(int device) {
     device_index.store(device);
     if (!reporter) reporter = std::make_shared<Reporter>();
     c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter);
+    own_reporter = reporter.get();
   });
 }
 
@@ -458,9 +469,25 @@ int mp_reporter_install(int device) {
 int mp_reporter_attach_thread() {
   return guarded([&] {
     if (reporter && c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) == nullptr) {
-      c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter);
+      // A reporter of its own (sharing the process's tallies), so that its lines' Δ counts
+      // only what this thread allocated and freed.
+      auto mine = std::make_shared<Reporter>();
+      c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, mine);
+      own_reporter = mine.get();
     }
   });
+}
+
+/// The net bytes (CPU: device == 0; the counted CUDA device: 1) allocated by the calling thread
+/// and the threads working for it, through its own reporter; 0 on a thread that has none yet
+/// (it gets one now: a thread started without `threading` was not seen starting).
+int64_t mp_own_net(int device) {
+  if (own_reporter == nullptr) {
+    mp_reporter_attach_thread();
+    if (own_reporter == nullptr) return 0;
+  }
+  return (device ? own_reporter->own_device : own_reporter->own_cpu)
+      .load(std::memory_order_relaxed);
 }
 
 /// Starts remembering which line allocated each block (see `tags`).
