@@ -37,7 +37,7 @@ complete -c memprof -n "__fish_memprof_needs_command" -f -a "stats" -d 'List eve
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s f -l function -d 'Function to profile (repeatable): `name`, `Class.method`, `outer.<locals>.inner`, `package.module:Qual.name` or `path/to/file.py:Qual.name`; `@profile` in the script marks functions too' -r
-complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Report format' -r -f -a "table\t''
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Report format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
 json\t''"
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s o -l output -d 'Write the report to this file (atomically) instead of standard output; may hold {rank}, {local_rank}, {world_size}, {host}, {pid}; under several ranks a plain path gets the rank (ddp.json -> ddp.rank1.json)' -r -F
@@ -65,7 +65,7 @@ complete -c memprof -n "__fish_memprof_using_subcommand show" -l device -d 'Devi
 complete -c memprof -n "__fish_memprof_using_subcommand show" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s V -l version -d 'Print version'
-complete -c memprof -n "__fish_memprof_using_subcommand merge" -l format -d 'Output format' -r -f -a "table\t''
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
 json\t''"
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s o -l output -d 'Write the merged report to this file (atomically) instead of standard output' -r -F
@@ -73,7 +73,7 @@ complete -c memprof -n "__fish_memprof_using_subcommand merge" -l device -d 'Dev
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s V -l version -d 'Print version'
-complete -c memprof -n "__fish_memprof_using_subcommand diff" -l format -d 'Output format' -r -f -a "table\t''
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
 json\t''"
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -s o -l output -d 'Write the diff to this file (atomically) instead of standard output' -r -F

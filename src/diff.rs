@@ -401,10 +401,9 @@ fn increases(functions: &[FunctionDiff], keys: &[String], summed: &[String]) -> 
                     values.max()
                 }
             };
-            let (Some(base), Some(new)) = (
-                side(|c| c.base, f.calls.base),
-                side(|c| c.new, f.calls.new),
-            ) else {
+            let (Some(base), Some(new)) =
+                (side(|c| c.base, f.calls.base), side(|c| c.new, f.calls.new))
+            else {
                 continue;
             };
             out.push(Increase {
@@ -466,16 +465,17 @@ pub fn check_limits(d: &mut Diff, specs: &[String]) -> Result<bool> {
                 None,
             ),
         };
-        let exceeded: Vec<Increase> = increases(&d.functions, std::slice::from_ref(&key), &d.summed_keys)
-            .into_iter()
-            .filter(|i| match (bytes, percent) {
-                (Some(b), _) => i.change > b,
-                (_, Some(p)) => {
-                    i.change > 0 && (i.base <= 0 || i.change as f64 * 100.0 > p * i.base as f64)
-                }
-                _ => false,
-            })
-            .collect();
+        let exceeded: Vec<Increase> =
+            increases(&d.functions, std::slice::from_ref(&key), &d.summed_keys)
+                .into_iter()
+                .filter(|i| match (bytes, percent) {
+                    (Some(b), _) => i.change > b,
+                    (_, Some(p)) => {
+                        i.change > 0 && (i.base <= 0 || i.change as f64 * 100.0 > p * i.base as f64)
+                    }
+                    _ => false,
+                })
+                .collect();
         any |= !exceeded.is_empty();
         d.limits.push(LimitResult {
             spec: spec.clone(),

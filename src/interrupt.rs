@@ -10,7 +10,9 @@ use std::sync::OnceLock;
 
 static SIGNALS: AtomicU32 = AtomicU32::new(0);
 static SCRIPT_RUNNING: AtomicBool = AtomicBool::new(false);
-static EMERGENCY_REPORT: OnceLock<Box<dyn Fn(&Ending) + Send + Sync>> = OnceLock::new();
+/// What writes the report when the process ends abruptly.
+pub type EmergencyReport = Box<dyn Fn(&Ending) + Send + Sync>;
+static EMERGENCY_REPORT: OnceLock<EmergencyReport> = OnceLock::new();
 /// The write end of the pipe that wakes the SIGTERM thread (-1 before `install`).
 static TERM_PIPE: AtomicI32 = AtomicI32::new(-1);
 
@@ -34,7 +36,7 @@ pub fn set_script_running(running: bool) {
 }
 
 /// What a second Ctrl-C, SIGTERM or `os._exit` writes before the process ends.
-pub fn set_emergency_report(f: Box<dyn Fn(&Ending) + Send + Sync>) {
+pub fn set_emergency_report(f: EmergencyReport) {
     let _ = EMERGENCY_REPORT.set(f);
 }
 

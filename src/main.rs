@@ -24,6 +24,7 @@ mod report;
 mod run;
 mod sampler;
 mod stats;
+mod terminal;
 mod torch;
 mod units;
 

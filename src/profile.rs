@@ -76,7 +76,6 @@ pub struct BudgetResult {
     pub exceeded: Vec<Exceeded>,
 }
 
-
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Exceeded {
     pub function: String,

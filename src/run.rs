@@ -55,7 +55,10 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         stats::stats_for(cuda).iter().any(|s| s.key == key)
     })?;
     // A budgeted stat is measured even when --stat did not choose it.
-    for b in budgets.iter().filter(|b| b.key != budget::DELTA) {
+    for b in budgets
+        .iter()
+        .filter(|b| b.key != budget::DELTA && b.key != budget::DELTA_PER_CALL)
+    {
         if !columns.iter().any(|c| c.key == b.key) {
             columns.extend(config::resolve_stats(std::slice::from_ref(&b.key), source)?);
         }
@@ -97,6 +100,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         output: output.clone(),
         format: file_format,
         printed: (prints && (output.is_none() || default_file)).then_some(format),
+        default_columns: global.stats.is_empty(),
     };
     install_emergency_report(emergency.clone(), device.clone(), command_line.clone());
     let program = Program {
@@ -289,6 +293,8 @@ struct Destination {
     /// The format printed to standard output, if this process prints: without -o, or with a
     /// multi-rank run's default file; and in a multi-rank run only rank 0 (or --all-ranks).
     printed: Option<Format>,
+    /// The stat columns are memprof's defaults (no --stat): a narrow terminal may leave some out.
+    default_columns: bool,
 }
 
 /// Sends the report where it goes. A file that cannot be written (the disk filled, the
@@ -305,7 +311,7 @@ fn emit(profile: &crate::profile::Profile, to: &Destination) -> Result<()> {
         }
     }
     if let Some(format) = to.printed {
-        print(&report::render(profile, format));
+        print(&report::render_printed(profile, format, to.default_columns));
     }
     failed.map_or(Ok(()), Err)
 }

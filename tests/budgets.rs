@@ -229,49 +229,200 @@ fn diff_matches_lines_by_source_across_an_insertion_with_exact_changes() {
         extra["stats"]["allocated_bytes.all.peak"],
         json!({"base": null, "new": 6 * MIB, "change": null})
     );
-    // The largest increase: the first line that grew most.
+    // The largest increase is a function's: step's net Δ per call is 0 in both runs (every
+    // tensor is freed by its return), its highest peak over its lines 6 -> 10 MiB (first of the
+    // two keys that grew 4 MiB).
     let largest = &d["largest_increase"];
     assert_eq!(
         (
+            largest["function"].clone(),
             largest["line"].clone(),
             largest["key"].clone(),
-            largest["change"].clone()
+            largest["base"].clone(),
+            largest["new"].clone()
         ),
-        (json!(14), json!("delta"), json!(4 * MIB))
+        (
+            json!("step"),
+            json!(null),
+            json!("allocated_bytes.all.peak"),
+            json!(6 * MIB),
+            json!(10 * MIB)
+        )
     );
 }
 
 #[test]
-fn max_increase_fails_with_exit_4_and_names_the_lines() {
-    let (r, d) = diff_runs(&["allocated_bytes.all.current=5MiB", "delta=50%"]);
+fn max_increase_compares_each_functions_peak_and_net_and_fails_with_exit_4() {
+    let (r, d) = diff_runs(&[
+        "allocated_bytes.all.current=5MiB",
+        "allocated_bytes.all.peak=50%",
+    ]);
     assert_eq!(r.code, 4, "{}", r.stderr);
-    let held = &d["limits"][0];
     assert_eq!(
-        held["exceeded"],
+        d["limits"][0]["exceeded"],
         json!([]),
-        "no line's current grew by more than 5 MiB"
+        "step's highest current grew by 4 MiB, within 5 MiB"
     );
-    let broke: Vec<String> = d["limits"][1]["exceeded"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["source"].as_str().unwrap().to_string())
-        .collect();
-    assert!(
-        broke
-            .iter()
-            .any(|s| s.starts_with("b = torch.empty(SIZE_B")),
-        "{broke:?}"
+    assert_eq!(
+        d["limits"][1]["exceeded"],
+        json!([{"function": "step", "line": null, "source": "highest over its lines",
+                "key": "allocated_bytes.all.peak", "base": 6 * MIB, "new": 10 * MIB,
+                "change": 4 * MIB}])
     );
-    assert!(
-        broke.iter().any(|s| s.starts_with("extra = torch.empty")),
-        "{broke:?}"
-    );
-    let (r, _) = diff_runs(&["delta=100%"]);
-    assert_eq!(r.code, 4, "the added line grows from nothing");
-    let (r, _) = diff_runs(&["allocated_bytes.all.peak=6MiB"]);
+    // Net per call: 0 in both runs, however the lines moved.
+    let (r, _) = diff_runs(&["delta=0"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    let (r, _) = diff_runs(&["allocated_bytes.all.peak=4MiB"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (r, _) = diff_runs(&["allocated_bytes.all.peak=4194303"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
     let (r, _) = diff_runs(&["reserved_bytes.all.peak=1MiB"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("is not compared"), "{}", r.stderr);
+}
+
+/// Reports of two versions of one step, written into `dir`, and `memprof diff`'s JSON with `limits`.
+fn diff_of(dir: &std::path::Path, base: &str, new: &str, limits: &[&str]) -> (Run, Value) {
+    for (name, body) in [("base", base), ("new", new)] {
+        let script = dir.join(format!("{name}.py"));
+        std::fs::write(&script, body).unwrap();
+        let r = run(&[
+            "-f",
+            "step",
+            "-o",
+            dir.join(format!("{name}.json")).to_str().unwrap(),
+            script.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let mut cmd = memprof();
+    cmd.args(["diff", "--format", "json"])
+        .arg(dir.join("base.json"))
+        .arg(dir.join("new.json"));
+    for l in limits {
+        cmd.args(["--max-increase", l]);
+    }
+    let r = finish(cmd.output().unwrap());
+    let v = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
+    (r, v)
+}
+
+#[test]
+fn removing_an_allocation_and_its_del_is_not_an_increase() {
+    // The first hour's case: NEW only dropped `a = torch.empty(...)` and `del a`. Memory went
+    // down; the removed `del a` (a -4 MiB line) must not read as +4 MiB.
+    let dir = tempfile::tempdir().unwrap();
+    let head = "import os, torch\nDEV = os.environ.get('MEMPROF_TEST_DEVICE', 'cpu')\n";
+    let base = format!(
+        "{head}def step():\n    x = torch.ones(256, 1024, device=DEV)\n    a = torch.empty(1024, 1024, device=DEV)\n    del a\n    return x\nkeep = [step() for _ in range(3)]\n"
+    );
+    let new = format!(
+        "{head}def step():\n    x = torch.ones(256, 1024, device=DEV)\n    return x\nkeep = [step() for _ in range(3)]\n"
+    );
+    let (r, d) = diff_of(
+        dir.path(),
+        &base,
+        &new,
+        &["delta=1MiB", "allocated_bytes.all.peak=0"],
+    );
+    assert_eq!(r.code, 0, "{} {d:#}", r.stderr);
+    assert!(
+        d["largest_increase"].is_null() || d["largest_increase"]["key"] != "delta",
+        "{d:#}"
+    );
+    // What was compared: step's net per call, 1 MiB in both (the tensor it returns).
+    let net = &d["functions"][0];
+    assert_eq!(net["qualname"], "step");
+    let (r, table) = {
+        let mut cmd = memprof();
+        cmd.args(["diff"])
+            .arg(dir.path().join("base.json"))
+            .arg(dir.path().join("new.json"))
+            .args(["--max-increase", "delta=1MiB"]);
+        let r = finish(cmd.output().unwrap());
+        let t = r.stdout.clone();
+        (r, t)
+    };
+    assert_eq!(r.code, 0);
+    assert!(
+        table.contains("held      --max-increase delta=1MiB (≤ 1.00 MiB; compared each function's net per call)"),
+        "{table}"
+    );
+    // The other way round memory went up: the peak gate fails, naming the function.
+    let (r, d) = diff_of(dir.path(), &new, &base, &["allocated_bytes.all.peak=1MiB"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert_eq!(d["limits"][0]["exceeded"][0]["change"], 4 * MIB, "{d:#}");
+}
+
+/// keep.py: `step` keeps exactly 4 MiB per call, three calls.
+fn keeper(dir: &std::path::Path) -> String {
+    let script = dir.join("keep.py");
+    std::fs::write(
+        &script,
+        "import os, torch\nDEV = os.environ.get('MEMPROF_TEST_DEVICE', 'cpu')\nkeep = []\ndef step():\n    keep.append(torch.empty(4 * 1024 * 1024, dtype=torch.uint8, device=DEV))\nfor _ in range(3):\n    step()\n",
+    )
+    .unwrap();
+    script.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_budget_that_checked_nothing_fails_instead_of_holding() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = keeper(dir.path());
+    // A misspelt -f: nothing measured, so `--max delta=1` checked nothing.
+    let r = run(&["--max", "delta=1", "-f", "stpe", &script]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("budget checked nothing: --max delta=1"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout
+            .contains("UNCHECKED delta=1: no targeted function was measured"),
+        "{}",
+        r.stdout
+    );
+    // A budget naming a function that was not measured.
+    let r = run(&["--max", "nosuch:delta=1MiB", "-f", "step", &script]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("UNCHECKED nosuch:delta=1MiB: no measured function is named 'nosuch'"),
+        "{}",
+        r.stdout
+    );
+    // One that checked lines says how many.
+    let r = run(&["--max", "step:delta=12MiB", "-f", "step", &script]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("held      step:delta=12MiB (≤ 12.00 MiB, 1 lines checked)"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn delta_per_call_budgets_do_not_depend_on_the_number_of_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = keeper(dir.path());
+    // Δ summed over the 3 calls is 12 MiB: a 4 MiB `delta` budget breaks...
+    let r = run(&["--max", "delta=4MiB", "-f", "step", &script]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    // ... the per-call form holds at exactly 4 MiB and breaks a byte below.
+    let r = run(&["--max", "delta_per_call=4MiB", "-f", "step", &script]);
+    assert_eq!(r.code, 0, "{} {}", r.stderr, r.stdout);
+    let (r, report) = profile(
+        &[],
+        &[
+            "--max",
+            "step:delta_per_call=4194303",
+            "-f",
+            "step",
+            &script,
+        ],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(budgets_of(&report)[0]["exceeded"][0]["value"], 4 * MIB);
 }

@@ -261,7 +261,10 @@ fn modules_are_named_from_the_root_and_cut_to_a_depth() {
         ]
     );
     assert_eq!(entry(&m, "", "forward")["root"], "Net");
-    assert_eq!(entry(&m, "blocks.1.fc", "forward")["depth"], 3);
+    // Depth counts the modules that were called: the ModuleList `blocks` never is, so
+    // `blocks.1` is at depth 1 and `blocks.1.fc` at 2 (not 3, as the name's parts would say).
+    assert_eq!(entry(&m, "blocks.1", "forward")["depth"], 1);
+    assert_eq!(entry(&m, "blocks.1.fc", "forward")["depth"], 2);
     // Two forward passes (one under no_grad, which saves nothing and has no backward).
     assert_eq!(entry(&m, "head", "forward")["calls"], 2);
     assert_eq!(entry(&m, "head", "backward")["calls"], 1);
@@ -277,13 +280,13 @@ fn modules_are_named_from_the_root_and_cut_to_a_depth() {
         saved("blocks.0.fc") + saved("blocks.0.act")
     );
 
-    let cut = modules(&["--depth", "2"], &["nested_model.py"]);
-    assert_eq!(cut["depth"], 2);
+    let cut = modules(&["--depth", "1"], &["nested_model.py"]);
+    assert_eq!(cut["depth"], 1);
     assert!(cut["modules"]
         .as_array()
         .unwrap()
         .iter()
-        .all(|e| e["depth"].as_u64().unwrap() <= 2));
+        .all(|e| e["depth"].as_u64().unwrap() <= 1));
     assert!(cut["timeline"]
         .as_array()
         .unwrap()
@@ -292,11 +295,28 @@ fn modules_are_named_from_the_root_and_cut_to_a_depth() {
     assert_eq!(entry(&cut, "blocks.1", "forward")["calls"], 2);
 
     // The table shows the tree, without -f and without a "nothing targeted" warning.
-    let r = run(&["--modules", "--depth", "2", "nested_model.py"]);
+    let r = run(&["--modules", "--depth", "1", "nested_model.py"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("Net (root)"), "{}", r.stdout);
-    assert!(r.stdout.contains("    blocks.0 "), "{}", r.stdout);
+    assert!(r.stdout.contains("  blocks.0 "), "{}", r.stdout);
     assert!(!r.stdout.contains("blocks.0.fc"), "{}", r.stdout);
+    // At depth 2 the blocks' children are in, and the top modules by saved activations are
+    // those innermost calls (GELU saves its input), not a module that depth cut short.
+    let r = run(&["--modules", "--depth", "2", "nested_model.py"]);
+    assert!(r.stdout.contains("    blocks.0.fc "), "{}", r.stdout);
+    let top = r
+        .stdout
+        .split("Top modules by saved activations")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    let first = top
+        .lines()
+        .find(|l| l.contains("blocks."))
+        .unwrap_or_default();
+    assert!(
+        first.contains("blocks.0.act") || first.contains("blocks.1.act"),
+        "{top}"
+    );
     assert!(!r.stdout.contains("nothing was targeted"), "{}", r.stdout);
     assert!(
         r.stdout.contains("Top modules by saved activations"),
@@ -308,7 +328,7 @@ fn modules_are_named_from_the_root_and_cut_to_a_depth() {
 #[test]
 fn checkpoint_candidates_follow_the_depth() {
     let m = modules(
-        &["--suggest-checkpoints", "1", "--depth", "2"],
+        &["--suggest-checkpoints", "1", "--depth", "1"],
         &["nested_model.py"],
     );
     let plan = &m["checkpoints"];

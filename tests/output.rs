@@ -249,3 +249,85 @@ fn completions_are_current() {
         assert!(saved.contains("device") && saved.contains("stat"), "{file}");
     }
 }
+
+/// memprof's standard output when it is a terminal `cols` columns wide (a real pseudo-terminal).
+fn on_a_terminal(cols: u16, env: &[(&str, &str)], args: &[&str]) -> String {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 50,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty fills two descriptors we then own.
+    let made = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(made, 0, "openpty");
+    // SAFETY: both descriptors are ours; each File closes its own.
+    let (mut reader, writer) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    let mut cmd = memprof();
+    cmd.args(["--device", device_flag(), "run"])
+        .args(args)
+        .env_remove("COLUMNS")
+        .stdout(writer)
+        .stderr(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(cmd); // the parent's copy of the terminal's slave end
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let mut out = Vec::new();
+    // Reading past the output fails with EIO once the slave is closed: that is its end.
+    let _ = reader.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).replace("\r\n", "\n")
+}
+
+#[test]
+fn a_table_on_a_terminal_fits_its_width_and_files_keep_every_column() {
+    let args = ["-f", "step", "lines.py", "x"];
+    let widest = |text: &str| {
+        text.lines()
+            .filter(|l| !l.starts_with("warning") && !l.starts_with("result"))
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    for cols in [80u16, 120] {
+        let text = on_a_terminal(cols, &[], &args);
+        assert!(text.contains("Line Contents"), "{text}");
+        assert!(widest(&text) <= cols as usize, "{cols} columns:\n{text}");
+        // The stat keys' headers take two lines; the Δ and the peak column stay.
+        assert!(text.contains("allocated_bytes"), "{text}");
+        assert!(text.contains("all.peak"), "{text}");
+        assert!(text.contains("+8.00 MiB"), "{text}");
+        assert!(text.contains("a = torch.empty"), "{text}");
+    }
+    // At 80 columns some default columns make way, and the table says which.
+    let narrow = on_a_terminal(80, &[], &args);
+    assert!(narrow.contains("(left out to fit 80 columns: "), "{narrow}");
+    // COLUMNS wins over the terminal's own size, as for ls and git.
+    let text = on_a_terminal(200, &[("COLUMNS", "90")], &args);
+    assert!(widest(&text) <= 90, "{text}");
+    // A pipe gets the whole table, as before.
+    let piped = run(&args);
+    assert!(piped
+        .stdout
+        .contains("allocated_bytes.all.peak   allocated_bytes.all.current"));
+    assert!(widest(&piped.stdout) > 120, "{}", piped.stdout);
+}

@@ -3,6 +3,7 @@
 //! bytes per module, and each targeted line's peak and Δ. Several reports (a job's ranks) give one
 //! series per rank. Charts are drawn with plotters; the panels are in charts.rs.
 mod charts;
+mod raster;
 
 use crate::error::{Error, Result};
 use crate::profile::Profile;
@@ -122,7 +123,10 @@ fn svg(plan: &Plan, height: u32) -> Result<String> {
 fn png(plan: &Plan, height: u32) -> Result<Vec<u8>> {
     let mut pixels = vec![0u8; (WIDTH * height * 3) as usize];
     {
-        let root = BitMapBackend::with_buffer(&mut pixels, (WIDTH, height)).into_drawing_area();
+        let bitmap = BitMapBackend::with_buffer(&mut pixels, (WIDTH, height));
+        let root = raster::Raster::new(bitmap, FONT)
+            .ok_or_else(|| drawing_error("the embedded font could not be read"))?
+            .into_drawing_area();
         draw_panels(&root, plan)?;
         root.present().map_err(drawing_error)?;
     }

@@ -43,11 +43,9 @@ class Target:
         """Whether `code` has this target's name. Its module or file is checked once per module,
         by `could_be_in` (a scoped target) or `_is_user_file` (a bare or qualified name)."""
         q = code.co_qualname
-        if q == self.qual:
-            return True
-        if self.module is not None:
-            return False
-        return q.endswith("." + self.qual)
+        # A tail also matches within a module: `transformers.trainer:training_step` finds
+        # `Trainer.training_step`.
+        return q == self.qual or q.endswith("." + self.qual)
 
     def is_scoped(self):
         return self.module is not None or self.path is not None
@@ -376,13 +374,66 @@ def target_warnings():
                     near.append(by_key[key])
             near = near[:3]
             msg = f"no function matched '-f {t.spec}'"
-            if near:
+            exact = [] if t.is_scoped() else _in_loaded_packages(t.qual)
+            if exact:
+                # Bare and qualified names look in the user's own code only: say the form
+                # that reaches into the package.
+                more = f" (and {len(exact) - 4} more)" if len(exact) > 4 else ""
+                msg += (" in your code; in installed packages: " +
+                        ", ".join(f"-f {e}" for e in exact[:4]) + more)
+            elif near:
                 msg += "; nearest names: " + ", ".join(near)
             out.append(msg)
         elif len(t.matched) > 1:
             names = ", ".join(f"{c.co_qualname} ({os.path.basename(c.co_filename)}:{c.co_firstlineno})" for c in t.matched)
             out.append(f"'-f {t.spec}' matched {len(t.matched)} functions, profiling all of them: {names}")
     return out
+
+
+def _in_loaded_packages(qual):
+    """`module:Qual.name` of the functions the program loaded (outside its own code) whose
+    qualified name is `qual` or ends with it: what `-f` must say to reach into a package."""
+    found = []
+    suffix = "." + qual
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("_memprof") or not hasattr(mod, "__dict__"):
+            continue
+        try:
+            values = list(vars(mod).values())
+        except Exception:
+            continue
+        for obj in values:
+            try:
+                # A class and its methods; a function. Only what the module defines itself.
+                if getattr(obj, "__module__", None) != name:
+                    continue
+                candidates = list(vars(obj).values()) if isinstance(obj, type) else [obj]
+                for c in candidates:
+                    for code in _codes_along(c):
+                        q = code.co_qualname
+                        if (q == qual or q.endswith(suffix)) and f"{name}:{q}" not in found:
+                            found.append(f"{name}:{q}")
+            except Exception:  # objects whose attributes raise (lazy proxies): not functions
+                continue
+    return sorted(found)
+
+
+def _codes_along(obj):
+    """The code objects of a function and of what it wraps (decorators, methods, properties)."""
+    for _ in range(8):
+        code = getattr(obj, "__code__", None)
+        if isinstance(code, _CodeType):
+            yield code
+        for attr in ("__wrapped__", "__func__", "fget", "func"):
+            inner = getattr(obj, attr, None)
+            if inner is not None:
+                obj = inner
+                break
+        else:
+            return
+
+
+_CodeType = type(_codes_along.__code__)
 
 
 def torch_facts():

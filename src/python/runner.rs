@@ -232,6 +232,15 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             .call_method0("target_warnings")
             .and_then(|w| w.extract())
             .unwrap_or_default();
+        if tracing::foreign_tracer_seen() {
+            warnings.push(
+                "the program installed its own trace function (sys.settrace, as coverage and \
+                 debuggers do), which replaces memprof's on Python 3.11: targeted calls that ran \
+                 under it were not measured; profile without that tracer, or on Python 3.12+ \
+                 where both work"
+                    .into(),
+            );
+        }
         warnings.extend(
             module::WARNINGS
                 .lock()

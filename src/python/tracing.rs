@@ -17,6 +17,16 @@ fn count_event() {
     HOOK_EVENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// A targeted call started on a thread where the program had its own trace function
+/// (`sys.settrace`: coverage, a debugger), which on 3.11 leaves no room for memprof's: that call's
+/// lines were not measured. (On 3.12+ sys.monitoring and sys.settrace work side by side.)
+static FOREIGN_TRACER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the program's own trace function kept a targeted call from being measured.
+pub fn foreign_tracer_seen() -> bool {
+    FOREIGN_TRACER.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Interpreter events the hook has handled so far.
 pub fn hook_events() -> u64 {
     HOOK_EVENTS.load(std::sync::atomic::Ordering::Relaxed)
@@ -574,7 +584,10 @@ mod imp {
         // SAFETY: this thread's state, GIL held; the layout was checked by `activate`.
         unsafe {
             let ts = tstate as *mut ThreadState;
-            if (*ts).c_tracefunc.is_some() {
+            if let Some(f) = (*ts).c_tracefunc {
+                if f as usize != trace as ffi::Py_tracefunc as usize {
+                    super::FOREIGN_TRACER.store(true, Ordering::Relaxed);
+                }
                 return;
             }
             (*ts).c_traceobj = std::ptr::null_mut();

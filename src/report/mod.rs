@@ -29,6 +29,22 @@ pub fn render(profile: &Profile, format: Format) -> String {
     render_with(profile, format, table::render)
 }
 
+/// The report as printed on standard output: a table is fitted to the terminal's width when
+/// standard output is a terminal (`may_drop_stats`: its stat columns are the defaults, which
+/// may be left out when narrow); files and pipes get it whole.
+pub fn render_printed(profile: &Profile, format: Format, may_drop_stats: bool) -> String {
+    match (format, crate::terminal::width()) {
+        (Format::Table, Some(width)) => table::render_fitted(
+            profile,
+            Some(table::Fit {
+                width,
+                may_drop_stats,
+            }),
+        ),
+        _ => render(profile, format),
+    }
+}
+
 /// Any saved document (a run's report, a merged one, a diff) in `format`: YAML and JSON as
 /// serde writes it, the table as `table` draws it.
 pub fn render_with<T: serde::Serialize>(
@@ -104,7 +120,7 @@ pub fn load_any(path: &Path) -> Result<Saved> {
 /// A saved report of either kind in `format`.
 pub fn render_saved(saved: &Saved, format: Format) -> String {
     match saved {
-        Saved::Run(p) => render(p, format),
+        Saved::Run(p) => render_printed(p, format, false),
         Saved::Merged(m) => crate::merge::render(m, format),
     }
 }

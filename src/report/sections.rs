@@ -61,16 +61,18 @@ pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
     let collected: Collected = serde_json::from_str(json)
         .map_err(|e| format!("the --modules/--tensors/OOM data could not be read: {e}"))?;
     let mut warnings = Vec::new();
-    let modules = collected.modules.map(|m| {
+    let modules = collected.modules.map(|mut m| {
         warnings.extend(m.warnings);
-        let keep = |depth: u32| options.depth.is_none_or(|d| depth <= d);
-        let depth_of = |name: &str| {
-            if name.is_empty() {
-                0
-            } else {
-                name.matches('.').count() as u32 + 1
+        let depths = CalledDepths::of(m.entries.iter().map(|e| (&e.root, &e.module)));
+        for e in &mut m.entries {
+            e.depth = depths.of_module(&e.root, &e.module);
+        }
+        if let Some(chain) = &mut m.chain {
+            for c in &mut chain.calls {
+                c.depth = depths.of_module(&chain.root, &c.module);
             }
-        };
+        }
+        let keep = |depth: u32| options.depth.is_none_or(|d| depth <= d);
         let checkpoints = options
             .checkpoints
             .zip(m.chain.as_ref())
@@ -82,7 +84,7 @@ pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
             timeline: m
                 .timeline
                 .into_iter()
-                .filter(|e| keep(depth_of(&e.module)))
+                .filter(|e| keep(depths.of_module(&e.root, &e.module)))
                 .collect(),
             timeline_dropped: m.timeline_dropped,
             checkpoints,
@@ -115,4 +117,62 @@ pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
         history,
         warnings,
     })
+}
+
+/// A module's depth counted over the modules that were called: a container that is never called
+/// itself (GPT-2's `transformer.h`, a `ModuleList`) adds no level, so `transformer.h.0` is at
+/// depth 2 under `transformer`, as the calls nest, not 3 as its name has parts.
+struct CalledDepths {
+    called: std::collections::HashSet<(String, String)>,
+}
+
+impl CalledDepths {
+    /// From the (root, module) of every module that was called.
+    fn of<'a>(called: impl Iterator<Item = (&'a String, &'a String)>) -> Self {
+        CalledDepths {
+            called: called.map(|(r, m)| (r.clone(), m.clone())).collect(),
+        }
+    }
+
+    /// 0 for the root; else 1 + the number of called modules whose names are prefixes of it.
+    fn of_module(&self, root: &str, module: &str) -> u32 {
+        if module.is_empty() {
+            return 0;
+        }
+        let called_ancestors = module
+            .match_indices('.')
+            .filter(|(i, _)| {
+                self.called
+                    .contains(&(root.to_string(), module[..*i].to_string()))
+            })
+            .count();
+        called_ancestors as u32 + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_container_never_called_adds_no_depth() {
+        let called: Vec<(String, String)> = [
+            "",
+            "transformer",
+            "transformer.h.0",
+            "transformer.h.0.attn",
+            "transformer.ln_f",
+        ]
+        .iter()
+        .map(|m| ("GPT2".to_string(), m.to_string()))
+        .collect();
+        let d = CalledDepths::of(called.iter().map(|(r, m)| (r, m)));
+        assert_eq!(d.of_module("GPT2", ""), 0);
+        assert_eq!(d.of_module("GPT2", "transformer"), 1);
+        assert_eq!(d.of_module("GPT2", "transformer.h.0"), 2);
+        assert_eq!(d.of_module("GPT2", "transformer.h.0.attn"), 3);
+        assert_eq!(d.of_module("GPT2", "transformer.ln_f"), 2);
+        // Another root's modules are not this one's ancestors.
+        assert_eq!(d.of_module("Other", "transformer.h.0"), 1);
+    }
 }

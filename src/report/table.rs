@@ -31,7 +31,27 @@ pub(crate) fn write(out: &mut String, mut table: Table, right: std::ops::Range<u
     }
 }
 
+/// How wide a table may be drawn: a terminal's columns. Files and pipes get full width (None).
+#[derive(Clone, Copy, Debug)]
+pub struct Fit {
+    pub width: usize,
+    /// Whether stat columns may be left out when even a short source text does not fit (the
+    /// default columns may; the ones the user chose with --stat are kept).
+    pub may_drop_stats: bool,
+}
+
+/// The narrowest source text worth showing before stat columns are left out.
+const MIN_SOURCE: usize = 30;
+
+/// The report's table at full width (files, pipes, snapshots).
 pub fn render(p: &Profile) -> String {
+    render_fitted(p, None)
+}
+
+/// The report's table, fitted to a terminal when `fit` says how wide it is: two-line headers,
+/// the source text cut last, and (for default columns) the last stat columns left out when
+/// nothing else makes room.
+pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
     let mut out = String::new();
     let m = &p.metadata;
     let _ = writeln!(
@@ -85,7 +105,7 @@ pub fn render(p: &Profile) -> String {
     }
     for f in &p.functions {
         out.push('\n');
-        render_function(&mut out, p, f);
+        render_function(&mut out, p, f, fit);
     }
     if p.functions.is_empty() && p.modules.is_none() && p.oom.is_none() {
         let _ = writeln!(out, "\nno targeted function ran");
@@ -131,7 +151,7 @@ fn rank_label(p: &Profile) -> Option<String> {
     (r.world_size > 1).then(|| format!("rank {} of {}", r.rank, r.world_size))
 }
 
-fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
+fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile, fit: Option<Fit>) {
     let m = &p.metadata;
     let _ = writeln!(out, "File: {}", f.file);
     let _ = writeln!(out, "Function: {} at line {}", f.qualname, f.first_line);
@@ -167,69 +187,154 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile) {
     };
     let any_over = f.lines.iter().any(|l| !over(l.line).is_empty());
     let kinds = super::modules::kinds_in(f.lines.iter().map(|l| &l.collectives));
-    let mut header = vec![
-        "Line #".to_string(),
-        "Hits".to_string(),
-        "Δ allocated".to_string(),
-    ];
-    header.extend(m.stats.iter().map(|s| s.key.clone()));
-    header.extend(kinds.iter().map(|k| k.to_string()));
-    if any_raised {
-        header.push("Raised".into());
-    }
-    if any_over {
-        header.push("Over budget".into());
-    }
-    header.push("Line Contents".into());
-    let mut table = styled(&header);
-    for line in &f.lines {
-        let ran = line.hits > 0 || line.delta_bytes.is_some();
-        let mut row = vec![line.line.to_string()];
-        if ran {
-            row.push(line.hits.to_string());
-            row.push(
-                line.delta_bytes
-                    .map(units::signed_bytes)
-                    .unwrap_or_default(),
-            );
-            for s in &m.stats {
-                let v = line.stats.get(&s.key);
-                row.push(match v {
-                    Some(&v) if s.is_bytes => units::bytes(v),
-                    Some(v) => v.to_string(),
-                    None => String::new(),
-                });
-            }
-            for k in &kinds {
-                row.push(
-                    line.collectives
-                        .get(k)
-                        .map(|&n| units::bytes(n))
-                        .unwrap_or_default(),
-                );
-            }
-        } else {
-            row.extend(std::iter::repeat_n(
-                String::new(),
-                2 + m.stats.len() + kinds.len(),
-            ));
-        }
-        if any_raised {
-            row.push(if line.raised > 0 {
-                line.raised.to_string()
+    let draw = |stats: &[&StatColumn], source_width: Option<usize>| -> Table {
+        let mut header = vec![
+            "Line #".to_string(),
+            "Hits".to_string(),
+            "Δ allocated".to_string(),
+        ];
+        header.extend(stats.iter().map(|s| {
+            if fit.is_some() {
+                two_lines(&s.key)
             } else {
-                String::new()
-            });
+                s.key.clone()
+            }
+        }));
+        header.extend(kinds.iter().map(|k| k.to_string()));
+        if any_raised {
+            header.push("Raised".into());
         }
         if any_over {
-            row.push(over(line.line).join(", "));
+            header.push("Over budget".into());
         }
-        row.push(line.source.clone());
-        table.add_row(row);
+        header.push("Line Contents".into());
+        let mut table = styled(&header);
+        for line in &f.lines {
+            let ran = line.hits > 0 || line.delta_bytes.is_some();
+            let mut row = vec![line.line.to_string()];
+            if ran {
+                row.push(line.hits.to_string());
+                row.push(
+                    line.delta_bytes
+                        .map(units::signed_bytes)
+                        .unwrap_or_default(),
+                );
+                for s in stats {
+                    let v = line.stats.get(&s.key);
+                    row.push(match v {
+                        Some(&v) if s.is_bytes => units::bytes(v),
+                        Some(v) => v.to_string(),
+                        None => String::new(),
+                    });
+                }
+                for k in &kinds {
+                    row.push(
+                        line.collectives
+                            .get(k)
+                            .map(|&n| units::bytes(n))
+                            .unwrap_or_default(),
+                    );
+                }
+            } else {
+                row.extend(std::iter::repeat_n(
+                    String::new(),
+                    2 + stats.len() + kinds.len(),
+                ));
+            }
+            if any_raised {
+                row.push(if line.raised > 0 {
+                    line.raised.to_string()
+                } else {
+                    String::new()
+                });
+            }
+            if any_over {
+                row.push(over(line.line).join(", "));
+            }
+            row.push(match source_width {
+                Some(w) => cut(&line.source, w),
+                None => line.source.clone(),
+            });
+            table.add_row(row);
+        }
+        table
+    };
+    let mut stats: Vec<&StatColumn> = m.stats.iter().collect();
+    let mut hidden: Vec<&str> = Vec::new();
+    let mut source_width = None;
+    if let Some(fit) = fit {
+        loop {
+            // Where the source text starts: everything before it is the numbers' width.
+            let before = start_of_contents(&draw(&stats, Some(0)));
+            // The last column keeps one space of padding after its text.
+            let room = fit.width.saturating_sub(before + 1);
+            if room >= MIN_SOURCE || !fit.may_drop_stats || stats.len() <= 1 {
+                source_width = Some(room.max(MIN_SOURCE.min(12)));
+                break;
+            }
+            hidden.insert(0, &stats.pop().expect("more than one").key);
+        }
     }
-    let columns = 3 + m.stats.len() + kinds.len() + usize::from(any_raised);
+    let table = draw(&stats, source_width);
+    let columns = 3 + stats.len() + kinds.len() + usize::from(any_raised);
     // (The "Over budget" column stays left-aligned, as text.)
     write(out, table, 0..columns);
+    if let (Some(fit), false) = (fit, hidden.is_empty()) {
+        let note = format!(
+            "(left out to fit {} columns: {}; widen the terminal, choose columns with --stat, \
+             or write the report with -o FILE)",
+            fit.width,
+            hidden.join(", ")
+        );
+        for line in wrap(&note, fit.width) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces (a longer word stays whole).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split(' ') {
+        let last = lines.last_mut().expect("one line at least");
+        if last.is_empty() {
+            last.push_str(word);
+        } else if last.chars().count() + 1 + word.chars().count() <= width {
+            last.push(' ');
+            last.push_str(word);
+        } else {
+            lines.push(word.to_string());
+        }
+    }
+    lines
+}
+
+/// `allocated_bytes.all.peak` as `allocated_bytes` over `all.peak`: a stat key's header in half
+/// the width.
+fn two_lines(key: &str) -> String {
+    match key.split_once('.') {
+        Some((head, tail)) => format!("{head}\n{tail}"),
+        None => key.to_string(),
+    }
+}
+
+/// `text` in at most `width` characters, its end replaced by `…` when cut.
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+/// The column at which the last column (Line Contents) starts in `table`'s header.
+fn start_of_contents(table: &Table) -> usize {
+    let mut out = String::new();
+    write(&mut out, table.clone(), 0..0);
+    out.lines()
+        .find_map(|l| l.find("Line Contents").map(|i| l[..i].chars().count()))
+        .unwrap_or(0)
 }
 
 /// The `--max` budgets: which held, and the lines that broke the others.
@@ -252,7 +357,11 @@ fn render_budgets(out: &mut String, budgets: &[BudgetResult], stats: &[StatColum
                 Some(f) => format!("no measured function is named '{f}'"),
                 None => "no targeted function was measured".to_string(),
             };
-            let _ = writeln!(out, "  UNCHECKED {}: {whose}, so it checked nothing", b.spec);
+            let _ = writeln!(
+                out,
+                "  UNCHECKED {}: {whose}, so it checked nothing",
+                b.spec
+            );
             continue;
         }
         if b.exceeded.is_empty() {
