@@ -37,7 +37,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             let exceeded = diff::check_limits(&mut d, &args.max_increase)?;
             deliver(&diff::render(&d, format), args.output.as_deref(), "diff")?;
             if exceeded {
-                note("an increase went beyond --max-increase (the diff lists the lines)");
+                note("an increase went beyond --max-increase (the diff names the functions)");
                 return Ok(crate::error::exit_code::INCREASE_EXCEEDED);
             }
             Ok(0)
