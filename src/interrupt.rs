@@ -6,13 +6,18 @@
 //! Rust's data alone (the main thread may be stuck in a CUDA synchronisation or holding the GIL).
 use crate::error::{exit_code, Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 static SIGNALS: AtomicU32 = AtomicU32::new(0);
 static SCRIPT_RUNNING: AtomicBool = AtomicBool::new(false);
 /// What writes the report when the process ends abruptly.
 pub type EmergencyReport = Box<dyn Fn(&Ending) + Send + Sync>;
 static EMERGENCY_REPORT: OnceLock<EmergencyReport> = OnceLock::new();
+/// Held while the run's own report is written; true once it was. An abrupt ending then leaves
+/// it alone (a SIGTERM after the report must not replace it with a partial one) and, while it is
+/// being written, waits for it a little.
+static FINAL_REPORT: Mutex<bool> = Mutex::new(false);
 /// The write end of the pipe that wakes the SIGTERM thread (-1 before `install`).
 static TERM_PIPE: AtomicI32 = AtomicI32::new(-1);
 
@@ -40,8 +45,29 @@ pub fn set_emergency_report(f: EmergencyReport) {
     let _ = EMERGENCY_REPORT.set(f);
 }
 
-/// Writes the emergency report, if one is set.
+/// Writes the run's own report through `write`; from then on no emergency report replaces it.
+pub fn write_final_report<T>(write: impl FnOnce() -> T) -> T {
+    let mut done = FINAL_REPORT.lock().unwrap_or_else(|e| e.into_inner());
+    let result = write();
+    *done = true;
+    result
+}
+
+/// Writes the emergency report, if one is set and the run's own report was not written. A final
+/// report still being written (to a FIFO nobody reads, say) gets two seconds, then is given up.
 pub fn write_emergency_report(ending: &Ending) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let done = loop {
+        match FINAL_REPORT.try_lock() {
+            Ok(done) => break Some(done),
+            Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break None,
+        }
+    };
+    if done.as_deref() != Some(&false) {
+        return;
+    }
     if let Some(report) = EMERGENCY_REPORT.get() {
         report(ending);
     }

@@ -225,7 +225,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     if let Some(text) = rank_note {
         note(&text);
     }
-    if let Err(e) = emit(&profile, &emergency) {
+    if let Err(e) = crate::interrupt::write_final_report(|| emit(&profile, &emergency)) {
         eprintln!("{e}");
         if exit_code == 0 {
             exit_code = e.code;

@@ -142,7 +142,24 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
         }
         _ => {}
     }
-    out
+    match fit {
+        // The header lines and warnings too: on a terminal no text runs past the edge.
+        Some(fit) => out
+            .lines()
+            .flat_map(|l| {
+                // Text lines only: a table's rows (a leading space, the '=' rule) are fitted
+                // already, and keep their columns when a very narrow terminal cannot hold them.
+                let text = !l.starts_with(' ') && !l.starts_with('=');
+                if text && l.chars().count() > fit.width {
+                    wrap(l, fit.width)
+                } else {
+                    vec![l.to_string()]
+                }
+            })
+            .map(|l| l + "\n")
+            .collect(),
+        None => out,
+    }
 }
 
 /// `rank 1 of 2` for a report of a multi-rank run.
