@@ -16,7 +16,7 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             } else {
                 let mut merged = merge::merge_files(&args.files)?;
                 merge::keep_stats(&mut merged, &cli.global.stats)?;
-                print(&merge::render(&merged, args.format));
+                print(&merge::render_printed(&merged, args.format));
             }
             Ok(0)
         }
@@ -24,18 +24,22 @@ pub fn dispatch(cli: Cli) -> Result<i32> {
             let format = Format::resolve(args.format, args.output.as_deref());
             let mut merged = merge::merge_files(&args.files)?;
             merge::keep_stats(&mut merged, &cli.global.stats)?;
-            deliver(
-                &merge::render(&merged, format),
-                args.output.as_deref(),
-                "merged report",
-            )?;
+            let text = match &args.output {
+                Some(_) => merge::render(&merged, format),
+                None => merge::render_printed(&merged, format),
+            };
+            deliver(&text, args.output.as_deref(), "merged report")?;
             Ok(0)
         }
         Command::Diff(args) => {
             let format = Format::resolve(args.format, args.output.as_deref());
             let mut d = diff::diff_files(&args.base, &args.new)?;
             let exceeded = diff::check_limits(&mut d, &args.max_increase)?;
-            deliver(&diff::render(&d, format), args.output.as_deref(), "diff")?;
+            let text = match &args.output {
+                Some(_) => diff::render(&d, format),
+                None => diff::render_printed(&d, format),
+            };
+            deliver(&text, args.output.as_deref(), "diff")?;
             if exceeded {
                 note("an increase went beyond --max-increase (the diff names the functions)");
                 return Ok(crate::error::exit_code::INCREASE_EXCEEDED);

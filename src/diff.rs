@@ -6,7 +6,7 @@ use crate::budget::DELTA;
 use crate::cli::Format;
 use crate::error::{Error, Result};
 use crate::profile::{FunctionProfile, LineProfile, Profile};
-use crate::report::table::{styled, write};
+use crate::report::table::{key_header, styled, write, write_fitted};
 use crate::units;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -541,10 +541,15 @@ fn describe(i: &Increase, bytes: bool) -> String {
 
 /// The diff in `format`.
 pub fn render(d: &Diff, format: Format) -> String {
-    crate::report::render_with(d, format, table)
+    crate::report::render_with(d, format, |d| table(d, None))
 }
 
-fn table(d: &Diff) -> String {
+/// The diff as printed: a table fitted to the terminal, when standard output is one.
+pub fn render_printed(d: &Diff, format: Format) -> String {
+    crate::report::render_with(d, format, |d| table(d, crate::terminal::width()))
+}
+
+fn table(d: &Diff, width: Option<usize>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "memprof diff · base {} · new {}", d.base, d.new);
     match &d.largest_increase {
@@ -576,11 +581,14 @@ fn table(d: &Diff) -> String {
         );
         out.push('\n');
         let mut header = vec!["Line #".to_string(), "Was".to_string()];
-        header.push("Δ allocated\nnew".into());
-        header.push("\nchange".into());
+        let tall = if width.is_some() { "\n" } else { "" };
+        header.push(format!("Δ allocated{tall}\nnew"));
+        header.push(format!("{tall}\nchange"));
         for k in &keys {
-            header.push(format!("{k}\nnew"));
-            header.push("\nchange".into());
+            let key = key_header(k, width);
+            let lines = key.lines().count();
+            header.push(format!("{key}\nnew"));
+            header.push(format!("{}change", "\n".repeat(lines)));
         }
         header.push("Line Contents".into());
         let mut t = styled(&header);
@@ -627,7 +635,7 @@ fn table(d: &Diff) -> String {
             t.add_row(row);
         }
         let columns = header.len() - 1;
-        write(&mut out, t, 0..columns);
+        write_fitted(&mut out, t, 0..columns, width);
     }
     if !d.modules.is_empty() {
         let _ = writeln!(

@@ -5,7 +5,7 @@
 use crate::cli::Format;
 use crate::error::{Error, Result};
 use crate::profile::{ModuleEntry, Profile, StatColumn};
-use crate::report::table::{styled, write};
+use crate::report::table::{key_header, styled, write, write_fitted};
 use crate::units;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -432,7 +432,12 @@ fn file_name(path: &str) -> String {
 
 /// The merged report in `format`.
 pub fn render(m: &Merged, format: Format) -> String {
-    crate::report::render_with(m, format, table)
+    crate::report::render_with(m, format, |m| table(m, None))
+}
+
+/// The merged report as printed: a table fitted to the terminal, when standard output is one.
+pub fn render_printed(m: &Merged, format: Format) -> String {
+    crate::report::render_with(m, format, |m| table(m, crate::terminal::width()))
 }
 
 /// `1.13 GiB (r1)`: the max and the rank holding it.
@@ -478,7 +483,18 @@ fn headers(name: &str) -> [String; 3] {
     ]
 }
 
-fn table(m: &Merged) -> String {
+/// `headers` of a stat key, over two lines on a terminal (`allocated_bytes` over `all.peak`).
+fn key_headers(key: &str, width: Option<usize>) -> [String; 3] {
+    let name = key_header(key, width);
+    let above = "\n".repeat(name.lines().count());
+    [
+        format!("{name}\nmax (rank)"),
+        format!("{above}min"),
+        format!("{above}max − min"),
+    ]
+}
+
+fn table(m: &Merged, width: Option<usize>) -> String {
     let mut out = String::new();
     let md = &m.metadata;
     let _ = writeln!(
@@ -539,7 +555,7 @@ fn table(m: &Merged) -> String {
         let mut header = vec!["Line #".to_string(), "Hits".to_string()];
         header.extend(headers("Δ allocated"));
         for s in &md.stats {
-            header.extend(headers(&s.key));
+            header.extend(key_headers(&s.key, width));
         }
         for k in &kinds {
             header.extend(headers(k));
@@ -564,7 +580,7 @@ fn table(m: &Merged) -> String {
             t.add_row(row);
         }
         let columns = header.len() - 1;
-        write(&mut out, t, 0..columns);
+        write_fitted(&mut out, t, 0..columns, width);
     }
     if !m.modules.is_empty() {
         modules_table(&mut out, &m.modules);

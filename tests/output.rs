@@ -250,7 +250,8 @@ fn completions_are_current() {
     }
 }
 
-/// memprof's standard output when it is a terminal `cols` columns wide (a real pseudo-terminal).
+/// memprof's standard output when it is a terminal `cols` columns wide (a real pseudo-terminal),
+/// for `memprof ARGS`.
 fn on_a_terminal(cols: u16, env: &[(&str, &str)], args: &[&str]) -> String {
     use std::io::Read;
     use std::os::fd::FromRawFd;
@@ -280,8 +281,7 @@ fn on_a_terminal(cols: u16, env: &[(&str, &str)], args: &[&str]) -> String {
         )
     };
     let mut cmd = memprof();
-    cmd.args(["--device", device_flag(), "run"])
-        .args(args)
+    cmd.args(args)
         .env_remove("COLUMNS")
         .stdout(writer)
         .stderr(std::process::Stdio::null());
@@ -300,7 +300,15 @@ fn on_a_terminal(cols: u16, env: &[(&str, &str)], args: &[&str]) -> String {
 
 #[test]
 fn a_table_on_a_terminal_fits_its_width_and_files_keep_every_column() {
-    let args = ["-f", "step", "lines.py", "x"];
+    let args = [
+        "--device",
+        device_flag(),
+        "run",
+        "-f",
+        "step",
+        "lines.py",
+        "x",
+    ];
     let widest = |text: &str| {
         text.lines()
             .filter(|l| !l.starts_with("warning") && !l.starts_with("result"))
@@ -325,9 +333,32 @@ fn a_table_on_a_terminal_fits_its_width_and_files_keep_every_column() {
     let text = on_a_terminal(200, &[("COLUMNS", "90")], &args);
     assert!(widest(&text) <= 90, "{text}");
     // A pipe gets the whole table, as before.
-    let piped = run(&args);
+    let piped = run(&args[3..]);
     assert!(piped
         .stdout
         .contains("allocated_bytes.all.peak   allocated_bytes.all.current"));
     assert!(widest(&piped.stdout) > 120, "{}", piped.stdout);
+    // `memprof diff` fits too: its stat headers take two lines and the source is cut last.
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["diff_base", "diff_new"] {
+        let out = dir.path().join(format!("{name}.json"));
+        let r = run(&[
+            "-f",
+            "step",
+            "-o",
+            out.to_str().unwrap(),
+            &format!("{name}.py"),
+        ]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let (base, new) = (
+        dir.path().join("diff_base.json"),
+        dir.path().join("diff_new.json"),
+    );
+    let diff = ["diff", base.to_str().unwrap(), new.to_str().unwrap()];
+    let text = on_a_terminal(160, &[], &diff);
+    assert!(widest(&text) <= 160, "{text}");
+    assert!(text.contains("a = torch.em"), "{text}");
+    let piped = finish(memprof().args(diff).output().unwrap());
+    assert!(widest(&piped.stdout) > 160, "{}", piped.stdout);
 }

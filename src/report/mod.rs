@@ -50,7 +50,7 @@ pub fn render_printed(profile: &Profile, format: Format, may_drop_stats: bool) -
 pub fn render_with<T: serde::Serialize>(
     value: &T,
     format: Format,
-    table: fn(&T) -> String,
+    table: impl Fn(&T) -> String,
 ) -> String {
     match format {
         Format::Table => table(value),

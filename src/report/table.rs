@@ -19,6 +19,46 @@ pub(crate) fn styled<S: ToString>(header: &[S]) -> Table {
     table
 }
 
+/// `write`, fitted to `width` columns when given (a terminal): the last column (the source
+/// text) is cut at the edge, with `…`, when the columns before it leave room for some of it.
+pub(crate) fn write_fitted(
+    out: &mut String,
+    table: Table,
+    right: std::ops::Range<usize>,
+    width: Option<usize>,
+) {
+    let Some(width) = width else {
+        return write(out, table, right);
+    };
+    let mut whole = String::new();
+    write(&mut whole, table, right);
+    let start = whole
+        .lines()
+        .find_map(|l| l.find("Line Contents").map(|i| l[..i].chars().count()))
+        .unwrap_or(usize::MAX);
+    let room = start < width.saturating_sub(MIN_SOURCE / 2);
+    for line in whole.lines() {
+        let _ = writeln!(
+            out,
+            "{}",
+            match (room, line.starts_with('=')) {
+                (true, true) => line.chars().take(width).collect(),
+                (true, false) => cut(line, width),
+                (false, _) => line.to_string(),
+            }
+        );
+    }
+}
+
+/// A stat key over two header lines on a terminal (`allocated_bytes` over `all.peak`), else whole.
+pub(crate) fn key_header(key: &str, width: Option<usize>) -> String {
+    if width.is_some() {
+        two_lines(key)
+    } else {
+        key.to_string()
+    }
+}
+
 /// Writes `table` with the columns in `right` right-aligned, without trailing spaces.
 pub(crate) fn write(out: &mut String, mut table: Table, right: std::ops::Range<usize>) {
     for i in right {
