@@ -45,6 +45,8 @@ pub struct FunctionRecord {
     /// The first and last call measured (all calls without a schedule).
     pub measured: Option<(u64, u64)>,
     pub lines: HashMap<u32, LineAgg>,
+    /// The source text, when the file cannot be read by its name (a module in a zip archive).
+    pub source: Option<String>,
 }
 
 /// How a run measures, beyond the stats.
@@ -255,9 +257,17 @@ impl Recorder {
             calls: 0,
             measured: None,
             lines: HashMap::new(),
+            source: None,
         });
         self.unfinished += 1;
         true
+    }
+
+    /// The source text of a registered code object's file, for files that are not on disk.
+    pub fn set_source(&mut self, code: usize, text: String) {
+        if let Some(&id) = self.codes.get(&code) {
+            self.functions[id as usize].source = Some(text);
+        }
     }
 
     /// The function id of a registered code object.

@@ -433,6 +433,11 @@ fn a_directory_or_zip_with_main_runs_as_under_python() {
         assert_eq!(format!("{printed}\n"), python.stdout, "{target}");
         let v: serde_json::Value = serde_json::from_str(report).unwrap();
         assert_eq!(delta_sum(function(&v, "step")), 4 * MIB, "{target}: {v:#}");
+        // The source text shows, from the archive too.
+        assert_eq!(
+            delta(line(function(&v, "step"), "return torch.empty")),
+            4 * MIB
+        );
     }
     // A directory without __main__.py is named as such, not as missing.
     std::fs::create_dir(dir.path().join("nomain")).unwrap();

@@ -98,8 +98,9 @@ def activate(code, label):
             sys.monitoring.set_local_events(_TOOL, code, _LOCAL_EVENTS)
 
 
-def scan(code, module, filename):
-    """Matches every function in a freshly compiled module against the targets."""
+def scan(code, module, filename, source=None):
+    """Matches every function in a freshly compiled module against the targets. `source()`
+    gives the module's text where its file is not on disk (a zip archive's), for the report."""
     # Runs for every module the program imports (torch has over a thousand): decide cheaply
     # whether any target can be in this one before walking its code.
     if not _targets:
@@ -118,6 +119,10 @@ def scan(code, module, filename):
             if t.matches(c):
                 t.matched.append(c)
                 activate(c, t.spec)
+                if source is not None and not os.path.isfile(filename):
+                    text = source()
+                    if text:
+                        _memprof.set_source(c, text)
 
 
 def _underlying_code(obj):
@@ -162,7 +167,8 @@ def _install_import_hook():
             code = original(self, fullname)
             if code is not None:
                 try:
-                    scan(code, fullname, code.co_filename)
+                    scan(code, fullname, code.co_filename,
+                         lambda: self.get_source(fullname))
                 except Exception as e:  # never break the program's import
                     _memprof.warn(f"could not scan module {fullname!r} for targets: {e!r}")
             return code

@@ -31,6 +31,13 @@ fn register(
     new
 }
 
+/// The source text of a targeted code object whose file is not on disk (a zip archive's).
+#[pyfunction]
+fn set_source(code: &Bound<'_, PyAny>, text: String) {
+    let ptr = code.as_ptr() as usize;
+    recorder::with(|r| r.set_source(ptr, text));
+}
+
 /// Records a warning for the report.
 #[pyfunction]
 fn warn(message: String) {
@@ -148,6 +155,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_memprof")?;
     m.add_function(wrap_pyfunction!(register, &m)?)?;
     m.add_function(wrap_pyfunction!(warn, &m)?)?;
+    m.add_function(wrap_pyfunction!(set_source, &m)?)?;
     m.add_function(wrap_pyfunction!(before_os_exit, &m)?)?;
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_open, &m)?)?;

@@ -84,7 +84,10 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
 }
 
 fn function_profile(recorder: &Recorder, f: &FunctionRecord, schedule: bool) -> FunctionProfile {
-    let source = std::fs::read_to_string(&f.file).unwrap_or_default();
+    let source = match &f.source {
+        Some(text) => text.clone(),
+        None => std::fs::read_to_string(&f.file).unwrap_or_default(),
+    };
     let source_lines: Vec<&str> = source.lines().collect();
     let keys: Vec<&str> = recorder
         .sampler()
