@@ -401,17 +401,17 @@ impl Sampler {
     /// Reads the allocator (a sample) and the highest values each peak reached since the
     /// previous sample.
     pub fn read(&mut self) {
-        self.read_with_host(true);
+        self.read_sample(true);
     }
 
-    /// A sample for module scopes, which measure allocated bytes only: the host stats keep
-    /// their previous values (a /proc read costs more than the rest of a sample, and host
-    /// columns are read at line boundaries, where `read` runs).
+    /// A sample for module scopes, which measure allocated bytes only: the host stats and the
+    /// thread's own net bytes keep their previous values (a /proc read costs more than the rest
+    /// of a sample; host columns and Δ are read at line boundaries, where `read` runs).
     pub fn read_without_host(&mut self) {
-        self.read_with_host(false);
+        self.read_sample(false);
     }
 
-    fn read_with_host(&mut self, host: bool) {
+    fn read_sample(&mut self, for_line: bool) {
         if let Source::Cuda(device) = self.source {
             if !self.cuda_ready {
                 self.cuda_ready = torch::allocator_initialized();
@@ -428,8 +428,12 @@ impl Sampler {
             .expect("sample layout");
         let cuda = matches!(self.source, Source::Cuda(_));
         torch::take_tally(cuda, t);
-        self.sample[self.own_at] = torch::own_net(cuda);
-        if let Some(at) = self.host_at.filter(|_| host) {
+        if for_line {
+            // Line samples only: a line's Δ is its thread's. Module scopes measure the device's
+            // allocated bytes, often on autograd's threads, and need no per-thread count.
+            self.sample[self.own_at] = torch::own_net(cuda);
+        }
+        if let Some(at) = self.host_at.filter(|_| for_line) {
             let m = self.host.read();
             self.sample[at] = m.rss;
             self.sample[at + 1] = m.vms;

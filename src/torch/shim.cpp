@@ -483,6 +483,10 @@ int mp_reporter_attach_thread() {
 /// (it gets one now: a thread started without `threading` was not seen starting).
 int64_t mp_own_net(int device) {
   if (own_reporter == nullptr) {
+    // Once per thread: a thread whose profiler slot is taken (by torch's profiler) stays without.
+    thread_local bool tried = false;
+    if (tried) return 0;
+    tried = true;
     mp_reporter_attach_thread();
     if (own_reporter == nullptr) return 0;
   }
