@@ -140,18 +140,19 @@ impl DrawingBackend for Raster<'_> {
         }
         let size = style.size() as f32;
         let (width, height) = self.measure(text, size);
-        let left = pos.0 as f32
-            - match style.anchor().h_pos {
-                HPos::Left => 0.0,
-                HPos::Center => width / 2.0,
-                HPos::Right => width,
-            };
-        let top = pos.1 as f32
-            - match style.anchor().v_pos {
-                VPos::Top => 0.0,
-                VPos::Center => height / 2.0,
-                VPos::Bottom => height,
-            };
+        // Laid out around the anchor at (0, 0), then turned (axis titles are rotated) and moved
+        // to `pos`, as plotters does it.
+        let left = -match style.anchor().h_pos {
+            HPos::Left => 0.0,
+            HPos::Center => width / 2.0,
+            HPos::Right => width,
+        };
+        let top = -match style.anchor().v_pos {
+            VPos::Top => 0.0,
+            VPos::Center => height / 2.0,
+            VPos::Bottom => height,
+        };
+        let turn = style.transform();
         let scale = PxScale::from(size);
         let font = self.font.as_scaled(scale);
         let baseline = top + font.ascent();
@@ -172,8 +173,11 @@ impl DrawingBackend for Raster<'_> {
             };
             let bounds = outline.px_bounds();
             outline.draw(|gx, gy, coverage| {
-                let px = bounds.min.x as i32 + gx as i32;
-                let py = bounds.min.y as i32 + gy as i32;
+                let (tx, ty) = turn.transform(
+                    bounds.min.x as i32 + gx as i32,
+                    bounds.min.y as i32 + gy as i32,
+                );
+                let (px, py) = (pos.0 + tx, pos.1 + ty);
                 if px >= 0 && py >= 0 && (px as u32) < w && (py as u32) < h && coverage > 0.0 {
                     pixels.push(((px, py), coverage));
                 }
@@ -199,15 +203,20 @@ mod tests {
 
     /// Each glyph's ink as (left, right, top, bottom) pixels, `text` drawn at 40 px from (10, 10).
     fn ink(text: &str) -> Vec<(u32, u32, u32, u32)> {
-        let (w, h) = (300u32, 80u32);
+        ink_turned(text, FontTransform::None, (10, 10))
+    }
+
+    /// `ink` for text turned by `turn`, anchored at `at`.
+    fn ink_turned(text: &str, turn: FontTransform, at: (i32, i32)) -> Vec<(u32, u32, u32, u32)> {
+        let (w, h) = (300u32, 300u32);
         let mut pixels = vec![255u8; (w * h * 3) as usize];
         {
             let bitmap = BitMapBackend::with_buffer(&mut pixels, (w, h));
             let root = Raster::new(bitmap, FONT).unwrap().into_drawing_area();
             root.draw(&Text::new(
                 text.to_string(),
-                (10, 10),
-                ("sans-serif", 40).into_font().color(&BLACK),
+                at,
+                ("sans-serif", 40).into_font().transform(turn).color(&BLACK),
             ))
             .unwrap();
             root.present().unwrap();
@@ -274,5 +283,18 @@ mod tests {
                 got.0
             );
         }
+    }
+
+    #[test]
+    fn a_turned_axis_title_is_drawn_turned_and_whole() {
+        // An axis title is turned a quarter (plotters' y_desc): it stands taller than wide, and
+        // none of it falls off the picture's left edge.
+        let glyphs = ink_turned("allocated", FontTransform::Rotate270, (40, 250));
+        let left = glyphs.iter().map(|g| g.0).min().unwrap();
+        let right = glyphs.iter().map(|g| g.1).max().unwrap();
+        let top = glyphs.iter().map(|g| g.2).min().unwrap();
+        let bottom = glyphs.iter().map(|g| g.3).max().unwrap();
+        assert!(bottom - top > 3 * (right - left), "{glyphs:?}");
+        assert!(left > 0, "{glyphs:?}");
     }
 }
