@@ -5,7 +5,8 @@
 use crate::cli::Format;
 use crate::error::{Error, Result};
 use crate::profile::{ModuleEntry, Profile, StatColumn};
-use crate::report::table::{key_header, styled, write, write_fitted};
+use crate::report::fit::key_header;
+use crate::report::table::{styled, write, write_fitted};
 use crate::units;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -127,18 +127,26 @@ def scan(code, module, filename, source=None):
 
 def _underlying_code(obj):
     """The code object of a function, method, staticmethod, property getter or wrapper chain."""
+    return next(_codes_along(obj), None)
+
+
+def _codes_along(obj):
+    """The code objects of a function and of what it wraps, outermost first: methods, static
+    methods, property getters, partials and decorators' `__wrapped__`."""
     for _ in range(32):
         code = getattr(obj, "__code__", None)
-        if code is not None:
-            return code
+        if isinstance(code, _CodeType):
+            yield code
         for attr in ("__func__", "fget", "func", "__wrapped__"):
             inner = getattr(obj, attr, None)
             if inner is not None:
                 obj = inner
                 break
         else:
-            return None
-    return None
+            return
+
+
+_CodeType = type(_codes_along.__code__)
 
 
 def _resolve_in_loaded_module(target):
@@ -424,22 +432,6 @@ def _in_loaded_packages(qual):
     return sorted(found)
 
 
-def _codes_along(obj):
-    """The code objects of a function and of what it wraps (decorators, methods, properties)."""
-    for _ in range(8):
-        code = getattr(obj, "__code__", None)
-        if isinstance(code, _CodeType):
-            yield code
-        for attr in ("__wrapped__", "__func__", "fget", "func"):
-            inner = getattr(obj, attr, None)
-            if inner is not None:
-                obj = inner
-                break
-        else:
-            return
-
-
-_CodeType = type(_codes_along.__code__)
 
 
 def torch_facts():

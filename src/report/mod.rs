@@ -2,6 +2,7 @@
 //! standard output or to a file (`file.rs`); and reading a saved report back for `memprof show`.
 mod build;
 mod file;
+pub(crate) mod fit;
 mod modules;
 mod oom;
 mod sections;
@@ -36,7 +37,7 @@ pub fn render_printed(profile: &Profile, format: Format, may_drop_stats: bool) -
     match (format, crate::terminal::width()) {
         (Format::Table, Some(width)) => table::render_fitted(
             profile,
-            Some(table::Fit {
+            Some(fit::Fit {
                 width,
                 may_drop_stats,
             }),

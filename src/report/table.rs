@@ -1,5 +1,6 @@
 //! The table: one block per function in line_profiler's shape (a header naming the file, the
 //! function, the device and the function's peak; then Line #, Hits, Δ, the stats, Line Contents).
+use super::fit::{contents_column, cut, cut_table, two_lines, wrap, Fit, MIN_SOURCE};
 use crate::profile::{BudgetResult, FunctionProfile, Profile, StatColumn};
 use crate::units;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
@@ -19,44 +20,29 @@ pub(crate) fn styled<S: ToString>(header: &[S]) -> Table {
     table
 }
 
-/// `write`, fitted to `width` columns when given (a terminal): the last column (the source
-/// text) is cut at the edge, with `…`, when the columns before it leave room for some of it.
+/// `write`, fitted to `width` columns when given (a terminal): the source text is cut at the
+/// edge (`fit::cut_table`).
 pub(crate) fn write_fitted(
     out: &mut String,
     table: Table,
     right: std::ops::Range<usize>,
     width: Option<usize>,
 ) {
-    let Some(width) = width else {
-        return write(out, table, right);
-    };
-    let mut whole = String::new();
-    write(&mut whole, table, right);
-    let start = whole
-        .lines()
-        .find_map(|l| l.find("Line Contents").map(|i| l[..i].chars().count()))
-        .unwrap_or(usize::MAX);
-    let room = start < width.saturating_sub(MIN_SOURCE / 2);
-    for line in whole.lines() {
-        let _ = writeln!(
-            out,
-            "{}",
-            match (room, line.starts_with('=')) {
-                (true, true) => line.chars().take(width).collect(),
-                (true, false) => cut(line, width),
-                (false, _) => line.to_string(),
-            }
-        );
+    match width {
+        None => write(out, table, right),
+        Some(width) => {
+            let mut whole = String::new();
+            write(&mut whole, table, right);
+            out.push_str(&cut_table(&whole, width));
+        }
     }
 }
 
-/// A stat key over two header lines on a terminal (`allocated_bytes` over `all.peak`), else whole.
-pub(crate) fn key_header(key: &str, width: Option<usize>) -> String {
-    if width.is_some() {
-        two_lines(key)
-    } else {
-        key.to_string()
-    }
+/// The column at which the last column (Line Contents) starts in `table`'s header.
+fn start_of_contents(table: &Table) -> usize {
+    let mut out = String::new();
+    write(&mut out, table.clone(), 0..0);
+    contents_column(&out).unwrap_or(0)
 }
 
 /// Writes `table` with the columns in `right` right-aligned, without trailing spaces.
@@ -70,18 +56,6 @@ pub(crate) fn write(out: &mut String, mut table: Table, right: std::ops::Range<u
         let _ = writeln!(out, "{}", line.trim_end());
     }
 }
-
-/// How wide a table may be drawn: a terminal's columns. Files and pipes get full width (None).
-#[derive(Clone, Copy, Debug)]
-pub struct Fit {
-    pub width: usize,
-    /// Whether stat columns may be left out when even a short source text does not fit (the
-    /// default columns may; the ones the user chose with --stat are kept).
-    pub may_drop_stats: bool,
-}
-
-/// The narrowest source text worth showing before stat columns are left out.
-const MIN_SOURCE: usize = 30;
 
 /// The report's table at full width (files, pipes, snapshots).
 pub fn render(p: &Profile) -> String {
@@ -347,51 +321,6 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile, fit: Opti
             let _ = writeln!(out, "{line}");
         }
     }
-}
-
-/// `text` in lines of at most `width` characters, broken at spaces (a longer word stays whole).
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = vec![String::new()];
-    for word in text.split(' ') {
-        let last = lines.last_mut().expect("one line at least");
-        if last.is_empty() {
-            last.push_str(word);
-        } else if last.chars().count() + 1 + word.chars().count() <= width {
-            last.push(' ');
-            last.push_str(word);
-        } else {
-            lines.push(word.to_string());
-        }
-    }
-    lines
-}
-
-/// `allocated_bytes.all.peak` as `allocated_bytes` over `all.peak`: a stat key's header in half
-/// the width.
-fn two_lines(key: &str) -> String {
-    match key.split_once('.') {
-        Some((head, tail)) => format!("{head}\n{tail}"),
-        None => key.to_string(),
-    }
-}
-
-/// `text` in at most `width` characters, its end replaced by `…` when cut.
-fn cut(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
-    s.push('…');
-    s
-}
-
-/// The column at which the last column (Line Contents) starts in `table`'s header.
-fn start_of_contents(table: &Table) -> usize {
-    let mut out = String::new();
-    write(&mut out, table.clone(), 0..0);
-    out.lines()
-        .find_map(|l| l.find("Line Contents").map(|i| l[..i].chars().count()))
-        .unwrap_or(0)
 }
 
 /// The `--max` budgets: which held, and the lines that broke the others.
