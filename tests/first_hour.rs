@@ -55,8 +55,17 @@ fn output_onto_a_fifo_a_symlink_or_a_device_writes_through_it() {
         dir.path(),
         &["-f", "step", "--format", "json", "-o", "pipe", &script],
     );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Had memprof never opened the FIFO, its reader would wait forever: a writer of our own
+    // (which fails harmlessly once the reader is gone) gives it an end.
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+    }
     let got = reader.join().unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(got.contains("\"schema\": \"memprof.profile/1\""), "{got}");
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
 
