@@ -47,6 +47,14 @@ fn output_onto_a_fifo_a_symlink_or_a_device_writes_through_it() {
         .status()
         .unwrap();
     assert!(made.success());
+    // Held open for reading and writing (which never blocks on Linux), so that the reader's open
+    // returns at once and the reader sees the end only once this is dropped: the test cannot
+    // hang, whatever memprof does with the path.
+    let keeper = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
     let reader = {
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
@@ -55,15 +63,7 @@ fn output_onto_a_fifo_a_symlink_or_a_device_writes_through_it() {
         dir.path(),
         &["-f", "step", "--format", "json", "-o", "pipe", &script],
     );
-    // Had memprof never opened the FIFO, its reader would wait forever: a writer of our own
-    // (which fails harmlessly once the reader is gone) gives it an end.
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        let _ = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo);
-    }
+    drop(keeper);
     let got = reader.join().unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(got.contains("\"schema\": \"memprof.profile/1\""), "{got}");
@@ -190,7 +190,20 @@ fn terminate(mut cmd: std::process::Command) -> std::process::ExitStatus {
     std::thread::sleep(std::time::Duration::from_millis(200));
     // SAFETY: signals our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    child.wait().unwrap()
+    // A process that turns SIGTERM into a catchable exception lives on under this script: give
+    // it 20 seconds, then end it and fail.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running 20 s after SIGTERM: the script caught it");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 #[test]
