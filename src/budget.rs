@@ -23,6 +23,11 @@ pub const DELTA: &str = "delta";
 /// A line's Δ per hit (its Δ over all calls, divided by its hits).
 pub const DELTA_PER_CALL: &str = "delta_per_call";
 
+/// Whether a budget's key is one of the line's Δ (bytes, from the line itself), not a stat.
+pub fn is_delta(key: &str) -> bool {
+    key == DELTA || key == DELTA_PER_CALL
+}
+
 fn bad(spec: &str, why: &str) -> Error {
     Error::usage(format!("'--max {spec}': {why}")).hint(
         "write --max KEY=SIZE or --max FUNCTION:KEY=SIZE, e.g. --max allocated_bytes.all.peak=20GiB \
@@ -46,7 +51,7 @@ pub fn parse(specs: &[String], known: impl Fn(&str) -> bool) -> Result<Vec<Budge
             if key.is_empty() {
                 return Err(bad(spec, "no key before '='"));
             }
-            if key != DELTA && key != DELTA_PER_CALL && !known(key) {
+            if !is_delta(key) && !known(key) {
                 return Err(bad(
                     spec,
                     &format!(

@@ -376,6 +376,11 @@ fn find<'a>(p: &'a Profile, qualname: &str) -> Option<&'a FunctionProfile> {
     p.functions.iter().find(|f| f.qualname == qualname)
 }
 
+/// Whether `key` is summed over a line's hits (Δ and the like), not a level or a peak.
+fn is_summed(key: &str, summed: &[String]) -> bool {
+    key == DELTA || summed.iter().any(|s| s == key)
+}
+
 /// Each function's change of each of `keys`, as a user means "more memory": for `delta` (and
 /// other sums) the function's net per call (its lines' totals over its calls, so the number of
 /// steps does not matter); for a level or a peak, the highest value any of its lines reached.
@@ -392,7 +397,7 @@ fn increases(functions: &[FunctionDiff], keys: &[String], summed: &[String]) -> 
                     l.stats.get(key).copied().unwrap_or_default()
                 }
             };
-            let is_sum = key == DELTA || summed.contains(key);
+            let is_sum = is_summed(key, summed);
             let side = |pick: fn(&Change) -> Option<i64>, calls: Option<i64>| -> Option<i64> {
                 let values = f.lines.iter().filter_map(|l| pick(&change_of(l)));
                 if is_sum {
@@ -674,7 +679,7 @@ fn table(d: &Diff, width: Option<usize>) -> String {
             (_, Some(p)) => format!("{p}%"),
             _ => String::new(),
         };
-        let what = if l.key == DELTA || d.summed_keys.contains(&l.key) {
+        let what = if is_summed(&l.key, &d.summed_keys) {
             "each function's net per call"
         } else {
             "each function's highest value over its lines"

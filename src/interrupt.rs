@@ -6,7 +6,7 @@
 //! Rust's data alone (the main thread may be stuck in a CUDA synchronisation or holding the GIL).
 use crate::error::{exit_code, Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 static SIGNALS: AtomicU32 = AtomicU32::new(0);
@@ -53,18 +53,26 @@ pub fn write_final_report<T>(write: impl FnOnce() -> T) -> T {
     result
 }
 
-/// Writes the emergency report, if one is set and the run's own report was not written. A final
-/// report still being written (to a FIFO nobody reads, say) gets two seconds, then is given up.
-pub fn write_emergency_report(ending: &Ending) {
+/// `lock`, waiting at most two seconds: an abrupt ending must not wait forever on a thread that
+/// may be stuck (writing to a FIFO nobody reads, say). A poisoned lock is taken as it is.
+pub fn lock_within_two_seconds<T>(lock: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     let deadline = Instant::now() + Duration::from_secs(2);
-    let done = loop {
-        match FINAL_REPORT.try_lock() {
-            Ok(done) => break Some(done),
-            Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => break None,
+    loop {
+        match lock.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(TryLockError::WouldBlock) => return None,
         }
-    };
+    }
+}
+
+/// Writes the emergency report, if one is set and the run's own report was not written. A final
+/// report still being written gets two seconds, then is given up.
+pub fn write_emergency_report(ending: &Ending) {
+    let done = lock_within_two_seconds(&FINAL_REPORT);
     if done.as_deref() != Some(&false) {
         return;
     }

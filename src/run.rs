@@ -55,10 +55,7 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
         stats::stats_for(cuda).iter().any(|s| s.key == key)
     })?;
     // A budgeted stat is measured even when --stat did not choose it.
-    for b in budgets
-        .iter()
-        .filter(|b| b.key != budget::DELTA && b.key != budget::DELTA_PER_CALL)
-    {
+    for b in budgets.iter().filter(|b| !budget::is_delta(&b.key)) {
         if !columns.iter().any(|c| c.key == b.key) {
             columns.extend(config::resolve_stats(std::slice::from_ref(&b.key), source)?);
         }
@@ -355,19 +352,9 @@ fn note_written(profile: &crate::profile::Profile, path: &std::path::Path) {
 /// it (the hooks hold its lock only briefly, and never while waiting on anything).
 fn install_emergency_report(to: Destination, device: DeviceInfo, command_line: Vec<String>) {
     crate::interrupt::set_emergency_report(Box::new(move |ending| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        let guard = loop {
-            match recorder::RECORDER.try_lock() {
-                Ok(g) => break g,
-                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
-                Err(_) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(5))
-                }
-                Err(_) => {
-                    crate::commands::note("the report was lost: the recorder stayed busy");
-                    return;
-                }
-            }
+        let Some(guard) = crate::interrupt::lock_within_two_seconds(&recorder::RECORDER) else {
+            crate::commands::note("the report was lost: the recorder stayed busy");
+            return;
         };
         let Some(r) = guard.as_ref() else { return };
         let ctx = report::RunContext {

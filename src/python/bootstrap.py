@@ -432,8 +432,6 @@ def _in_loaded_packages(qual):
     return sorted(found)
 
 
-
-
 def torch_facts():
     """Where the script's `import torch` would load torch from, without importing it."""
     import importlib.util

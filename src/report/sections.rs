@@ -123,15 +123,22 @@ pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
 /// itself (GPT-2's `transformer.h`, a `ModuleList`) adds no level, so `transformer.h.0` is at
 /// depth 2 under `transformer`, as the calls nest, not 3 as its name has parts.
 struct CalledDepths {
-    called: std::collections::HashSet<(String, String)>,
+    /// Per root, the names of its modules that were called.
+    called: std::collections::HashMap<String, std::collections::HashSet<String>>,
 }
 
 impl CalledDepths {
     /// From the (root, module) of every module that was called.
     fn of<'a>(called: impl Iterator<Item = (&'a String, &'a String)>) -> Self {
-        CalledDepths {
-            called: called.map(|(r, m)| (r.clone(), m.clone())).collect(),
+        let mut by_root =
+            std::collections::HashMap::<String, std::collections::HashSet<String>>::new();
+        for (root, module) in called {
+            by_root
+                .entry(root.clone())
+                .or_default()
+                .insert(module.clone());
         }
+        CalledDepths { called: by_root }
     }
 
     /// 0 for the root; else 1 + the number of called modules whose names are prefixes of it.
@@ -139,12 +146,12 @@ impl CalledDepths {
         if module.is_empty() {
             return 0;
         }
+        let Some(called) = self.called.get(root) else {
+            return 1;
+        };
         let called_ancestors = module
             .match_indices('.')
-            .filter(|(i, _)| {
-                self.called
-                    .contains(&(root.to_string(), module[..*i].to_string()))
-            })
+            .filter(|(i, _)| called.contains(&module[..*i]))
             .count();
         called_ancestors as u32 + 1
     }

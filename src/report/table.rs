@@ -1,6 +1,9 @@
 //! The table: one block per function in line_profiler's shape (a header naming the file, the
 //! function, the device and the function's peak; then Line #, Hits, Δ, the stats, Line Contents).
 use super::fit::{contents_column, cut, cut_table, two_lines, wrap, Fit, MIN_SOURCE};
+
+/// The source text is never cut shorter than this, even when the numbers alone are too wide.
+const NARROWEST_SOURCE: usize = 12;
 use crate::profile::{BudgetResult, FunctionProfile, Profile, StatColumn};
 use crate::units;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
@@ -300,7 +303,7 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile, fit: Opti
             // The last column keeps one space of padding after its text.
             let room = fit.width.saturating_sub(before + 1);
             if room >= MIN_SOURCE || !fit.may_drop_stats || stats.len() <= 1 {
-                source_width = Some(room.max(MIN_SOURCE.min(12)));
+                source_width = Some(room.max(NARROWEST_SOURCE));
                 break;
             }
             hidden.insert(0, &stats.pop().expect("more than one").key);
@@ -327,9 +330,8 @@ fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile, fit: Opti
 fn render_budgets(out: &mut String, budgets: &[BudgetResult], stats: &[StatColumn]) {
     let _ = writeln!(out, "\nBudgets (--max):");
     for b in budgets {
-        let bytes = b.key == crate::budget::DELTA
-            || b.key == crate::budget::DELTA_PER_CALL
-            || stats.iter().any(|s| s.key == b.key && s.is_bytes);
+        let bytes =
+            crate::budget::is_delta(&b.key) || stats.iter().any(|s| s.key == b.key && s.is_bytes);
         let show = |v: i64| {
             if bytes {
                 units::bytes(v)
