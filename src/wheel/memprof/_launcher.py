@@ -127,7 +127,7 @@ def torch_lib_dir():
             "the script's torch (%s, in %s) is a CPU-only build, but this memprof wheel links "
             "libtorch_cuda" % (version, root),
             "install torch's CUDA build (`pip install %s` from PyPI), or build memprof from "
-            "source in this venv (README: Building from source)" % want,
+            "source in this venv (docs/install.md: Building from source)" % want,
         )
     return str(lib)
 

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""The import graph of memprof's Rust modules, and its circles.
+
+Reads every src/**/*.rs, resolves each `crate::`, `super::` and `self::` path to the longest
+module that exists, and prints: the edges between folders (layers), the strongly connected
+components of more than one module (import circles) at file and at folder level, and the largest
+files. Exit status 1 when there is a circle, so that scripts/test.sh can hold the line.
+
+    scripts/import_graph.py            # summary
+    scripts/import_graph.py --edges    # every file-level edge too
+"""
+import os
+import re
+import sys
+from collections import defaultdict
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+
+
+def module_of(path):
+    rel = os.path.relpath(path, ROOT)[: -len(".rs")].split(os.sep)
+    if rel[-1] in ("mod", "main"):
+        rel = rel[:-1]
+    return tuple(rel)
+
+
+def strip_comments_and_strings(text):
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r'r#*"(?:.|\n)*?"#*', '""', text)
+    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+
+
+def expand_group(prefix, body):
+    """`a::{b, c::{d, e}}` with prefix ['a'] -> [['a','b'], ['a','c','d'], ['a','c','e']]."""
+    out, depth, start = [], 0, 0
+    parts = []
+    for i, ch in enumerate(body):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    for part in parts:
+        part = part.strip()
+        if not part:
+            continue
+        m = re.match(r"^([\w:]*?)(?:::)?\{(.*)\}$", part, flags=re.S)
+        if m:
+            head = [s for s in m.group(1).split("::") if s]
+            out.extend(expand_group(prefix + head, m.group(2)))
+        else:
+            out.append(prefix + [s for s in part.split(" as ")[0].strip().split("::") if s])
+    return out
+
+
+def references(text):
+    """Every path that starts with crate::, super:: or self::, groups expanded."""
+    paths = []
+    for m in re.finditer(r"\b(crate|super|self)((?:::(?:super|\w+))*)::\{", text):
+        depth, i = 1, m.end()
+        while depth and i < len(text):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        head = [m.group(1)] + [s for s in m.group(2).split("::") if s]
+        paths.extend(expand_group(head, text[m.end() : i - 1]))
+    for m in re.finditer(r"\b(crate|super|self)((?:::(?:super|\w+))+)", text):
+        paths.append([m.group(1)] + [s for s in m.group(2).split("::") if s])
+    return paths
+
+
+def resolve(current, is_folder_module, path, modules):
+    base = list(current) if is_folder_module else list(current[:-1])
+    if path[0] == "crate":
+        base, rest = [], path[1:]
+    elif path[0] == "self":
+        base, rest = (list(current), path[1:])
+    else:
+        rest = path
+        while rest and rest[0] == "super":
+            base = base[:-1] if is_folder_module or base != list(current[:-1]) else base
+            rest = rest[1:]
+            is_folder_module = True  # after one step up we stand in a folder module
+    candidate = tuple(base + rest)
+    while candidate and candidate not in modules:
+        candidate = candidate[:-1]
+    return candidate
+
+
+def super_resolve(current, is_folder_module, path, modules):
+    # `super` from a file module a::b::c (c.rs) means a::b; from a folder module a::b (mod.rs) means a.
+    parent = list(current[:-1])
+    rest = path[1:]
+    while rest and rest[0] == "super":
+        parent = parent[:-1]
+        rest = rest[1:]
+    candidate = tuple(parent + rest)
+    while candidate and candidate not in modules:
+        candidate = candidate[:-1]
+    return candidate
+
+
+def sccs(nodes, edges):
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def folder(module):
+    return module[0] if module else "main"
+
+
+def name(module):
+    return "::".join(module) or "main"
+
+
+def main():
+    files = {}
+    for dirpath, _, filenames in os.walk(ROOT):
+        for f in filenames:
+            if f.endswith(".rs"):
+                p = os.path.join(dirpath, f)
+                files[module_of(p)] = p
+    modules = set(files)
+    edges = defaultdict(set)
+    for module, path in files.items():
+        is_folder_module = os.path.basename(path) in ("mod.rs", "main.rs")
+        text = strip_comments_and_strings(open(path, encoding="utf-8").read())
+        # Unit tests may reach anywhere; they are not part of the import graph.
+        text = re.split(r"#\[cfg\(test\)\]\s*mod tests", text)[0]
+        for ref in references(text):
+            if ref[0] == "super":
+                target = super_resolve(module, is_folder_module, ref, modules)
+            elif ref[0] == "self":
+                target = resolve(module, True, ref, modules) if is_folder_module else module
+            else:
+                target = resolve(module, is_folder_module, ref, modules)
+            if target and target != module and not (module[: len(target)] == target):
+                edges[module].add(target)
+    file_circles = sccs(modules, edges)
+    folder_edges = defaultdict(set)
+    for a, targets in edges.items():
+        for b in targets:
+            if folder(a) != folder(b) and len(a) > 0:
+                folder_edges[folder(a)].add(folder(b))
+    folder_circles = sccs({folder(m) for m in modules}, folder_edges)
+
+    print(f"{len(modules)} modules in {len({folder(m) for m in modules})} top-level parts")
+    print("\nlayers (top-level part -> parts it uses):")
+    for f in sorted(folder_edges):
+        print(f"  {f:<14} -> {', '.join(sorted(folder_edges[f]))}")
+    if "--edges" in sys.argv:
+        print("\nfile-level edges:")
+        for a in sorted(edges):
+            print(f"  {name(a)} -> {', '.join(name(b) for b in sorted(edges[a]))}")
+    print(f"\nimport circles between files: {len(file_circles)}")
+    for c in file_circles:
+        print("  " + " <-> ".join(name(m) for m in c))
+    print(f"import circles between top-level parts: {len(folder_circles)}")
+    for c in folder_circles:
+        print("  " + " <-> ".join(c))
+    sizes = sorted(((sum(1 for _ in open(p)), os.path.relpath(p, os.path.join(ROOT, ".."))) for p in files.values()), reverse=True)
+    print("\nlargest files (lines):")
+    for n, p in sizes[:8]:
+        print(f"  {n:>5} {p}")
+    total = sum(n for n, _ in sizes)
+    print(f"  total {total} lines of Rust in {len(sizes)} files")
+    return 1 if file_circles or folder_circles else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
