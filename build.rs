@@ -24,13 +24,13 @@ fn main() {
         .flag("-std=c++17")
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .flag("-O2")
-        .file("src/torch/shim.cpp")
-        .file("src/torch/grad_hooks.cpp")
-        .file("src/torch/saved_info.cpp")
+        .file("src/torch/cpp/shim.cpp")
+        .file("src/torch/cpp/grad_hooks.cpp")
+        .file("src/torch/cpp/saved_info.cpp")
         .compile("memprof_shim");
-    println!("cargo:rerun-if-changed=src/torch/shim.cpp");
-    println!("cargo:rerun-if-changed=src/torch/grad_hooks.cpp");
-    println!("cargo:rerun-if-changed=src/torch/saved_info.cpp");
+    println!("cargo:rerun-if-changed=src/torch/cpp/shim.cpp");
+    println!("cargo:rerun-if-changed=src/torch/cpp/grad_hooks.cpp");
+    println!("cargo:rerun-if-changed=src/torch/cpp/saved_info.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH_USE_PYTORCH");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     println!("cargo:rerun-if-env-changed=PYO3_CONFIG_FILE");

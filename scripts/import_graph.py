@@ -164,7 +164,7 @@ def main():
                 target = resolve(module, True, ref, modules) if is_folder_module else module
             else:
                 target = resolve(module, is_folder_module, ref, modules)
-            if target and target != module and not (module[: len(target)] == target):
+            if target and target != module:
                 edges[module].add(target)
     file_circles = sccs(modules, edges)
     folder_edges = defaultdict(set)

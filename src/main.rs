@@ -1,38 +1,22 @@
 //! memprof: line-level memory profiler for PyTorch programs. main only parses, dispatches and
 //! turns errors into exit codes.
-mod argv;
-mod budget;
-mod checkpoints;
+mod analysis;
+mod capture;
 mod cli;
 mod commands;
-mod config;
-mod diff;
 mod error;
-mod host;
-mod int_hash;
-mod interrupt;
-mod launcher;
-mod merge;
-mod module_backward;
-mod oom;
-mod plot;
-mod profile;
+mod model;
+mod output;
 mod python;
-mod ranks;
-mod recorder;
-mod report;
-mod run;
-mod sampler;
-mod stats;
-mod terminal;
+mod render;
+mod session;
 mod torch;
-mod units;
 
 use clap::Parser;
 
 fn main() {
-    launcher::take_over();
-    let (own, script_args) = argv::from_env();
+    python::launcher::take_over();
+    let (own, script_args) = cli::argv::from_env();
     let parsed = cli::Cli::try_parse_from(std::iter::once("memprof".to_string()).chain(own));
     let mut cli = match parsed {
         Ok(cli) => cli,

@@ -15,7 +15,7 @@ pub fn built_for() -> String {
 /// The interpreter the user would get from `python`: the one whose `memprof` command started
 /// this binary (the wheel's), else the active venv's, else `python3` on PATH.
 pub fn find_python() -> Result<PathBuf> {
-    if let Some(python) = crate::launcher::python() {
+    if let Some(python) = crate::python::launcher::python() {
         return Ok(python.to_path_buf());
     }
     if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {

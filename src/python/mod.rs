@@ -1,16 +1,15 @@
-//! The embedded CPython: starting it like `python`, the `_memprof` module, the line hook, the
-//! `--tensors` trigger, the `--history` hooks, and running the user's program.
-mod history;
+//! The embedded CPython: starting it like `python` (interpreter, launcher), the `_memprof` module
+//! the bootstrap talks to (ext), the line hook per Python version (tracing), the embedded Python
+//! files (py/), and running the user's program (runner). Uses `capture`, `torch`, `model` and
+//! `error`.
+pub mod ext;
 mod interpreter;
-mod inventory;
-mod module;
-mod module_calls;
+pub mod launcher;
 pub mod runner;
-mod saved;
 // Compiled for tests everywhere; exported under its C names only in a static 3.12 build.
 #[cfg(any(memprof_static_sha2, test))]
 mod static_sha2;
-mod tracing;
+pub mod tracing;
 
 pub use tracing::hook_events;
 

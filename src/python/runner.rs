@@ -1,9 +1,10 @@
 //! Runs the user's script (or `-m module`) as `__main__`, exactly as `python` would, with the
 //! targets armed: start-up checks, exceptions and exit codes, thread shutdown and atexit.
-use super::{interpreter, inventory, module, tracing};
+use super::ext::{self as module, inventory};
+use super::{interpreter, tracing};
+use crate::capture::interrupt;
 use crate::error::{exit_code, Error, Result};
-use crate::interrupt;
-use crate::profile::Outcome;
+use crate::model::profile::Outcome;
 use crate::torch;
 use pyo3::exceptions::{PyKeyboardInterrupt, PySyntaxError, PySystemExit};
 use pyo3::ffi;
@@ -12,12 +13,12 @@ use pyo3::types::PyDict;
 use std::ffi::CString;
 use std::path::PathBuf;
 
-const BOOTSTRAP: &str = include_str!("bootstrap.py");
-const IMPORTS: &str = include_str!("imports.py");
-const MODULES: &str = include_str!("modules.py");
-const INVENTORY: &str = include_str!("inventory.py");
-const OOM: &str = include_str!("oom.py");
-const HISTORY: &str = include_str!("history.py");
+const BOOTSTRAP: &str = include_str!("py/bootstrap.py");
+const IMPORTS: &str = include_str!("py/imports.py");
+const MODULES: &str = include_str!("py/modules.py");
+const INVENTORY: &str = include_str!("py/inventory.py");
+const OOM: &str = include_str!("py/oom.py");
+const HISTORY: &str = include_str!("py/history.py");
 
 /// What to run.
 pub struct Program {
@@ -193,7 +194,7 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
                 e.write_unraisable(py, None);
             }
             let thread = tracing::current_thread();
-            let ended = crate::recorder::with(|r| {
+            let ended = crate::capture::recorder::with(|r| {
                 r.on_uncaught(thread);
                 r.take_ended()
             })
@@ -209,12 +210,12 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
         // An exception that ended the program left the main thread's targeted frames.
         let raised = matches!(outcome.status.as_str(), "exception" | "interrupted");
         let main_thread = tracing::current_thread();
-        let stopped_early = crate::recorder::with(|r| {
+        let stopped_early = crate::capture::recorder::with(|r| {
             r.stop(raised.then_some(main_thread));
             r.stopped_early()
         })
         .unwrap_or(false);
-        let device_index = crate::recorder::with(|r| r.sampler().device()).flatten();
+        let device_index = crate::capture::recorder::with(|r| r.sampler().device()).flatten();
         tracing::stop_on_this_thread();
         let _ = boot.call_method0("stop");
         let sections_json = match boot

@@ -3,7 +3,7 @@
 mod ffi;
 
 use crate::error::{Error, Result};
-use crate::stats::CUDA_STAT_COUNT;
+use crate::model::stats::CUDA_STAT_COUNT;
 use std::ffi::CStr;
 use std::os::raw::c_int;
 

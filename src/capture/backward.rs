@@ -1,0 +1,208 @@
+//! `--modules`: the backward of each module call. The C++ gradient hooks
+//! (src/torch/grad_hooks.cpp) report, per call token and without Python, when an output's
+//! gradient is ready (the backward starts), when an input's is (it ends once all have arrived),
+//! when the backward pass ends (what is still open ends), and when a hook is freed with its
+//! graph; with --history or a schedule, Python tensor hooks report the same events. This keeps
+//! each call's state, opens and closes its measurement scope in the recorder, and holds the
+//! readings until module_calls.rs collects them.
+use crate::capture::int_hash::IntMap;
+use crate::capture::recorder;
+use crate::capture::sampler::ScopeReading;
+use std::os::raw::c_int;
+use std::sync::{Mutex, MutexGuard};
+
+/// The event kinds of grad_hooks.cpp.
+const OUTPUT_READY: c_int = 0;
+const INPUT_READY: c_int = 1;
+const PASS_ENDED: c_int = 2;
+const HOOK_FREED: c_int = 3;
+
+/// One module call's backward.
+#[derive(Default)]
+struct CallBackward {
+    /// Hooked inputs, and those whose gradient has not arrived since the backward started.
+    inputs: u32,
+    pending: i64,
+    /// The recorder's scope while the backward runs.
+    scope: Option<u64>,
+    /// Hooks alive: the call is forgotten when the last is freed and nothing is open.
+    hooks: u32,
+}
+
+#[derive(Default)]
+struct State {
+    calls: IntMap<u64, CallBackward>,
+    /// A callback for the end of the running backward pass has been queued.
+    callback_queued: bool,
+    /// (token, scope id, reading) of backwards that ended, in the order they ended.
+    finished: Vec<(u64, u64, ScopeReading)>,
+    /// Tokens forgotten without a backward (their graphs were freed first).
+    released: Vec<u64>,
+}
+
+/// Lock order: this state, then the recorder (never the other way: the recorder frees no graph).
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+
+fn lock() -> MutexGuard<'static, Option<State>> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Hooks the node that produced a tensor (its TensorImpl address, a Python tensor's `_cdata`)
+/// for module call `token`: `output` for one of the call's outputs, else one of its inputs.
+/// True when hooked; false for a leaf (no node) or an error.
+pub fn hook(tensor_impl: usize, token: u64, output: bool) -> bool {
+    let kind = if output { OUTPUT_READY } else { INPUT_READY };
+    // SAFETY: the caller holds the tensor (and the GIL) for the duration of the call.
+    let hooked = unsafe { crate::torch::grad_hook(tensor_impl, token, kind) };
+    if hooked {
+        note_hooked(token, output, true);
+    }
+    hooked
+}
+
+/// With Python tensor hooks (--history, a schedule of root calls): call `token` has a hooked
+/// output, or one more hooked input. Such calls stay known until the run ends.
+pub fn register(token: u64, output: bool) {
+    note_hooked(token, output, false);
+}
+
+/// Counts a hooked input (or notes an output) of call `token`; a C++ hook is also counted until
+/// it is freed with its graph.
+fn note_hooked(token: u64, output: bool, freed_later: bool) {
+    let mut guard = lock();
+    let call = guard
+        .get_or_insert_with(State::default)
+        .calls
+        .entry(token)
+        .or_default();
+    if freed_later {
+        call.hooks += 1;
+    }
+    if !output {
+        call.inputs += 1;
+    }
+}
+
+/// What the tracker collects: readings of finished backwards, tokens released without one, and
+/// tokens whose backward is running now.
+pub type Collected = (Vec<(u64, u64, ScopeReading)>, Vec<u64>, Vec<u64>);
+
+pub fn collect() -> Collected {
+    let mut guard = lock();
+    let Some(state) = guard.as_mut() else {
+        return Default::default();
+    };
+    let open = state
+        .calls
+        .iter()
+        .filter(|(_, c)| c.scope.is_some())
+        .map(|(t, _)| *t)
+        .collect();
+    (
+        std::mem::take(&mut state.finished),
+        std::mem::take(&mut state.released),
+        open,
+    )
+}
+
+/// Ends every running backward now (the report is being written).
+pub fn end_all() {
+    event(0, PASS_ENDED);
+}
+
+/// Called by the hooks, on autograd's threads, without the GIL. Returns 1 when the engine should
+/// call back at the end of this backward pass.
+#[no_mangle]
+pub extern "C" fn mp_rust_grad_event(token: u64, kind: c_int) -> c_int {
+    std::panic::catch_unwind(|| c_int::from(event(token, kind).queue)).unwrap_or(0)
+}
+
+/// What an event did.
+#[derive(Default)]
+pub struct Outcome {
+    /// The engine should call back at the end of this backward pass (kind 2).
+    pub queue: bool,
+    /// A call's backward started; one (or more) ended.
+    pub opened: bool,
+    pub closed: bool,
+}
+
+/// One event of a call's hooks (the kinds above), from the C++ hooks or the Python ones.
+pub fn event(token: u64, kind: c_int) -> Outcome {
+    let mut guard = lock();
+    let Some(state) = guard.as_mut() else {
+        return Outcome::default();
+    };
+    match kind {
+        OUTPUT_READY => {
+            let Some(call) = state.calls.get_mut(&token) else {
+                return Outcome::default();
+            };
+            if call.scope.is_some() {
+                return Outcome::default();
+            }
+            call.pending = i64::from(call.inputs);
+            call.scope = recorder::with(|r| r.open_scope());
+            let queue = !state.callback_queued;
+            state.callback_queued = true;
+            Outcome {
+                queue,
+                opened: true,
+                closed: false,
+            }
+        }
+        INPUT_READY => {
+            let Some(call) = state.calls.get_mut(&token) else {
+                return Outcome::default();
+            };
+            // An input's gradient before any output's: the backward has not started; its start
+            // counts the inputs afresh (as the Python hooks did).
+            call.pending -= 1;
+            let mut closed = false;
+            if call.pending <= 0 {
+                if let Some(id) = call.scope.take() {
+                    finish(state, token, id);
+                    closed = true;
+                }
+            }
+            Outcome {
+                closed,
+                ..Outcome::default()
+            }
+        }
+        PASS_ENDED => {
+            state.callback_queued = false;
+            let mut open: Vec<(u64, u64)> = state
+                .calls
+                .iter_mut()
+                .filter_map(|(t, c)| c.scope.take().map(|id| (*t, id)))
+                .collect();
+            open.sort_by_key(|(_, id)| *id);
+            let closed = !open.is_empty();
+            for (t, id) in open {
+                finish(state, t, id);
+            }
+            Outcome {
+                closed,
+                ..Outcome::default()
+            }
+        }
+        HOOK_FREED => {
+            if let Some(call) = state.calls.get_mut(&token) {
+                call.hooks = call.hooks.saturating_sub(1);
+                if call.hooks == 0 && call.scope.is_none() {
+                    state.calls.remove(&token);
+                    state.released.push(token);
+                }
+            }
+            Outcome::default()
+        }
+        _ => Outcome::default(),
+    }
+}
+
+fn finish(state: &mut State, token: u64, scope: u64) {
+    if let Some(reading) = recorder::with(|r| r.close_scope(scope)).flatten() {
+        state.finished.push((token, scope, reading));
+    }
+}

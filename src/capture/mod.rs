@@ -1,0 +1,10 @@
+//! Capture: turning the hooks' events into measured executions of lines and scopes. The recorder
+//! (frames, lines, the schedule, module scopes, line marks), the sampler (reading the allocator),
+//! host memory, module backward passes, and signals. Knows nothing of Python objects: the hooks
+//! hand it addresses. Uses `torch`, `model` and `error`.
+pub mod backward;
+pub mod host;
+pub mod int_hash;
+pub mod interrupt;
+pub mod recorder;
+pub mod sampler;

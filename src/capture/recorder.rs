@@ -1,0 +1,826 @@
+//! Turns the hook's events on targeted frames (start, resume, line, yield, return, exception
+//! exit) into executions of lines: which frame runs which line, when an execution starts and
+//! ends, and which lines it is attributed to; which calls are measured (`--warmup`/`--calls`)
+//! and on which CUDA device (the one the program uses when a measured call starts). What an
+//! execution measures is `sampler`'s. It knows nothing of Python: the hooks hand it frame, code
+//! and thread addresses.
+use crate::capture::int_hash::IntMap;
+pub use crate::capture::sampler::{LineAgg, ScopeReading, Source};
+use crate::capture::sampler::{Sampler, Window};
+use crate::model::stats::StatDef;
+use std::collections::HashMap;
+
+/// The frame that called a targeted frame, and the code object it runs (0 where the hook does
+/// not need it). A frame 0 means no Python caller.
+#[derive(Clone, Copy, Debug)]
+pub struct Caller {
+    pub frame: usize,
+    pub code: usize,
+}
+
+/// One open or suspended execution of a targeted frame.
+struct FrameState {
+    func: u32,
+    /// The frame that called (or resumed) it, and that frame's code.
+    caller: Caller,
+    /// The line being executed, or 0 before the first line.
+    line: u32,
+    open: bool,
+    /// This window continues the line a generator yielded from: not a new hit.
+    continuation: bool,
+    /// The call is one the schedule measures (every call without `--warmup`/`--calls`).
+    measured: bool,
+    window: Window,
+}
+
+/// A targeted function and what its lines measured.
+#[derive(Debug)]
+pub struct FunctionRecord {
+    pub qualname: String,
+    pub file: String,
+    pub first_line: u32,
+    pub last_line: u32,
+    pub targets: Vec<String>,
+    pub calls: u64,
+    /// The first and last call measured (all calls without a schedule).
+    pub measured: Option<(u64, u64)>,
+    pub lines: HashMap<u32, LineAgg>,
+    /// The source text, when the file cannot be read by its name (a module in a zip archive).
+    pub source: Option<String>,
+}
+
+/// How a run measures, beyond the stats.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// No `--device`: measure the CUDA device the program uses when a measured call starts.
+    pub follow_device: bool,
+    /// `--collectives`.
+    pub collectives: bool,
+    /// `--warmup N`: the first N calls of each function are not measured.
+    pub warmup: u64,
+    /// `--calls M`: the M calls after the warm-up are measured; then memprof stops.
+    pub calls: Option<u64>,
+    /// `--history`: how many allocation events to keep (None: no history).
+    pub history: Option<u64>,
+}
+
+/// The state of a profiling run.
+pub struct Recorder {
+    sampler: Sampler,
+    stopped: bool,
+    codes: IntMap<usize, u32>,
+    pub functions: Vec<FunctionRecord>,
+    frames: IntMap<usize, FrameState>,
+    /// Calls that returned, with their caller: their last line ends when it resumes.
+    returning: Vec<(Caller, FrameState)>,
+    /// Untargeted callers' code objects with calls waiting on them, and how many.
+    watched: IntMap<usize, u32>,
+    /// Code objects whose events the hook must switch on (true) or off (false).
+    watch_changes: Vec<(usize, bool)>,
+    /// Per thread, the targeted frames running (started or resumed, not yet left), outermost
+    /// first.
+    stacks: IntMap<usize, Vec<usize>>,
+    /// Open measurement scopes that are not lines (module calls), by id.
+    scopes: IntMap<u64, Window>,
+    /// Windows of closed scopes, reused: a scope opens and closes for every module call.
+    spare_windows: Vec<Window>,
+    next_scope: u64,
+    /// Targeted calls that ended since the hook last asked (only with `collect_ended`): the tensor
+    /// inventory runs for each.
+    ended: Vec<EndedCall>,
+    collect_ended: bool,
+    /// `--history`: measured targeted calls running now, and the moments that number left or
+    /// reached zero (true: the first started), for the Python side on CUDA.
+    measured_running: u32,
+    history_changes: Vec<bool>,
+    history_started: bool,
+    /// CUDA `--history` could not start because CUDA was not initialised yet.
+    history_waiting: bool,
+    /// `--history` on CUDA: when each targeted line started running (µs since the epoch,
+    /// function, line; None: no targeted line), to give torch's events their line, including
+    /// those of threads without Python frames (autograd's).
+    history_lines: std::cell::RefCell<Vec<(i64, Option<u32>, u32)>>,
+    /// Tell the allocation tags which line runs (for `--tensors`).
+    tagging: bool,
+    options: Options,
+    /// The CUDA devices measured, in the order first used.
+    devices: Vec<i32>,
+    /// Functions that have not had all the calls the schedule measures.
+    unfinished: usize,
+    /// The schedule is complete and the hooks were not yet told to stop.
+    finished: bool,
+    stopped_early: bool,
+}
+
+/// A targeted call that ended: which function, its call number, and whether an exception left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndedCall {
+    pub func: u32,
+    pub call: u64,
+    pub raised: bool,
+}
+
+impl Recorder {
+    /// A recorder that measures `chosen` (validated keys of `stats::stats_for`) on `source`.
+    pub fn new(source: Source, chosen: Vec<StatDef>, options: Options) -> Self {
+        Recorder {
+            sampler: Sampler::new(source, chosen, options.collectives),
+            stopped: false,
+            codes: IntMap::default(),
+            functions: Vec::new(),
+            frames: IntMap::default(),
+            returning: Vec::new(),
+            watched: IntMap::default(),
+            watch_changes: Vec::new(),
+            stacks: IntMap::default(),
+            scopes: IntMap::default(),
+            spare_windows: Vec::new(),
+            next_scope: 0,
+            ended: Vec::new(),
+            collect_ended: false,
+            measured_running: 0,
+            history_changes: Vec::new(),
+            history_started: false,
+            history_waiting: false,
+            history_lines: std::cell::RefCell::new(Vec::new()),
+            tagging: false,
+            options,
+            devices: Vec::new(),
+            unfinished: 0,
+            finished: false,
+            stopped_early: false,
+        }
+    }
+
+    /// The CUDA devices measured, in the order first used (empty on the CPU, or when CUDA was
+    /// never initialised).
+    pub fn devices(&self) -> &[i32] {
+        &self.devices
+    }
+
+    /// Nothing is being measured: no targeted frame runs, no returned call waits for its caller,
+    /// no module scope is open.
+    fn idle(&self) -> bool {
+        self.returning.is_empty()
+            && self.scopes.is_empty()
+            && self.stacks.values().all(|s| s.is_empty())
+    }
+
+    /// Nothing on `thread` waits for an event: none of its targeted frames runs, and no call
+    /// that returned waits for its caller (on any thread: those are not kept per thread). On
+    /// 3.11 the trace function leaves such a thread.
+    #[cfg_attr(Py_3_12, allow(dead_code))]
+    pub fn settled_on(&self, thread: usize) -> bool {
+        self.returning.is_empty() && self.stacks.get(&thread).is_none_or(|s| s.is_empty())
+    }
+
+    /// A measured call starts: with nothing else open, follow the program to the CUDA device it
+    /// uses now (`torch.cuda.set_device` in each rank, say), and remember which devices were
+    /// measured.
+    fn choose_device(&mut self) {
+        let Some(mut device) = self.sampler.device() else {
+            return;
+        };
+        let follow = self.options.follow_device && self.idle();
+        // Asked only when it can matter: the device query is a call into the CUDA runtime.
+        let used = if follow || !self.devices.contains(&device) {
+            crate::torch::current_device()
+        } else {
+            None
+        };
+        if let Some(used) = used.filter(|_| follow) {
+            if used != device && self.sampler.switch_device(used) {
+                device = used;
+            }
+        }
+        if used.is_some() && !self.devices.contains(&device) {
+            self.devices.push(device);
+        }
+    }
+
+    /// Whether a targeted call of the schedule's is running now (on any thread); always true
+    /// without a schedule. Module calls and inventories follow it.
+    pub fn measuring(&self) -> bool {
+        if !self.scheduled() {
+            return true;
+        }
+        self.stacks
+            .values()
+            .flatten()
+            .any(|f| self.frames.get(f).is_some_and(|s| s.measured))
+    }
+
+    /// Whether `--warmup` or `--calls` chose which calls are measured.
+    fn scheduled(&self) -> bool {
+        self.options.calls.is_some() || self.options.warmup > 0
+    }
+
+    /// Once, when every targeted function has had its measured calls and they have all ended:
+    /// the hooks can stop, so the rest of the run pays nothing.
+    pub fn take_finished(&mut self) -> bool {
+        if !self.finished || !self.idle() {
+            return false;
+        }
+        self.finished = false;
+        true
+    }
+
+    /// The measurement plan (columns, peak resets, per-line values).
+    pub fn sampler(&self) -> &Sampler {
+        &self.sampler
+    }
+
+    /// Registers a targeted code object; returns false if it was already registered (the
+    /// target is then added to its list).
+    pub fn register(
+        &mut self,
+        code: usize,
+        qualname: String,
+        file: String,
+        lines: (u32, u32),
+        target: String,
+    ) -> bool {
+        if let Some(&id) = self.codes.get(&code) {
+            let targets = &mut self.functions[id as usize].targets;
+            if !targets.contains(&target) {
+                targets.push(target);
+            }
+            return false;
+        }
+        self.codes.insert(code, self.functions.len() as u32);
+        self.functions.push(FunctionRecord {
+            qualname,
+            file,
+            first_line: lines.0,
+            last_line: lines.1,
+            targets: vec![target],
+            calls: 0,
+            measured: None,
+            lines: HashMap::new(),
+            source: None,
+        });
+        self.unfinished += 1;
+        true
+    }
+
+    /// The source text of a registered code object's file, for files that are not on disk.
+    pub fn set_source(&mut self, code: usize, text: String) {
+        if let Some(&id) = self.codes.get(&code) {
+            self.functions[id as usize].source = Some(text);
+        }
+    }
+
+    /// The function id of a registered code object.
+    #[inline]
+    pub fn function_of(&self, code: usize) -> Option<u32> {
+        if self.stopped {
+            return None;
+        }
+        self.codes.get(&code).copied()
+    }
+
+    /// Stops recording; later events are ignored. Calls whose caller never resumed end now;
+    /// frames still running on `exception_thread` (the thread whose exception ended the program)
+    /// were left by that exception, which sys.monitoring does not report; frames of other
+    /// threads still running end unraised.
+    pub fn stop(&mut self, exception_thread: Option<usize>) {
+        if self.stopped {
+            return;
+        }
+        self.take_sample();
+        for (_, mut state) in std::mem::take(&mut self.returning) {
+            self.close(&mut state, false);
+        }
+        for (thread, stack) in std::mem::take(&mut self.stacks) {
+            for frame in stack.into_iter().rev() {
+                if let Some(mut state) = self.frames.remove(&frame) {
+                    if state.open {
+                        self.close(&mut state, exception_thread == Some(thread));
+                    }
+                }
+            }
+        }
+        self.stopped = true;
+    }
+
+    /// The schedule is complete (`take_finished`): stop now, so that later events cost only the
+    /// lookup that finds nothing.
+    pub fn stop_early(&mut self) {
+        if !self.stopped {
+            self.stop(None);
+            self.stopped_early = true;
+        }
+    }
+
+    /// Whether recording stopped before the end because the schedule was complete.
+    pub fn stopped_early(&self) -> bool {
+        self.stopped_early
+    }
+
+    /// Whether calls that returned are waiting for their caller to resume.
+    #[cfg_attr(Py_3_12, allow(dead_code))] // sys.monitoring only reports watched callers
+    #[inline]
+    pub fn has_returning(&self) -> bool {
+        !self.returning.is_empty()
+    }
+
+    /// Code objects whose events must be switched on (true) or off (false), since the last call.
+    /// Only sys.monitoring needs them (a C trace function sees every frame), and they are
+    /// applied outside the recorder's lock because that calls into Python.
+    #[cfg_attr(not(Py_3_12), allow(dead_code))]
+    #[inline]
+    pub fn take_watch_changes(&mut self) -> Option<Vec<(usize, bool)>> {
+        if self.watch_changes.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.watch_changes))
+        }
+    }
+
+    /// A targeted call runs with its caller running `code`: watch that code while any call
+    /// does, so that the caller's next event (it resumes: the call returned or raised) is seen.
+    fn watch(&mut self, code: usize) {
+        if code == 0 || self.codes.contains_key(&code) {
+            return;
+        }
+        let n = self.watched.entry(code).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            self.watch_changes.push((code, true));
+        }
+    }
+
+    /// A call stopped waiting on a caller running `code`; with none left, stop watching it, so
+    /// a caller's later lines (a hot loop, say) cost nothing.
+    fn unwatch(&mut self, code: usize) {
+        if let Some(n) = self.watched.get_mut(&code) {
+            *n -= 1;
+            if *n == 0 {
+                self.watched.remove(&code);
+                self.watch_changes.push((code, false));
+            }
+        }
+    }
+
+    /// A targeted frame starts (`resume == false`) or a generator or coroutine frame resumes,
+    /// called from `caller` on `thread`. `is_ancestor(f)` tells whether frame f is on the
+    /// new frame's call stack.
+    pub fn on_enter(
+        &mut self,
+        frame: usize,
+        func: u32,
+        resume: bool,
+        thread: usize,
+        caller: Caller,
+        is_ancestor: impl Fn(usize) -> bool,
+    ) {
+        self.take_sample();
+        if caller.frame != 0 {
+            self.resumed(thread, caller.frame);
+        }
+        // A frame left by an exception sends no event on 3.12: any frame still on this thread's
+        // stack that is not an ancestor of the new one has ended.
+        while let Some(&top) = self.stacks.get(&thread).and_then(|s| s.last()) {
+            if is_ancestor(top) {
+                break;
+            }
+            let len = self.stacks[&thread].len();
+            self.reap_from(thread, len - 1);
+        }
+        let mut state = match self.frames.remove(&frame) {
+            Some(s) if resume && s.func == func => s,
+            _ => self.new_state(func),
+        };
+        if !resume {
+            state.measured = self.count_call(func);
+            if state.measured {
+                self.choose_device();
+                self.history_call_started();
+            }
+        }
+        state.caller = caller;
+        self.watch(caller.code);
+        self.stacks.entry(thread).or_default().push(frame);
+        if resume && state.line != 0 {
+            let line = state.line;
+            self.open(&mut state, line, true);
+        }
+        self.frames.insert(frame, state);
+    }
+
+    /// Counts a call of `func`; whether the schedule measures it.
+    fn count_call(&mut self, func: u32) -> bool {
+        let (warmup, calls) = (self.options.warmup, self.options.calls);
+        let f = &mut self.functions[func as usize];
+        f.calls += 1;
+        let n = f.calls;
+        let measured = n > warmup && calls.is_none_or(|m| n <= warmup + m);
+        if measured {
+            let first = f.measured.map_or(n, |(first, _)| first);
+            f.measured = Some((first, n));
+        }
+        if calls.is_some_and(|m| n == warmup + m) {
+            self.unfinished -= 1;
+            if self.unfinished == 0 {
+                self.finished = true;
+            }
+        }
+        measured
+    }
+
+    /// A new line starts in a targeted frame.
+    pub fn on_line(&mut self, frame: usize, func: u32, line: u32, thread: usize) {
+        self.take_sample();
+        self.resumed(thread, frame);
+        let mut state = match self.frames.remove(&frame) {
+            Some(s) if s.func == func => s,
+            _ => {
+                // A frame that was running before profiling could see it start.
+                self.stacks.entry(thread).or_default().push(frame);
+                self.new_state(func)
+            }
+        };
+        if state.open {
+            self.close(&mut state, false);
+        }
+        self.open(&mut state, line, false);
+        self.frames.insert(frame, state);
+    }
+
+    /// A generator or coroutine frame yields: its line's execution ends, the frame stays.
+    pub fn on_yield(&mut self, frame: usize, thread: usize) {
+        self.take_sample();
+        self.resumed(thread, frame);
+        self.pop(thread, frame);
+        if let Some(mut state) = self.frames.remove(&frame) {
+            if state.open {
+                self.close(&mut state, false);
+            }
+            self.unwatch(state.caller.code);
+            self.frames.insert(frame, state);
+        }
+        self.retag(thread);
+    }
+
+    /// A targeted frame returns (`raised == false`) or an exception leaves it (reported on
+    /// 3.11; on 3.12 found later, see `on_enter`). A returning frame's last line stays open until
+    /// its caller resumes, so that it includes the release of the frame's locals; an exception's
+    /// traceback keeps the frame alive, so that line closes now.
+    pub fn on_exit(&mut self, frame: usize, raised: bool, thread: usize) {
+        self.take_sample();
+        self.resumed(thread, frame);
+        self.pop(thread, frame);
+        if let Some(mut state) = self.frames.remove(&frame) {
+            self.ended(&state, raised);
+            if state.open && !raised && state.caller.frame != 0 {
+                // Until the caller moves on, what is allocated or freed (the frame's locals)
+                // belongs to the returning line, in tags as in its Δ.
+                self.mark_line(Some(state.func), state.line);
+                self.returning.push((state.caller, state));
+                return;
+            }
+            if state.open {
+                self.close(&mut state, raised);
+            }
+            self.unwatch(state.caller.code);
+        }
+        self.retag(thread);
+    }
+
+    /// An event of a frame that is not targeted: a watched caller's line, return or yield.
+    /// Calls it made have ended.
+    pub fn on_caller_event(&mut self, frame: usize, thread: usize) {
+        let returned = self
+            .returning
+            .iter()
+            .any(|(caller, _)| caller.frame == frame);
+        let raised = self.stacks.get(&thread).is_some_and(|stack| {
+            stack
+                .iter()
+                .any(|f| self.frames.get(f).is_some_and(|s| s.caller.frame == frame))
+        });
+        if returned || raised {
+            self.take_sample();
+            self.resumed(thread, frame);
+            self.retag(thread);
+        }
+    }
+
+    /// `frame` runs again on `thread`: the calls it made have ended. Calls that returned to it
+    /// close their last line; frames above it on the stack (called from it, directly or not)
+    /// were left by an exception.
+    fn resumed(&mut self, thread: usize, frame: usize) {
+        if !self.returning.is_empty() {
+            self.settle(frame);
+        }
+        let Some(stack) = self.stacks.get(&thread) else {
+            return;
+        };
+        if stack.last() == Some(&frame) || stack.is_empty() {
+            return;
+        }
+        let from = match stack.iter().rposition(|f| *f == frame) {
+            Some(i) => i + 1,
+            None => match stack
+                .iter()
+                .position(|f| self.frames.get(f).is_some_and(|s| s.caller.frame == frame))
+            {
+                Some(i) => i,
+                None => return,
+            },
+        };
+        self.reap_from(thread, from);
+    }
+
+    /// The exception that ends the program has left every targeted frame of `thread`: end
+    /// them now, while it still holds their locals, as a reported unwind would.
+    pub fn on_uncaught(&mut self, thread: usize) {
+        if self.stacks.get(&thread).is_some_and(|s| !s.is_empty()) {
+            self.take_sample();
+            self.reap_from(thread, 0);
+        }
+    }
+
+    /// Ends, as left by an exception, the frames from index `from` of `thread`'s stack up.
+    fn reap_from(&mut self, thread: usize, from: usize) {
+        let Some(stack) = self.stacks.get_mut(&thread) else {
+            return;
+        };
+        let dead: Vec<usize> = stack.drain(from.min(stack.len())..).collect();
+        for frame in dead.into_iter().rev() {
+            if let Some(mut state) = self.frames.remove(&frame) {
+                self.ended(&state, true);
+                if state.open {
+                    self.close(&mut state, true);
+                }
+                self.unwatch(state.caller.code);
+            }
+        }
+        self.retag(thread);
+    }
+
+    /// Removes `frame` (the top, normally) from `thread`'s stack.
+    fn pop(&mut self, thread: usize, frame: usize) {
+        if let Some(stack) = self.stacks.get_mut(&thread) {
+            if let Some(i) = stack.iter().rposition(|f| *f == frame) {
+                stack.remove(i);
+            }
+        }
+    }
+
+    /// Closes the windows of calls that returned to `caller`, at the current sample.
+    fn settle(&mut self, caller: usize) {
+        let mut i = 0;
+        while i < self.returning.len() {
+            if self.returning[i].0.frame == caller {
+                let (caller, mut state) = self.returning.swap_remove(i);
+                self.close(&mut state, false);
+                self.unwatch(caller.code);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn new_state(&self, func: u32) -> FrameState {
+        FrameState {
+            func,
+            caller: Caller { frame: 0, code: 0 },
+            line: 0,
+            open: false,
+            continuation: false,
+            // A frame first seen mid-call (it was running before profiling started) is measured
+            // only without a schedule.
+            measured: !self.scheduled(),
+            window: self.sampler.new_window(),
+        }
+    }
+
+    fn open(&self, state: &mut FrameState, line: u32, continuation: bool) {
+        state.line = line;
+        state.open = true;
+        state.continuation = continuation;
+        self.sampler.open(&mut state.window);
+        self.mark_line(Some(state.func), line);
+    }
+
+    fn close(&mut self, state: &mut FrameState, raised: bool) {
+        state.open = false;
+        if !state.measured {
+            return;
+        }
+        let agg = self.functions[state.func as usize]
+            .lines
+            .entry(state.line)
+            .or_default();
+        self.sampler
+            .close(&state.window, agg, !state.continuation, raised);
+    }
+
+    /// For `--tensors`: keep a list of the targeted calls that end, and tag allocations with
+    /// the line that made them.
+    pub fn collect_ended_calls(&mut self) {
+        self.collect_ended = true;
+        self.tagging = true;
+        crate::torch::tags::enable();
+    }
+
+    /// Where a live block was allocated: (qualname, file, line), if by a targeted line.
+    pub fn created_at(&self, ptr: usize) -> Option<(String, String, u32)> {
+        let (func, line) = crate::torch::tags::of(ptr)?;
+        let f = self.functions.get(func as usize)?;
+        Some((f.qualname.clone(), f.file.clone(), line))
+    }
+
+    /// The targeted line now running (None: none), for `--tensors` and `--history`.
+    fn mark_line(&self, func: Option<u32>, line: u32) {
+        if self.tagging {
+            crate::torch::tags::set(func, line);
+        }
+        if self.cuda_history() {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64);
+            self.history_lines.borrow_mut().push((now, func, line));
+        }
+    }
+
+    /// Whether the line running is followed: tags (`--tensors`, CPU `--history`) or the CUDA
+    /// history's line timeline.
+    fn marks_lines(&self) -> bool {
+        self.tagging || self.cuda_history()
+    }
+
+    fn cuda_history(&self) -> bool {
+        self.history_started && self.sampler.device().is_some()
+    }
+
+    /// `--history` on CUDA: the line timeline so far (see `history_lines`).
+    pub fn history_line_timeline(&self) -> Vec<(i64, Option<u32>, u32)> {
+        self.history_lines.borrow().clone()
+    }
+
+    /// After a frame left `thread`: allocations now belong to the line of the targeted frame
+    /// below it, if any.
+    fn retag(&self, thread: usize) {
+        if !self.marks_lines() {
+            return;
+        }
+        let top = self
+            .stacks
+            .get(&thread)
+            .and_then(|s| s.last())
+            .and_then(|f| self.frames.get(f))
+            .filter(|s| s.open);
+        match top {
+            Some(s) => self.mark_line(Some(s.func), s.line),
+            None => self.mark_line(None, 0),
+        }
+    }
+
+    /// The targeted calls that ended since the last call.
+    #[inline]
+    pub fn take_ended(&mut self) -> Option<Vec<EndedCall>> {
+        if self.ended.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.ended))
+        }
+    }
+
+    /// (qualname, file, first line) of every targeted function, by id.
+    pub fn function_list(&self) -> Vec<(String, String, u32)> {
+        self.functions
+            .iter()
+            .map(|f| (f.qualname.clone(), f.file.clone(), f.first_line))
+            .collect()
+    }
+
+    /// `--history`: a measured call starts. On the CPU memprof's own record starts with the
+    /// first (tagged with the running line); on CUDA the Python side is told when the first of
+    /// the running calls starts and the last ends.
+    fn history_call_started(&mut self) {
+        let Some(max_entries) = self.options.history else {
+            return;
+        };
+        self.measured_running += 1;
+        if self.sampler.device().is_none() {
+            if !self.history_started {
+                self.history_started = true;
+                self.tagging = true;
+                crate::torch::tags::enable();
+                crate::torch::history::start(max_entries);
+            }
+        } else if self.measured_running == 1 {
+            self.history_started = true;
+            self.history_waiting = false;
+            self.history_changes.push(true);
+        }
+    }
+
+    /// `--history` on CUDA: the Python side could not start because CUDA was not initialised.
+    pub fn history_wait(&mut self) {
+        self.history_waiting = true;
+    }
+
+    /// `--history` on CUDA: calls running started (true) or all ended (false) since last asked;
+    /// a start is asked again once the program has initialised CUDA.
+    #[inline]
+    pub fn take_history_changes(&mut self) -> Option<Vec<bool>> {
+        if self.history_waiting
+            && self.measured_running > 0
+            && crate::torch::allocator_initialized()
+        {
+            self.history_waiting = false;
+            self.history_changes.push(true);
+        }
+        if self.history_changes.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.history_changes))
+        }
+    }
+
+    fn ended(&mut self, state: &FrameState, raised: bool) {
+        if state.measured && self.options.history.is_some() && self.measured_running > 0 {
+            self.measured_running -= 1;
+            if self.measured_running == 0 && self.sampler.device().is_some() {
+                self.history_changes.push(false);
+                self.mark_line(None, 0);
+            }
+        }
+        if self.collect_ended && state.measured {
+            let func = state.func;
+            let call = self.functions[func as usize].calls;
+            self.ended.push(EndedCall { func, call, raised });
+        }
+    }
+
+    /// Opens a measurement scope (a module's forward or backward call) at a new sample; it sees
+    /// the same peaks as the lines open around it.
+    pub fn open_scope(&mut self) -> u64 {
+        self.take_sample_for_scope();
+        self.choose_device();
+        let mut window = self
+            .spare_windows
+            .pop()
+            .unwrap_or_else(|| self.sampler.new_window());
+        self.sampler.open(&mut window);
+        self.next_scope += 1;
+        self.scopes.insert(self.next_scope, window);
+        self.next_scope
+    }
+
+    /// Closes a scope at a new sample: allocated bytes at its start and end, and the highest
+    /// allocated bytes reached while it was open.
+    pub fn close_scope(&mut self, id: u64) -> Option<ScopeReading> {
+        self.take_sample_for_scope();
+        let window = self.scopes.remove(&id)?;
+        let reading = self.sampler.allocated_in(&window);
+        self.spare_windows.push(window);
+        Some(reading)
+    }
+
+    /// Allocated bytes now (`allocated_bytes.all.current`), at a new sample.
+    pub fn allocated_now(&mut self) -> i64 {
+        self.take_sample();
+        self.sampler.allocated_current()
+    }
+
+    /// Reads the allocator, then folds the highest values reached since the previous sample into
+    /// every open window (a caller's line includes everything its callees did).
+    fn take_sample(&mut self) {
+        self.sampler.read();
+        self.fold_sample();
+    }
+
+    /// A sample at a module scope's start or end: without the host stats (see
+    /// `Sampler::read_without_host`).
+    fn take_sample_for_scope(&mut self) {
+        self.sampler.read_without_host();
+        self.fold_sample();
+    }
+
+    /// Folds the highest values reached since the previous sample into every open window.
+    fn fold_sample(&mut self) {
+        let returning = self.returning.iter_mut().map(|(_, s)| s);
+        for state in self.frames.values_mut().filter(|f| f.open).chain(returning) {
+            self.sampler.fold(&mut state.window);
+        }
+        for window in self.scopes.values_mut() {
+            self.sampler.fold(window);
+        }
+        self.sampler.after_fold();
+    }
+}
+
+/// The one recorder of this process. Hooks run with the GIL held, so the lock is uncontended
+/// except against the second-Ctrl-C path, which only tries it.
+pub static RECORDER: std::sync::Mutex<Option<Recorder>> = std::sync::Mutex::new(None);
+
+/// Runs `f` on the recorder, if there is one.
+#[inline]
+pub fn with<R>(f: impl FnOnce(&mut Recorder) -> R) -> Option<R> {
+    let mut guard = RECORDER.lock().unwrap_or_else(|e| e.into_inner());
+    guard.as_mut().map(f)
+}

@@ -1,0 +1,223 @@
+//! The command line, as clap definitions only: help text, no logic.
+pub mod argv;
+pub mod config;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Line-level memory profiler for PyTorch programs: exact libtorch allocator statistics for every
+/// line of the functions you name, with no code changes.
+#[derive(Parser, Debug)]
+#[command(
+    name = "memprof",
+    version,
+    // `--version` also says which Python the binary embeds and how libpython is linked
+    // (build/libpython.rs), the first thing to know about a speed or start-up report.
+    long_version = concat!(
+        env!("CARGO_PKG_VERSION"),
+        "\nPython ",
+        env!("MEMPROF_PYTHON_VERSION"),
+        ", libpython: ",
+        env!("MEMPROF_LIBPYTHON_LINK")
+    ),
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOptions,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options that may come before or after the subcommand (`memprof --device 1 run ...`).
+#[derive(Args, Debug, Default, Clone)]
+pub struct GlobalOptions {
+    /// Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA
+    /// device, or `cpu` when there is no GPU]
+    #[arg(long, global = true, value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats`
+    /// lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and
+    /// reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]
+    #[arg(long = "stat", global = true, value_name = "KEY")]
+    pub stats: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a Python script (or `-m module`) as `python` would, profiling the targeted functions
+    Run(RunArgs),
+    /// Render a saved YAML or JSON report as a table (or convert it); several reports (the
+    /// ranks of one job) are merged as by `memprof merge`
+    Show(ShowArgs),
+    /// Merge the reports of the ranks of one job: per line and per module, the max and min over
+    /// ranks of each stat, the rank that holds the max, and the imbalance (max - min)
+    Merge(MergeArgs),
+    /// Compare two runs' reports: per function line (matched by source text) and module, the
+    /// change of Δ and of each stat; `--max-increase` fails CI (exit 4)
+    Diff(DiffArgs),
+    /// Draw saved reports as pictures (SVG, PNG or HTML, by the file name): memory over module
+    /// calls, saved and parameter bytes per module, each targeted line's peak and Δ; several
+    /// reports (a job's ranks) give one series per rank
+    Plot(PlotArgs),
+    /// List every stat key with what it means
+    Stats,
+    /// Print a shell completion script
+    #[command(hide = true)]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Args, Debug)]
+#[command(trailing_var_arg = true)]
+pub struct RunArgs {
+    /// Function to profile (repeatable): `name`, `Class.method`, `outer.<locals>.inner`,
+    /// `package.module:Qual.name` or `path/to/file.py:Qual.name`; `@profile` in the script
+    /// marks functions too
+    #[arg(short = 'f', long = "function", value_name = "TARGET")]
+    pub functions: Vec<String>,
+    /// Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)
+    #[arg(short = 'm')]
+    pub module: bool,
+    /// Report format (default: from -o's extension, `.json`, `.yaml`/`.yml`; else table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Write the report to this file (atomically) instead of standard output; may hold
+    /// {rank}, {local_rank}, {world_size}, {host}, {pid}; under several ranks a plain path gets
+    /// the rank (ddp.json -> ddp.rank1.json)
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write the allocation history of the measured targeted calls to FILE (a pickle that
+    /// pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` open): torch's own on CUDA,
+    /// memprof's record of the allocator's reports on the CPU; may hold the same placeholders as -o
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
+    /// With --history: keep at most this many events (the latest)
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub history_max_entries: u64,
+    /// Also draw the report as a picture: FILE.svg, FILE.png or FILE.html (as `memprof plot`);
+    /// may hold the same placeholders as -o
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Also profile every torch.nn.Module call, forward and backward: allocated Δ, peak, bytes
+    /// saved for backward, parameters, as a tree of qualified names (works without -f)
+    #[arg(long)]
+    pub modules: bool,
+    /// Show modules down to this depth of qualified name (`layer1` is 1, `layer1.0.conv1` 3);
+    /// with --suggest-checkpoints, split between the modules at this depth
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub depth: Option<u32>,
+    /// Suggest N activation-checkpoint split points from the measured saved activations, with
+    /// the estimated activation memory before and after (implies --modules)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub suggest_checkpoints: Option<u32>,
+    /// At the end of each targeted call and where an exception leaves one, list the live tensors
+    /// on the device by storage, named from the model and optimizer, with totals by category
+    #[arg(long)]
+    pub tensors: bool,
+    /// Also count the bytes of torch.distributed collectives (all_reduce, all_gather,
+    /// reduce_scatter, ...) issued during each line and module call, by kind
+    #[arg(long)]
+    pub collectives: bool,
+    /// Skip the first N calls of each targeted function (and, with --modules and no -f, of each
+    /// root module): their lines are not measured
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warmup: u64,
+    /// Measure M calls after the warm-up, then stop every hook so the rest of the run pays
+    /// nothing
+    #[arg(long, value_name = "M", value_parser = clap::value_parser!(u64).range(1..))]
+    pub calls: Option<u64>,
+    /// In a multi-rank run (RANK and WORLD_SIZE set, as by torchrun), print every rank's report,
+    /// not only rank 0's
+    #[arg(long)]
+    pub all_ranks: bool,
+    /// A budget (repeatable): `KEY=SIZE` or `FUNCTION:KEY=SIZE`, KEY a stat or `delta`, SIZE in
+    /// bytes or with a unit (`20GiB`, `512MB`); a line above it is marked and memprof exits 3
+    #[arg(long = "max", value_name = "[FUNCTION:]KEY=SIZE")]
+    pub max: Vec<String>,
+    /// The Python script to run (a module name with -m)
+    #[arg(value_name = "SCRIPT")]
+    pub script: PathBuf,
+    /// Arguments passed to the script as sys.argv[1:]
+    #[arg(value_name = "ARGS", allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// Reports written by `memprof run --format yaml|json -o FILE` (or by `memprof merge`)
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Args, Debug)]
+pub struct PlotArgs {
+    /// Reports written by `memprof run --format yaml|json -o FILE` (the ranks' own, not merged)
+    #[arg(value_name = "REPORT", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The picture to write: FILE.svg, FILE.png or FILE.html
+    #[arg(short = 'o', long = "output", value_name = "FILE", required = true)]
+    pub output: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The ranks' reports (YAML or JSON), e.g. `ddp.rank*.json`
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output format (default: from -o's extension, `.json`, `.yaml`/`.yml`; else table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Write the merged report to this file (atomically) instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The report of the earlier run (YAML or JSON)
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// The report of the later run
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// Output format (default: from -o's extension, `.json`, `.yaml`/`.yml`; else table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Write the diff to this file (atomically) instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Fail (exit 4) when a line's KEY (`delta` or a stat) grew by more than SIZE (`64MiB`) or
+    /// PERCENT (`5%`) of its base value (repeatable)
+    #[arg(long = "max-increase", value_name = "KEY=SIZE|PERCENT%")]
+    pub max_increase: Vec<String>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Yaml,
+    Json,
+}
+
+impl Format {
+    /// The format asked for, else the one `output`'s extension names (`.json`, `.yaml`, `.yml`),
+    /// else the table: `-o infer.json` must write what `memprof show` reads.
+    pub fn resolve(asked: Option<Format>, output: Option<&std::path::Path>) -> Format {
+        let by_extension = output
+            .and_then(|p| p.extension())
+            .and_then(|e| e.to_str())
+            .and_then(|e| match e.to_ascii_lowercase().as_str() {
+                "json" => Some(Format::Json),
+                "yaml" | "yml" => Some(Format::Yaml),
+                _ => None,
+            });
+        asked.or(by_extension).unwrap_or(Format::Table)
+    }
+}

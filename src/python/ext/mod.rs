@@ -1,0 +1,183 @@
+//! The `_memprof` extension module that memprof puts into the embedded interpreter: target
+//! registration, warnings, the thread-start hook, and (on 3.12+) the sys.monitoring callbacks.
+//! The native halves of `--modules` (module_calls, saved), `--history` and `--tensors` beside it.
+pub mod history;
+pub mod inventory;
+mod module_calls;
+pub mod saved;
+use crate::capture::recorder;
+use crate::torch;
+use pyo3::prelude::*;
+use std::sync::Mutex;
+
+/// Warnings raised while the script ran (shown in the report).
+pub static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Registers a targeted code object with the recorder; true if it is new.
+#[pyfunction]
+fn register(
+    code: &Bound<'_, PyAny>,
+    target: String,
+    qualname: String,
+    file: String,
+    first_line: u32,
+    last_line: u32,
+) -> bool {
+    // The code object must outlive the run: its address is the recorder's key.
+    let keep: Py<PyAny> = code.clone().unbind();
+    let ptr = keep.as_ptr() as usize;
+    let new = recorder::with(|r| r.register(ptr, qualname, file, (first_line, last_line), target))
+        .unwrap_or(false);
+    if new {
+        crate::python::tracing::keep_alive(keep);
+        #[cfg(not(Py_3_12))]
+        crate::python::tracing::add_code(ptr);
+    }
+    new
+}
+
+/// The source text of a targeted code object whose file is not on disk (a zip archive's).
+#[pyfunction]
+fn set_source(code: &Bound<'_, PyAny>, text: String) {
+    let ptr = code.as_ptr() as usize;
+    recorder::with(|r| r.set_source(ptr, text));
+}
+
+/// Records a warning for the report.
+#[pyfunction]
+fn warn(message: String) {
+    WARNINGS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(message);
+}
+
+/// `os._exit(status)` is about to end the process without unwinding: the report first.
+#[pyfunction]
+fn before_os_exit(status: i32) {
+    crate::capture::interrupt::write_emergency_report(&crate::capture::interrupt::Ending {
+        status: "os_exit",
+        exit_code: status,
+        warning: format!(
+            "the program called os._exit({status}), which skips every handler: this report was \
+             written just before, from memprof's line data alone"
+        ),
+    });
+}
+
+/// Called on each new Python thread before its `run()`: libtorch's thread-local reporter is
+/// not inherited, and on 3.10/3.11 the C trace function is per thread.
+#[pyfunction]
+fn thread_started(py: Python<'_>) -> PyResult<()> {
+    torch::attach_reporter_to_thread();
+    crate::python::tracing::on_thread_start(py)
+}
+
+/// Opens a measurement scope for a module call (see `Recorder::open_scope`); 0 without a
+/// recorder.
+#[pyfunction]
+fn scope_open() -> u64 {
+    recorder::with(|r| r.open_scope()).unwrap_or(0)
+}
+
+/// A scope's reading: allocated bytes at its start and end, the peak while it was open, and
+/// with `--collectives` the collectives' bytes per kind (`torch::collectives::KINDS` order).
+type Reading = (i64, i64, i64, Option<Vec<i64>>);
+
+fn reading_of(s: crate::capture::sampler::ScopeReading) -> Reading {
+    let bytes = s
+        .collectives
+        .map(|c| c[..torch::collectives::KINDS.len()].to_vec());
+    (s.start, s.end, s.peak, bytes)
+}
+
+/// Closes a scope, or None for an unknown id.
+#[pyfunction]
+fn scope_close(id: u64) -> Option<Reading> {
+    recorder::with(|r| r.close_scope(id))
+        .flatten()
+        .map(reading_of)
+}
+
+/// What the process-group call about to run carries (`--collectives`); None after it.
+#[pyfunction]
+#[pyo3(signature = (kind, bytes=0))]
+fn expect_collective(kind: Option<&str>, bytes: i64) {
+    torch::collectives::expect(kind, bytes);
+}
+
+/// The CUDA device measured now (it follows the program's), or None on the CPU.
+#[pyfunction]
+fn measured_device() -> Option<i32> {
+    recorder::with(|r| r.sampler().device()).flatten()
+}
+
+/// Whether a call the schedule measures is running (always, without `--warmup`/`--calls`).
+#[pyfunction]
+fn measuring() -> bool {
+    recorder::with(|r| r.measuring()).unwrap_or(false)
+}
+
+/// The schedule is complete: stop recording and counting; the bootstrap switches its hooks off.
+#[pyfunction]
+fn stop_recording(py: Python<'_>) {
+    recorder::with(|r| r.stop_early());
+    torch::collectives::disable();
+    crate::python::tracing::stop_on_all_threads(py);
+}
+
+/// allocated_bytes.all.current of the profiled device now.
+#[pyfunction]
+fn allocated_now() -> i64 {
+    recorder::with(|r| r.allocated_now()).unwrap_or(0)
+}
+
+/// Where the live block at `ptr` was allocated, if by a targeted line: (qualname, file, line).
+#[pyfunction]
+fn created_at(ptr: usize) -> Option<(String, String, u32)> {
+    recorder::with(|r| r.created_at(ptr)).flatten()
+}
+
+/// The bootstrap's `finish_schedule()`, called once the schedule is complete.
+static FINISHER: std::sync::OnceLock<Py<PyAny>> = std::sync::OnceLock::new();
+
+#[pyfunction]
+fn set_finisher(finisher: Py<PyAny>) {
+    let _ = FINISHER.set(finisher);
+}
+
+/// Tells the bootstrap that every target had its measured calls (see `Recorder::take_finished`).
+pub fn finish_schedule(py: Python<'_>) {
+    if let Some(finisher) = FINISHER.get() {
+        if let Err(e) = finisher.call0(py) {
+            e.write_unraisable(py, None);
+        }
+    }
+}
+
+/// Creates the module.
+pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    let m = PyModule::new(py, "_memprof")?;
+    m.add_function(wrap_pyfunction!(register, &m)?)?;
+    m.add_function(wrap_pyfunction!(warn, &m)?)?;
+    m.add_function(wrap_pyfunction!(set_source, &m)?)?;
+    m.add_function(wrap_pyfunction!(before_os_exit, &m)?)?;
+    m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
+    m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
+    m.add_function(wrap_pyfunction!(scope_close, &m)?)?;
+    m.add_function(wrap_pyfunction!(measured_device, &m)?)?;
+    m.add_function(wrap_pyfunction!(measuring, &m)?)?;
+    m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
+    m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
+    m.add_function(wrap_pyfunction!(set_finisher, &m)?)?;
+    m.add_function(wrap_pyfunction!(allocated_now, &m)?)?;
+    m.add_function(wrap_pyfunction!(created_at, &m)?)?;
+    m.add_function(wrap_pyfunction!(inventory::set_inventory, &m)?)?;
+    m.add_function(wrap_pyfunction!(history::history_cpu_events, &m)?)?;
+    m.add_function(wrap_pyfunction!(history::targeted_functions, &m)?)?;
+    m.add_function(wrap_pyfunction!(history::history_line_timeline, &m)?)?;
+    saved::add_functions(&m)?;
+    module_calls::add_functions(&m)?;
+    crate::python::tracing::add_callbacks(&m)?;
+    Ok(m)
+}

@@ -1,0 +1,249 @@
+//! The `--modules` section of the table: the module tree (one row per module, forward and
+//! backward side by side), the top modules by peak and by saved activations, and the checkpoint
+//! plan.
+use super::table::{styled, write};
+use crate::model::profile::{CheckpointPlan, ModuleEntry, ModulesProfile};
+use crate::model::units;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+const TOP: usize = 5;
+
+fn display_name(e: &ModuleEntry) -> String {
+    if e.module.is_empty() {
+        format!("{} (root)", e.root)
+    } else {
+        e.module.clone()
+    }
+}
+
+fn opt_bytes(v: Option<i64>) -> String {
+    v.map(units::bytes).unwrap_or_default()
+}
+
+pub fn render(out: &mut String, m: &ModulesProfile) {
+    let backward: HashMap<(&str, &str), &ModuleEntry> = m
+        .modules
+        .iter()
+        .filter(|e| e.phase == "backward")
+        .map(|e| ((e.root.as_str(), e.module.as_str()), e))
+        .collect();
+    let forward: Vec<&ModuleEntry> = m.modules.iter().filter(|e| e.phase == "forward").collect();
+    let _ = writeln!(
+        out,
+        "\nModules{} · Δ summed over calls, peaks the highest of any call, saved = bytes saved for backward",
+        m.depth
+            .map(|d| format!(" (to depth {d})"))
+            .unwrap_or_default()
+    );
+    if forward.is_empty() {
+        let _ = writeln!(out, "no torch.nn.Module was called");
+        return;
+    }
+    out.push('\n');
+    // --collectives: a column per phase and kind that any module used.
+    let kinds = |phase: &str| {
+        kinds_in(
+            m.modules
+                .iter()
+                .filter(|e| e.phase == phase)
+                .map(|e| &e.collectives),
+        )
+    };
+    let (fwd_kinds, bwd_kinds) = (kinds("forward"), kinds("backward"));
+    let mut header: Vec<String> = [
+        "Module",
+        "Type",
+        "Calls",
+        "Fwd Δ",
+        "Fwd peak +",
+        "Saved",
+        "Bwd Δ",
+        "Bwd peak +",
+        "Params",
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(fwd_kinds.iter().map(|k| format!("Fwd {k}")));
+    header.extend(bwd_kinds.iter().map(|k| format!("Bwd {k}")));
+    let mut table = styled(&header);
+    for e in &forward {
+        let b = backward.get(&(e.root.as_str(), e.module.as_str()));
+        let indent = "  ".repeat(e.depth as usize);
+        let mut row = vec![
+            format!("{indent}{}", display_name(e)),
+            e.kind.clone(),
+            e.calls.to_string(),
+            units::signed_bytes(e.delta_bytes),
+            opt_bytes(e.peak_increase_bytes),
+            opt_bytes(e.saved_bytes),
+            b.map(|b| units::signed_bytes(b.delta_bytes))
+                .unwrap_or_default(),
+            b.map(|b| opt_bytes(b.peak_increase_bytes))
+                .unwrap_or_default(),
+            parameters(e),
+        ];
+        let bytes_of = |entry: Option<&ModuleEntry>, kind: &str| {
+            entry
+                .and_then(|x| x.collectives.get(kind))
+                .map(|&n| units::bytes(n))
+                .unwrap_or_default()
+        };
+        row.extend(fwd_kinds.iter().map(|k| bytes_of(Some(e), k)));
+        row.extend(bwd_kinds.iter().map(|k| bytes_of(b.copied(), k)));
+        table.add_row(row);
+    }
+    write(out, table, 2..header.len());
+    if forward
+        .iter()
+        .any(|e| e.unsharded_parameter_bytes.is_some())
+    {
+        let _ = writeln!(
+            out,
+            "Params of sharded (DTensor) parameters: the local shards on this rank, of their full size"
+        );
+    }
+    render_top(out, m, &forward);
+    if m.timeline_dropped > 0 {
+        let _ = writeln!(
+            out,
+            "note: the timeline in YAML/JSON holds the first {} calls; {} more were left out",
+            m.timeline.len(),
+            m.timeline_dropped
+        );
+    }
+    if let Some(plan) = &m.checkpoints {
+        render_plan(out, plan);
+    }
+}
+
+/// The Params cell: the bytes on this device, and the full size when some are sharded.
+fn parameters(e: &ModuleEntry) -> String {
+    match e.unsharded_parameter_bytes {
+        Some(full) => format!(
+            "{} of {}",
+            units::bytes(e.parameter_bytes),
+            units::bytes(full)
+        ),
+        None => units::bytes(e.parameter_bytes),
+    }
+}
+
+/// The collective kinds any of `maps` has (by key), once each, in the shim's order (the order of
+/// `torch::collectives::KINDS`): the collective columns of a table.
+pub(crate) fn kinds_in<'a, V: 'a>(
+    maps: impl Iterator<Item = &'a std::collections::BTreeMap<String, V>>,
+) -> Vec<String> {
+    let order = |kind: &String| {
+        crate::torch::collectives::KINDS
+            .iter()
+            .position(|k| k == kind)
+            .unwrap_or(usize::MAX)
+    };
+    let mut kinds: Vec<String> = maps.flat_map(|m| m.keys().cloned()).collect();
+    kinds.sort_by_key(order);
+    kinds.dedup();
+    kinds
+}
+
+/// The modules with no row below them in the table, ranked.
+fn render_top(out: &mut String, m: &ModulesProfile, forward: &[&ModuleEntry]) {
+    let has_child = |e: &ModuleEntry| {
+        let prefix = format!("{}.", e.module);
+        forward.iter().any(|c| {
+            c.root == e.root
+                && (e.module.is_empty() || c.module.starts_with(&prefix))
+                && c.depth > e.depth
+        })
+    };
+    let frontier: Vec<&ModuleEntry> = m
+        .modules
+        .iter()
+        .filter(|e| e.depth > 0 && !has_child(e))
+        .collect();
+    if frontier.is_empty() {
+        return;
+    }
+    let by_peak = |e: &ModuleEntry| e.peak_increase_bytes.unwrap_or(0);
+    ranked(
+        out,
+        "Top modules by peak increase (forward or backward):",
+        &frontier,
+        by_peak,
+        |e| format!("{} {}", display_name(e), e.phase),
+    );
+    let by_saved = |e: &ModuleEntry| e.saved_bytes.unwrap_or(0);
+    ranked(
+        out,
+        "Top modules by saved activations:",
+        &frontier,
+        by_saved,
+        |e| format!("{} ({} calls)", display_name(e), e.calls),
+    );
+}
+
+/// The `TOP` entries with the largest nonzero `value`, largest first, under `title`.
+fn ranked(
+    out: &mut String,
+    title: &str,
+    entries: &[&ModuleEntry],
+    value: impl Fn(&ModuleEntry) -> i64,
+    describe: impl Fn(&ModuleEntry) -> String,
+) {
+    let mut ranked: Vec<&ModuleEntry> = entries.iter().copied().filter(|e| value(e) > 0).collect();
+    if ranked.is_empty() {
+        return;
+    }
+    ranked.sort_by_key(|e| std::cmp::Reverse(value(e)));
+    let _ = writeln!(out, "\n{title}");
+    for e in ranked.into_iter().take(TOP) {
+        let _ = writeln!(out, "  {:>12}  {}", units::bytes(value(e)), describe(e));
+    }
+}
+
+fn render_plan(out: &mut String, plan: &CheckpointPlan) {
+    let _ = writeln!(
+        out,
+        "\nCheckpoint suggestion for {} ({} split point{} among {} modules, from one measured forward pass):",
+        plan.root,
+        plan.requested,
+        if plan.requested == 1 { "" } else { "s" },
+        plan.candidates
+    );
+    let header = [
+        "Segment",
+        "First module",
+        "Last module",
+        "Modules",
+        "Saved",
+        "Input",
+    ];
+    let mut table = styled(&header);
+    for (i, s) in plan.segments.iter().enumerate() {
+        table.add_row(vec![
+            (i + 1).to_string(),
+            s.first.clone(),
+            s.last.clone(),
+            s.modules.to_string(),
+            units::bytes(s.saved_bytes),
+            units::bytes(s.input_bytes),
+        ]);
+    }
+    write(out, table, 3..header.len());
+    let _ = writeln!(
+        out,
+        "Activations saved for backward: {} measured; with each segment checkpointed, estimated {} \
+         (the worst segment recomputed in backward, with the inputs kept at earlier segment starts{}). An estimate: transient gradients and \
+         recomputation buffers come on top.",
+        units::bytes(plan.activation_bytes),
+        units::bytes(plan.estimated_activation_bytes),
+        if plan.outside_candidates_bytes != 0 {
+            format!(
+                " + {} saved outside these modules",
+                units::bytes(plan.outside_candidates_bytes)
+            )
+        } else {
+            String::new()
+        }
+    );
+}
