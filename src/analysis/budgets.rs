@@ -1,9 +1,9 @@
 //! `--max [FUNCTION:]KEY=SIZE`: memory budgets that fail CI. Parsing the expressions, and checking
 //! a finished report's lines against them; the report marks what broke a budget and memprof
 //! exits with `exit_code::BUDGET_EXCEEDED`.
+use super::limits::{self, Amount, Forms};
 use crate::error::{Error, Result};
-use crate::model::profile::{BudgetResult, Exceeded, Profile};
-use crate::model::units;
+use crate::model::profile::{is_delta, BudgetResult, Exceeded, Profile};
 
 /// One parsed `--max` expression.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,16 +18,6 @@ pub struct Budget {
     pub limit: i64,
 }
 
-/// The key of a line's Δ in budgets and diffs.
-pub const DELTA: &str = "delta";
-/// A line's Δ per hit (its Δ over all calls, divided by its hits).
-pub const DELTA_PER_CALL: &str = "delta_per_call";
-
-/// Whether a budget's key is one of the line's Δ (bytes, from the line itself), not a stat.
-pub fn is_delta(key: &str) -> bool {
-    key == DELTA || key == DELTA_PER_CALL
-}
-
 fn bad(spec: &str, why: &str) -> Error {
     Error::usage(format!("'--max {spec}': {why}")).hint(
         "write --max KEY=SIZE or --max FUNCTION:KEY=SIZE, e.g. --max allocated_bytes.all.peak=20GiB \
@@ -40,17 +30,15 @@ pub fn parse(specs: &[String], known: impl Fn(&str) -> bool) -> Result<Vec<Budge
     specs
         .iter()
         .map(|spec| {
-            let (lhs, size) = spec
-                .rsplit_once('=')
-                .ok_or_else(|| bad(spec, "no '=' between the key and the size"))?;
-            let (function, key) = match lhs.rsplit_once(':') {
-                Some((f, k)) if !f.trim().is_empty() => (Some(f.trim().to_string()), k.trim()),
-                Some((_, k)) => (None, k.trim()),
-                None => (None, lhs.trim()),
-            };
-            if key.is_empty() {
-                return Err(bad(spec, "no key before '='"));
-            }
+            let limit = limits::parse(
+                spec,
+                Forms {
+                    scoped: true,
+                    percent: false,
+                },
+            )
+            .map_err(|why| bad(spec, &why))?;
+            let key = limit.key.as_str();
             if !is_delta(key) && !known(key) {
                 return Err(bad(
                     spec,
@@ -60,13 +48,14 @@ pub fn parse(specs: &[String], known: impl Fn(&str) -> bool) -> Result<Vec<Budge
                     ),
                 ));
             }
-            let limit = units::parse_size(size)
-                .ok_or_else(|| bad(spec, &format!("'{}' is not a size", size.trim())))?;
+            let Amount::Size(size) = limit.amount else {
+                unreachable!("--max takes no percentage")
+            };
             Ok(Budget {
                 spec: spec.clone(),
-                function,
-                key: key.to_string(),
-                limit,
+                function: limit.scope,
+                key: limit.key,
+                limit: size,
             })
         })
         .collect()
@@ -94,14 +83,7 @@ pub fn check(profile: &Profile, budgets: &[Budget]) -> Vec<BudgetResult> {
                     continue;
                 }
                 for line in &f.lines {
-                    let value = match b.key.as_str() {
-                        DELTA => line.delta_bytes,
-                        DELTA_PER_CALL => line
-                            .delta_bytes
-                            .filter(|_| line.hits > 0)
-                            .map(|d| d / line.hits as i64),
-                        key => line.stats.get(key).copied(),
-                    };
+                    let value = line.value(&b.key);
                     lines_checked += u64::from(value.is_some());
                     if let Some(value) = value.filter(|v| *v > b.limit) {
                         exceeded.push(Exceeded {

@@ -2,123 +2,10 @@
 //! name, lines by their source text (aligned as `diff` aligns files, so an edit that shifts line
 //! numbers still matches; inserted and removed lines show as such), module rows by root, name
 //! and phase. `--max-increase KEY=SIZE|PERCENT` fails CI (`exit_code::INCREASE_EXCEEDED`).
-use crate::analysis::budgets::DELTA;
-use crate::cli::Format;
+use super::limits::{self, Amount, Forms};
 use crate::error::{Error, Result};
-use crate::model::profile::{FunctionProfile, LineProfile, Profile};
-use crate::model::units;
-use crate::render::fit::key_header;
-use crate::render::table::{styled, write, write_fitted};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::path::Path;
-
-pub const DIFF_SCHEMA: &str = "memprof.diff/1";
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct Diff {
-    pub schema: String,
-    pub base: String,
-    pub new: String,
-    /// The keys compared: `delta` and the stats both reports measured.
-    pub compared: Vec<String>,
-    /// Those of them that count bytes (the others count allocations, retries, ...).
-    pub byte_keys: Vec<String>,
-    /// Those of them that are summed over a line's hits (`delta` and the like); the others are
-    /// levels or peaks.
-    #[serde(default)]
-    pub summed_keys: Vec<String>,
-    /// What could not be compared (other devices, stats only one report has).
-    pub notes: Vec<String>,
-    pub functions: Vec<FunctionDiff>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub modules: Vec<ModuleDiff>,
-    /// The largest increase of any compared byte count of any function (its net Δ per call, or
-    /// the highest level or peak over its lines).
-    pub largest_increase: Option<Increase>,
-    /// `--max-increase`: each limit and the lines that went beyond it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub limits: Vec<LimitResult>,
-}
-
-/// One number in both reports.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Change {
-    pub base: Option<i64>,
-    pub new: Option<i64>,
-    /// new − base, when both exist (an added or removed line counts the other side as 0).
-    pub change: Option<i64>,
-}
-
-impl Change {
-    fn of(base: Option<i64>, new: Option<i64>, missing_is_zero: bool) -> Change {
-        let (b, n) = if missing_is_zero {
-            (base.or(Some(0)), new.or(Some(0)))
-        } else {
-            (base, new)
-        };
-        Change {
-            base,
-            new,
-            change: b.zip(n).map(|(b, n)| n - b),
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct FunctionDiff {
-    pub qualname: String,
-    /// `both`, `added` (only in NEW) or `removed` (only in BASE).
-    pub status: String,
-    pub calls: Change,
-    pub peak_allocated_bytes: Change,
-    pub lines: Vec<LineDiff>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct LineDiff {
-    /// `same` (the source text matched), `added` or `removed`.
-    pub status: String,
-    pub base_line: Option<u32>,
-    pub new_line: Option<u32>,
-    pub source: String,
-    pub delta_bytes: Change,
-    pub stats: BTreeMap<String, Change>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct ModuleDiff {
-    pub root: String,
-    pub module: String,
-    pub phase: String,
-    pub peak_bytes: Change,
-    pub peak_increase_bytes: Change,
-    pub saved_bytes: Change,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct Increase {
-    pub function: String,
-    /// The line, for an increase of one line; None for a function's (`source` says what).
-    pub line: Option<u32>,
-    pub source: String,
-    pub key: String,
-    pub base: i64,
-    pub new: i64,
-    pub change: i64,
-}
-
-/// `--max-increase KEY=SIZE|PERCENT`.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct LimitResult {
-    pub spec: String,
-    pub key: String,
-    /// Bytes (or a count), or a percentage of the base value.
-    pub bytes: Option<i64>,
-    pub percent: Option<f64>,
-    pub exceeded: Vec<Increase>,
-}
+use crate::model::diff::*;
+use crate::model::profile::{FunctionProfile, LineProfile, Profile, DELTA};
 
 /// The pairs of indices of `a` and `b` whose items match, in order (a longest common
 /// subsequence, as `diff` aligns lines).
@@ -149,14 +36,6 @@ fn align(a: &[&str], b: &[&str]) -> Vec<(usize, usize)> {
     pairs
 }
 
-fn value(line: &LineProfile, key: &str) -> Option<i64> {
-    if key == DELTA {
-        line.delta_bytes
-    } else {
-        line.stats.get(key).copied()
-    }
-}
-
 /// The compared keys, and which of them are amounts (Δ, counters summed over hits): a line only
 /// one run has counts 0 of an amount in the other, while a level (a peak, a current value) has no
 /// counterpart there.
@@ -174,8 +53,8 @@ fn line_diff(
     let one_sided = base.is_none() || new.is_none();
     let change = |key: &str| {
         Change::of(
-            base.and_then(|l| value(l, key)),
-            new.and_then(|l| value(l, key)),
+            base.and_then(|l| l.value(key)),
+            new.and_then(|l| l.value(key)),
             one_sided && keys.amounts.iter().any(|k| k == key),
         )
     };
@@ -376,11 +255,6 @@ fn find<'a>(p: &'a Profile, qualname: &str) -> Option<&'a FunctionProfile> {
     p.functions.iter().find(|f| f.qualname == qualname)
 }
 
-/// Whether `key` is summed over a line's hits (Δ and the like), not a level or a peak.
-fn is_summed(key: &str, summed: &[String]) -> bool {
-    key == DELTA || summed.iter().any(|s| s == key)
-}
-
 /// Each function's change of each of `keys`, as a user means "more memory": for `delta` (and
 /// other sums) the function's net per call (its lines' totals over its calls, so the number of
 /// steps does not matter); for a level or a peak, the highest value any of its lines reached.
@@ -441,35 +315,24 @@ pub fn check_limits(d: &mut Diff, specs: &[String]) -> Result<bool> {
                  or delta=5%; KEY is `delta` or a stat both reports measured",
             )
         };
-        let (key, limit) = spec
-            .rsplit_once('=')
-            .ok_or_else(|| bad("no '=' between the key and the limit".into()))?;
-        let key = key.trim().to_string();
+        let limit = limits::parse(
+            spec,
+            Forms {
+                scoped: false,
+                percent: true,
+            },
+        )
+        .map_err(bad)?;
+        let key = limit.key;
         if !d.compared.contains(&key) {
             return Err(bad(format!(
                 "'{key}' is not compared (the reports have: {})",
                 d.compared.join(", ")
             )));
         }
-        let limit = limit.trim();
-        let (bytes, percent) = match limit.strip_suffix('%') {
-            Some(p) => (
-                None,
-                Some(
-                    p.trim()
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|p| *p >= 0.0)
-                        .ok_or_else(|| bad(format!("'{limit}' is not a percentage")))?,
-                ),
-            ),
-            None => (
-                Some(
-                    units::parse_size(limit)
-                        .ok_or_else(|| bad(format!("'{limit}' is not a size")))?,
-                ),
-                None,
-            ),
+        let (bytes, percent) = match limit.amount {
+            Amount::Size(b) => (Some(b), None),
+            Amount::Percent(p) => (None, Some(p)),
         };
         let exceeded: Vec<Increase> =
             increases(&d.functions, std::slice::from_ref(&key), &d.summed_keys)
@@ -494,212 +357,6 @@ pub fn check_limits(d: &mut Diff, specs: &[String]) -> Result<bool> {
     Ok(any)
 }
 
-/// Reads both reports and compares them.
-pub fn diff_files(base: &Path, new: &Path) -> Result<Diff> {
-    let (b, n) = (crate::render::load(base)?, crate::render::load(new)?);
-    Ok(diff(
-        &b,
-        &n,
-        &base.display().to_string(),
-        &new.display().to_string(),
-    ))
-}
-
-fn signed(v: i64, bytes: bool) -> String {
-    if bytes {
-        units::signed_bytes(v)
-    } else if v > 0 {
-        format!("+{v}")
-    } else {
-        v.to_string()
-    }
-}
-
-fn plain(v: i64, bytes: bool) -> String {
-    if bytes {
-        units::bytes(v)
-    } else {
-        v.to_string()
-    }
-}
-
-/// `allocated_bytes.all.peak 88.21 MiB → 100.21 MiB (+12.00 MiB, +13.6%)`; counts that are not
-/// bytes are written as numbers.
-fn describe(i: &Increase, bytes: bool) -> String {
-    let pct = if i.base > 0 {
-        format!(", {:+.1}%", i.change as f64 * 100.0 / i.base as f64)
-    } else {
-        String::new()
-    };
-    let place = match i.line {
-        Some(line) => format!("line {line} `{}`", i.source),
-        None => format!("({})", i.source),
-    };
-    format!(
-        "{} {place}: {} {} → {} ({}{pct})",
-        i.function,
-        i.key,
-        plain(i.base, bytes),
-        plain(i.new, bytes),
-        signed(i.change, bytes)
-    )
-}
-
-/// The diff in `format`.
-pub fn render(d: &Diff, format: Format) -> String {
-    crate::render::render_with(d, format, |d| table(d, None))
-}
-
-/// The diff as printed: a table fitted to the terminal, when standard output is one.
-pub fn render_printed(d: &Diff, format: Format) -> String {
-    crate::render::render_with(d, format, |d| table(d, crate::output::terminal::width()))
-}
-
-fn table(d: &Diff, width: Option<usize>) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "memprof diff · base {} · new {}", d.base, d.new);
-    match &d.largest_increase {
-        Some(i) => {
-            let _ = writeln!(out, "largest increase: {}", describe(i, true));
-        }
-        None => {
-            let _ = writeln!(out, "largest increase: none (no compared byte count grew)");
-        }
-    }
-    for n in &d.notes {
-        let _ = writeln!(out, "note: {n}");
-    }
-    let keys: Vec<&String> = d.compared.iter().filter(|k| *k != DELTA).collect();
-    let bytes_of = |k: &str| d.byte_keys.iter().any(|b| b == k);
-    for f in &d.functions {
-        out.push('\n');
-        let peak = |c: &Change| c.new.or(c.base).map(units::bytes).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "Function: {} ({}) · peak {} ({})",
-            f.qualname,
-            f.status,
-            peak(&f.peak_allocated_bytes),
-            f.peak_allocated_bytes
-                .change
-                .map(units::signed_bytes)
-                .unwrap_or_else(|| "-".into())
-        );
-        out.push('\n');
-        let mut header = vec!["Line #".to_string(), "Was".to_string()];
-        let tall = if width.is_some() { "\n" } else { "" };
-        header.push(format!("Δ allocated{tall}\nnew"));
-        header.push(format!("{tall}\nchange"));
-        for k in &keys {
-            let key = key_header(k, width);
-            let lines = key.lines().count();
-            header.push(format!("{key}\nnew"));
-            header.push(format!("{}change", "\n".repeat(lines)));
-        }
-        header.push("Line Contents".into());
-        let mut t = styled(&header);
-        for l in &f.lines {
-            let mut row = vec![
-                l.new_line
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                match (l.base_line, l.new_line) {
-                    (Some(b), Some(n)) if b == n => String::new(),
-                    (Some(b), _) => b.to_string(),
-                    (None, _) => "+".into(),
-                },
-            ];
-            for (k, c) in std::iter::once((DELTA, l.delta_bytes)).chain(
-                keys.iter()
-                    .map(|k| (k.as_str(), l.stats.get(*k).copied().unwrap_or_default())),
-            ) {
-                let b = bytes_of(k);
-                row.push(
-                    c.new
-                        .map(|v| {
-                            if k == DELTA {
-                                signed(v, b)
-                            } else {
-                                plain(v, b)
-                            }
-                        })
-                        .unwrap_or_default(),
-                );
-                row.push(
-                    c.change
-                        .filter(|_| c.base.is_some() || c.new.is_some())
-                        .map(|v| signed(v, b))
-                        .unwrap_or_default(),
-                );
-            }
-            let mark = match l.status.as_str() {
-                "added" => "+ ",
-                "removed" => "- ",
-                _ => "  ",
-            };
-            row.push(format!("{mark}{}", l.source));
-            t.add_row(row);
-        }
-        let columns = header.len() - 1;
-        write_fitted(&mut out, t, 0..columns, width);
-    }
-    if !d.modules.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nModules · peak increase and saved bytes, new and change"
-        );
-        out.push('\n');
-        let header = ["Module", "Phase", "Peak +", "change", "Saved", "change"];
-        let mut t = styled(&header);
-        for m in &d.modules {
-            let name = if m.module.is_empty() {
-                format!("{} (root)", m.root)
-            } else {
-                m.module.clone()
-            };
-            let cell = |v: Option<i64>| v.map(units::bytes).unwrap_or_default();
-            let change = |v: Option<i64>| v.map(units::signed_bytes).unwrap_or_default();
-            t.add_row(vec![
-                name,
-                m.phase.clone(),
-                cell(m.peak_increase_bytes.new),
-                change(m.peak_increase_bytes.change),
-                cell(m.saved_bytes.new),
-                change(m.saved_bytes.change),
-            ]);
-        }
-        write(&mut out, t, 2..header.len());
-    }
-    if !d.limits.is_empty() {
-        out.push('\n');
-    }
-    for l in &d.limits {
-        let limit = match (l.bytes, l.percent) {
-            (Some(b), _) => units::bytes(b),
-            (_, Some(p)) => format!("{p}%"),
-            _ => String::new(),
-        };
-        let what = if is_summed(&l.key, &d.summed_keys) {
-            "each function's net per call"
-        } else {
-            "each function's highest value over its lines"
-        };
-        if l.exceeded.is_empty() {
-            let _ = writeln!(
-                out,
-                "held      --max-increase {} (≤ {limit}; compared {what})",
-                l.spec
-            );
-        } else {
-            let _ = writeln!(out, "EXCEEDED  --max-increase {} (≤ {limit}):", l.spec);
-            for i in &l.exceeded {
-                let _ = writeln!(out, "          {}", describe(i, bytes_of(&i.key)));
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -711,12 +368,5 @@ mod tests {
         assert_eq!(align(&a, &b), vec![(0, 0), (1, 1), (2, 3), (3, 4)]);
         let c = ["def f():", "b = 2", "return b"];
         assert_eq!(align(&a, &c), vec![(0, 0), (2, 1), (3, 2)]);
-    }
-
-    #[test]
-    fn a_one_sided_line_counts_the_other_side_as_zero() {
-        assert_eq!(Change::of(None, Some(5), true).change, Some(5));
-        assert_eq!(Change::of(None, Some(5), false).change, None);
-        assert_eq!(Change::of(Some(7), Some(5), false).change, Some(-2));
     }
 }

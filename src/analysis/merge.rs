@@ -1,170 +1,16 @@
 //! `memprof merge` (and `memprof show` given several files): the reports of a job's ranks side
 //! by side. Per function line and per module row, each number's max and min over the ranks, the
-//! rank holding the max, and the imbalance (max − min); as a table, YAML or JSON
-//! (`schema: memprof.merged/1`).
-use crate::cli::Format;
+//! rank holding the max, and the imbalance (max − min).
 use crate::error::{Error, Result};
-use crate::model::profile::{ModuleEntry, Profile, StatColumn};
-use crate::model::units;
-use crate::render::fit::key_header;
-use crate::render::table::{styled, write, write_fitted};
-use serde::{Deserialize, Serialize};
+use crate::model::merged::*;
+use crate::model::profile::{collective_kinds_in, file_name, ModuleEntry, Profile};
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
-
-pub const MERGED_SCHEMA: &str = "memprof.merged/1";
-
-/// What a merged number means, written into the merged report.
-pub const MERGED_SEMANTICS: &str = "Each number of the ranks' reports, over the ranks where it \
-was measured: max and min, the rank that holds the max (the lowest rank on a tie), and \
-imbalance = max - min. Lines match by function (qualified name and file name) and line number; \
-module rows by root, qualified name and phase. `ranks` counts the ranks where a line ran or a \
-module was called, when that is not every rank.";
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct Merged {
-    pub schema: String,
-    pub metadata: MergedMetadata,
-    pub functions: Vec<MergedFunction>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub modules: Vec<MergedModule>,
-    pub warnings: Vec<String>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct MergedMetadata {
-    pub memprof_version: String,
-    pub torch_version: String,
-    pub script: Option<String>,
-    pub world_size: u32,
-    /// The stats of every report, in column order.
-    pub stats: Vec<StatColumn>,
-    pub ranks: Vec<RankReport>,
-    pub semantics: String,
-}
-
-/// One rank's report.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct RankReport {
-    pub rank: u32,
-    pub local_rank: u32,
-    pub host: String,
-    /// e.g. `cuda:1 (NVIDIA H200)`.
-    pub device: String,
-    pub file: String,
-    /// `completed`, `exception`, ... as in the rank's report.
-    pub outcome: String,
-}
-
-/// One number over the ranks.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spread {
-    pub max: i64,
-    pub min: i64,
-    pub max_rank: u32,
-    pub imbalance: i64,
-}
-
-impl Spread {
-    /// Over (rank, value) pairs, ranks ascending; None when there are none.
-    fn of(values: impl IntoIterator<Item = (u32, i64)>) -> Option<Spread> {
-        let mut out: Option<Spread> = None;
-        for (rank, v) in values {
-            out = Some(match out {
-                None => Spread {
-                    max: v,
-                    min: v,
-                    max_rank: rank,
-                    imbalance: 0,
-                },
-                Some(s) => {
-                    let (max, max_rank) = if v > s.max {
-                        (v, rank)
-                    } else {
-                        (s.max, s.max_rank)
-                    };
-                    let min = s.min.min(v);
-                    Spread {
-                        max,
-                        min,
-                        max_rank,
-                        imbalance: max - min,
-                    }
-                }
-            });
-        }
-        out
-    }
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct MergedFunction {
-    pub qualname: String,
-    pub file: String,
-    pub first_line: u32,
-    pub calls: Spread,
-    pub peak_allocated_bytes: Option<Spread>,
-    pub lines: Vec<MergedLine>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct MergedLine {
-    pub line: u32,
-    pub source: String,
-    /// Ranks where the line ran, when not every rank.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ranks: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hits: Option<Spread>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delta_bytes: Option<Spread>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub stats: BTreeMap<String, Spread>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub collectives: BTreeMap<String, Spread>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct MergedModule {
-    pub root: String,
-    pub module: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub depth: u32,
-    pub phase: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ranks: Option<u32>,
-    pub calls: Spread,
-    pub delta_bytes: Spread,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_bytes: Option<Spread>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_increase_bytes: Option<Spread>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub saved_bytes: Option<Spread>,
-    pub parameter_bytes: Spread,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub collectives: BTreeMap<String, Spread>,
-}
-
-/// Reads the reports and merges them.
-pub fn merge_files(files: &[PathBuf]) -> Result<Merged> {
-    let mut reports = Vec::with_capacity(files.len());
-    for file in files {
-        reports.push((file.clone(), crate::render::load(file)?));
-    }
-    merge(reports)
-}
 
 /// Keeps only the `--stat` columns asked for (all when none); a key the reports lack is an error.
 pub fn keep_stats(m: &mut Merged, requested: &[String]) -> Result<()> {
-    let keys: Vec<&str> = requested
-        .iter()
-        .flat_map(|s| s.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let keys = crate::model::stats::requested_keys(requested);
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     if keys.is_empty() {
         return Ok(());
     }
@@ -264,7 +110,7 @@ pub fn merge(mut reports: Vec<(PathBuf, Profile)>) -> Result<Merged> {
     let mut keys: Vec<(String, String)> = Vec::new();
     for (_, p) in &reports {
         for f in &p.functions {
-            let key = (f.qualname.clone(), file_name(&f.file));
+            let key = (f.qualname.clone(), file_name(&f.file).to_string());
             if !keys.contains(&key) {
                 keys.push(key);
             }
@@ -308,7 +154,7 @@ pub fn merge(mut reports: Vec<(PathBuf, Profile)>) -> Result<Merged> {
                         .filter_map(|(r, l)| l.stats.get(key).map(|v| (*r, *v))),
                 )
             };
-            let collectives = crate::render::kinds_in(ran.iter().map(|(_, l)| &l.collectives))
+            let collectives = collective_kinds_in(ran.iter().map(|(_, l)| &l.collectives))
                 .into_iter()
                 .filter_map(|k| {
                     let s = Spread::of(
@@ -400,7 +246,7 @@ fn merge_module(rows: &[(u32, &ModuleEntry)], ranks: u32) -> MergedModule {
     let spread = |f: &dyn Fn(&ModuleEntry) -> Option<i64>| {
         Spread::of(rows.iter().filter_map(|(r, e)| f(e).map(|v| (*r, v))))
     };
-    let collectives = crate::render::kinds_in(rows.iter().map(|(_, e)| &e.collectives))
+    let collectives = collective_kinds_in(rows.iter().map(|(_, e)| &e.collectives))
         .into_iter()
         .filter_map(|k| {
             let s = spread(&|e| Some(e.collectives.get(&k).copied().unwrap_or(0)))?;
@@ -421,233 +267,5 @@ fn merge_module(rows: &[(u32, &ModuleEntry)], ranks: u32) -> MergedModule {
         saved_bytes: spread(&|e| e.saved_bytes),
         parameter_bytes: spread(&|e| Some(e.parameter_bytes)).expect("one row at least"),
         collectives,
-    }
-}
-
-fn file_name(path: &str) -> String {
-    Path::new(path)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.to_string())
-}
-
-/// The merged report in `format`.
-pub fn render(m: &Merged, format: Format) -> String {
-    crate::render::render_with(m, format, |m| table(m, None))
-}
-
-/// The merged report as printed: a table fitted to the terminal, when standard output is one.
-pub fn render_printed(m: &Merged, format: Format) -> String {
-    crate::render::render_with(m, format, |m| table(m, crate::output::terminal::width()))
-}
-
-/// `1.13 GiB (r1)`: the max and the rank holding it.
-fn max_cell(s: &Spread, bytes: bool) -> String {
-    let v = if bytes {
-        units::bytes(s.max)
-    } else {
-        s.max.to_string()
-    };
-    format!("{v} (r{})", s.max_rank)
-}
-
-fn value(v: i64, bytes: bool, signed: bool) -> String {
-    match (bytes, signed) {
-        (true, true) => units::signed_bytes(v),
-        (true, false) => units::bytes(v),
-        _ => v.to_string(),
-    }
-}
-
-/// The three cells of one number: max (rank), min, imbalance.
-fn cells(s: Option<&Spread>, bytes: bool, signed: bool) -> [String; 3] {
-    match s {
-        Some(s) => [
-            if signed && bytes {
-                format!("{} (r{})", units::signed_bytes(s.max), s.max_rank)
-            } else {
-                max_cell(s, bytes)
-            },
-            value(s.min, bytes, signed),
-            value(s.imbalance, bytes, false),
-        ],
-        None => Default::default(),
-    }
-}
-
-/// Headers of the three cells of `name` (two lines each: the name, then the part).
-fn headers(name: &str) -> [String; 3] {
-    [
-        format!("{name}\nmax (rank)"),
-        "\nmin".to_string(),
-        "\nmax − min".to_string(),
-    ]
-}
-
-/// `headers` of a stat key, over two lines on a terminal (`allocated_bytes` over `all.peak`).
-fn key_headers(key: &str, width: Option<usize>) -> [String; 3] {
-    let name = key_header(key, width);
-    let above = "\n".repeat(name.lines().count());
-    [
-        format!("{name}\nmax (rank)"),
-        format!("{above}min"),
-        format!("{above}max − min"),
-    ]
-}
-
-fn table(m: &Merged, width: Option<usize>) -> String {
-    let mut out = String::new();
-    let md = &m.metadata;
-    let _ = writeln!(
-        out,
-        "memprof {} · torch {} · merged: {} of {} ranks{}",
-        md.memprof_version,
-        md.torch_version,
-        md.ranks.len(),
-        md.world_size,
-        md.script
-            .as_deref()
-            .map(|s| format!(" of {s}"))
-            .unwrap_or_default()
-    );
-    for r in &md.ranks {
-        let outcome = if r.outcome == "completed" {
-            String::new()
-        } else {
-            format!(" · {}", r.outcome)
-        };
-        let _ = writeln!(
-            out,
-            "  rank {} (local {}) on {}: {} · {}{outcome}",
-            r.rank, r.local_rank, r.host, r.device, r.file
-        );
-    }
-    let _ = writeln!(
-        out,
-        "Per line: max over ranks (the rank holding it), min, and the imbalance max − min"
-    );
-    for f in &m.functions {
-        out.push('\n');
-        let _ = writeln!(out, "File: {}", f.file);
-        let _ = writeln!(out, "Function: {} at line {}", f.qualname, f.first_line);
-        let peak = f
-            .peak_allocated_bytes
-            .map(|p| {
-                format!(
-                    "{} on rank {}, {} min, imbalance {}",
-                    units::bytes(p.max),
-                    p.max_rank,
-                    units::bytes(p.min),
-                    units::bytes(p.imbalance)
-                )
-            })
-            .unwrap_or_else(|| "-".into());
-        let _ = writeln!(
-            out,
-            "Calls: {} · Peak allocated_bytes.all.peak: {peak}",
-            if f.calls.imbalance == 0 {
-                f.calls.max.to_string()
-            } else {
-                format!("{}–{}", f.calls.min, f.calls.max)
-            }
-        );
-        out.push('\n');
-        let kinds = crate::render::kinds_in(f.lines.iter().map(|l| &l.collectives));
-        let mut header = vec!["Line #".to_string(), "Hits".to_string()];
-        header.extend(headers("Δ allocated"));
-        for s in &md.stats {
-            header.extend(key_headers(&s.key, width));
-        }
-        for k in &kinds {
-            header.extend(headers(k));
-        }
-        header.push("Line Contents".into());
-        let mut t = styled(&header);
-        for l in &f.lines {
-            let mut row = vec![l.line.to_string()];
-            row.push(match (&l.hits, l.ranks) {
-                (Some(h), Some(ranks)) => format!("{} ({ranks} ranks)", h.max),
-                (Some(h), None) => h.max.to_string(),
-                (None, _) => String::new(),
-            });
-            row.extend(cells(l.delta_bytes.as_ref(), true, true));
-            for s in &md.stats {
-                row.extend(cells(l.stats.get(&s.key), s.is_bytes, false));
-            }
-            for k in &kinds {
-                row.extend(cells(l.collectives.get(k), true, false));
-            }
-            row.push(l.source.clone());
-            t.add_row(row);
-        }
-        let columns = header.len() - 1;
-        write_fitted(&mut out, t, 0..columns, width);
-    }
-    if !m.modules.is_empty() {
-        modules_table(&mut out, &m.modules);
-    }
-    for w in &m.warnings {
-        let _ = writeln!(out, "warning: {w}");
-    }
-    out
-}
-
-fn modules_table(out: &mut String, modules: &[MergedModule]) {
-    let _ = writeln!(
-        out,
-        "\nModules · max over ranks (the rank holding it), min, max − min; peaks the highest of any call"
-    );
-    out.push('\n');
-    let kinds = crate::render::kinds_in(modules.iter().map(|e| &e.collectives));
-    let mut header = vec!["Module".to_string(), "Phase".to_string()];
-    header.extend(headers("Peak +"));
-    header.extend(headers("Saved"));
-    header.extend(headers("Params"));
-    for k in &kinds {
-        header.extend(headers(k));
-    }
-    let mut t = styled(&header);
-    for e in modules {
-        let indent = "  ".repeat(e.depth as usize);
-        let name = if e.module.is_empty() {
-            format!("{} (root)", e.root)
-        } else {
-            e.module.clone()
-        };
-        let mut row = vec![format!("{indent}{name}"), e.phase.clone()];
-        row.extend(cells(e.peak_increase_bytes.as_ref(), true, false));
-        row.extend(cells(e.saved_bytes.as_ref(), true, false));
-        row.extend(cells(Some(&e.parameter_bytes), true, false));
-        for k in &kinds {
-            row.extend(cells(e.collectives.get(k), true, false));
-        }
-        t.add_row(row);
-    }
-    let columns = header.len();
-    write(out, t, 2..columns);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_spread_names_the_rank_of_the_max_and_the_imbalance() {
-        let s = Spread::of([(0, 10), (1, 40), (2, 40), (3, 5)]).unwrap();
-        assert_eq!(
-            s,
-            Spread {
-                max: 40,
-                min: 5,
-                max_rank: 1,
-                imbalance: 35
-            }
-        );
-        assert_eq!(Spread::of(std::iter::empty()), None);
-        let one = Spread::of([(3, -7)]).unwrap();
-        assert_eq!(
-            (one.max, one.min, one.max_rank, one.imbalance),
-            (-7, -7, 3, 0)
-        );
     }
 }

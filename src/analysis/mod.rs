@@ -4,5 +4,6 @@
 pub mod budgets;
 pub mod checkpoints;
 pub mod diff;
+pub mod limits;
 pub mod merge;
 pub mod oom;

@@ -1,17 +1,17 @@
 //! Out-of-memory forensics on the Rust side: the report's `oom` record from what the bootstrap
 //! recorded (src/python/oom.py), and the suggestions, ranked by the bytes each would save.
+use crate::model::profile::file_name;
 use crate::model::profile::{ModulesProfile, OomEvent, OomReport, OomSuggestion, OOM_SEMANTICS};
 use crate::model::units;
-use crate::render::file_name;
 use serde::Deserialize;
 
-/// What the bootstrap hands over.
+/// What the bootstrap hands over (`report()` in src/python/py/oom.py).
 #[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
 pub struct Recorded {
     pub count: u64,
     pub caught: u64,
     pub events: Vec<OomEvent>,
-    #[serde(default)]
     pub scan_seconds: f64,
 }
 

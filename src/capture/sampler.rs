@@ -7,12 +7,7 @@ use crate::capture::host::HostReader;
 use crate::model::stats::{self, Field, StatDef, CUDA_STAT_COUNT};
 use crate::torch::{self, collectives, tally, TALLY_LEN};
 
-/// Where the numbers come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    Cuda(i32),
-    Cpu,
-}
+pub use crate::model::device::Source;
 
 /// How one peak column learns the highest value reached since the previous sample.
 #[derive(Clone, Copy, Debug)]

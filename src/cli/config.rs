@@ -1,7 +1,192 @@
-//! Turns the parsed command line into a validated plan: which device, which stats.
-use crate::capture::recorder::Source;
+//! `memprof run`'s command line turned into one validated `RunConfig`, once, before the script
+//! starts: the device and stats, budgets, where the report and its side files go (resolved to
+//! absolute paths and checked for writing), what prints, and what the program runs with.
+use super::{GlobalOptions, RunArgs};
+use crate::analysis::budgets::{self, Budget};
 use crate::error::{Error, Result};
+use crate::model::device::Source;
+use crate::model::profile::{is_delta, ProcessInfo};
 use crate::model::stats::{self, StatDef};
+use crate::output::{file, ranks};
+use crate::render::Format;
+use std::path::{Path, PathBuf};
+
+/// Everything `memprof run` does, decided.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// This process among a job's ranks.
+    pub process: ProcessInfo,
+    /// The device measured and the stats shown.
+    pub source: Source,
+    pub columns: Vec<StatDef>,
+    /// No --device: follow the CUDA device the program uses.
+    pub follow_device: bool,
+    pub budgets: Vec<Budget>,
+    pub report: ReportDestination,
+    /// `--history`: the file (absolute) and how many events to keep.
+    pub history: Option<PathBuf>,
+    pub history_max_entries: u64,
+    /// `--plot`: the file (absolute).
+    pub plot: Option<PathBuf>,
+    pub program: Program,
+    /// `--modules` or `--suggest-checkpoints`.
+    pub modules: bool,
+    pub depth: Option<u32>,
+    pub suggest_checkpoints: Option<u32>,
+    pub tensors: bool,
+    pub collectives: bool,
+    pub warmup: u64,
+    pub calls: Option<u64>,
+    /// memprof's command line, for the report.
+    pub command_line: Vec<String>,
+}
+
+/// What the user's program is.
+#[derive(Clone, Debug)]
+pub struct Program {
+    /// The script path, or the module name with `module`.
+    pub script: PathBuf,
+    pub module: bool,
+    pub args: Vec<String>,
+    pub targets: Vec<String>,
+}
+
+/// Where a run's report goes: a file (in `file_format`) and/or the terminal.
+#[derive(Clone, Debug)]
+pub struct ReportDestination {
+    pub output: Option<PathBuf>,
+    pub file_format: Format,
+    /// The format printed to standard output, if this process prints: without -o, or with a
+    /// multi-rank run's default file; and in a multi-rank run only rank 0 (or --all-ranks).
+    pub printed: Option<Format>,
+    /// The stat columns are memprof's defaults (no --stat): a narrow terminal may leave some out.
+    pub default_columns: bool,
+    /// A multi-rank run without -o writes each rank's report to `memprof.rank<N>.<ext>`.
+    pub default_file: bool,
+    /// What to tell the user about the rank's file name, if anything.
+    pub rank_note: Option<String>,
+}
+
+impl RunConfig {
+    /// Validates `memprof run`'s options on a machine with `cuda_devices` CUDA devices.
+    pub fn new(global: &GlobalOptions, args: RunArgs, cuda_devices: i32) -> Result<RunConfig> {
+        let process = ranks::this_process();
+        let format = Format::resolve(args.format, args.output.as_deref());
+        let (output, rank_note) =
+            ranks::output_path(args.output.as_deref(), &process, format.extension())?;
+        // Resolved now: a script that changes directory (Hydra does) must not move the report.
+        let output = output.map(absolute).transpose()?;
+        // Without -o, a multi-rank run still keeps every rank's report, as JSON or YAML.
+        let default_file = args.output.is_none() && output.is_some();
+        let file_format = if default_file && format == Format::Table {
+            Format::Json
+        } else {
+            format
+        };
+        let prints = !ranks::is_multi(&process) || process.rank == 0 || args.all_ranks;
+        if let Some(path) = &output {
+            file::check_writable(path)?;
+        }
+        let history = side_file(args.history.as_deref(), &process, "pickle")?;
+        if let Some(path) = &history {
+            file::check_writable(path)?;
+            if args.history_max_entries == 0 {
+                return Err(Error::usage("--history-max-entries must be at least 1")
+                    .hint("the default keeps the latest 100000 events"));
+            }
+        }
+        let plot = side_file(args.plot.as_deref(), &process, "svg")?;
+        if let Some(path) = &plot {
+            crate::render::plot::kind_of(path)?;
+            file::check_writable(path)?;
+        }
+        if args.depth.is_some() && !args.modules && args.suggest_checkpoints.is_none() {
+            return Err(
+                Error::usage("--depth shapes the module report, which is off")
+                    .hint("add --modules (or --suggest-checkpoints N)"),
+            );
+        }
+        let source = resolve_device(global.device.as_deref(), cuda_devices)?;
+        let mut columns = resolve_stats(&global.stats, source)?;
+        let cuda = matches!(source, Source::Cuda(_));
+        let budgets = budgets::parse(&args.max, |key| {
+            stats::stats_for(cuda).iter().any(|s| s.key == key)
+        })?;
+        // A budgeted stat is measured even when --stat did not choose it.
+        for b in budgets.iter().filter(|b| !is_delta(&b.key)) {
+            if !columns.iter().any(|c| c.key == b.key) {
+                columns.extend(resolve_stats(std::slice::from_ref(&b.key), source)?);
+            }
+        }
+        Ok(RunConfig {
+            report: ReportDestination {
+                printed: (prints && (output.is_none() || default_file)).then_some(format),
+                output,
+                file_format,
+                default_columns: global.stats.is_empty(),
+                default_file,
+                rank_note,
+            },
+            process,
+            source,
+            columns,
+            follow_device: global.device.is_none(),
+            budgets,
+            history,
+            history_max_entries: args.history_max_entries,
+            plot,
+            modules: args.modules || args.suggest_checkpoints.is_some(),
+            depth: args.depth,
+            suggest_checkpoints: args.suggest_checkpoints,
+            tensors: args.tensors,
+            collectives: args.collectives,
+            warmup: args.warmup,
+            calls: args.calls,
+            command_line: std::env::args().collect(),
+            program: Program {
+                script: args.script,
+                module: args.module,
+                args: args.args,
+                targets: args.functions,
+            },
+        })
+    }
+
+    /// `--warmup` or `--calls` chose which calls are measured.
+    pub fn scheduled(&self) -> bool {
+        self.warmup > 0 || self.calls.is_some()
+    }
+
+    /// How the report names the program: `train.py`, or `-m pkg.train`.
+    pub fn script_label(&self) -> String {
+        if self.program.module {
+            format!("-m {}", self.program.script.display())
+        } else {
+            self.program.script.display().to_string()
+        }
+    }
+}
+
+/// A file written beside the report (`--history`, `--plot`), named as `-o` is (placeholders, the
+/// rank inserted under several ranks); none when not asked for, whatever the ranks.
+fn side_file(
+    template: Option<&Path>,
+    process: &ProcessInfo,
+    extension: &str,
+) -> Result<Option<PathBuf>> {
+    match template {
+        Some(t) => ranks::output_path(Some(t), process, extension)?
+            .0
+            .map(absolute)
+            .transpose(),
+        None => Ok(None),
+    }
+}
+
+/// `path` from the directory memprof started in, whatever the script does with its own.
+fn absolute(path: PathBuf) -> Result<PathBuf> {
+    Ok(std::path::absolute(&path)?)
+}
 
 /// Parses `--device`: `cpu`, `N`, `cuda`, `cuda:N`. `None` picks cuda:0 when a GPU exists.
 pub fn resolve_device(requested: Option<&str>, cuda_devices: i32) -> Result<Source> {
@@ -74,12 +259,7 @@ pub fn resolve_stats(requested: &[String], source: Source) -> Result<Vec<StatDef
             .map(String::from)
             .collect()
     } else {
-        requested
-            .iter()
-            .flat_map(|s| s.split(','))
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
+        stats::requested_keys(requested)
     };
     let mut out: Vec<StatDef> = Vec::new();
     for key in keys {

@@ -2,7 +2,8 @@
 pub mod argv;
 pub mod config;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+pub use crate::render::Format;
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Line-level memory profiler for PyTorch programs: exact libtorch allocator statistics for every
@@ -197,27 +198,4 @@ pub struct DiffArgs {
     /// PERCENT (`5%`) of its base value (repeatable)
     #[arg(long = "max-increase", value_name = "KEY=SIZE|PERCENT%")]
     pub max_increase: Vec<String>,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Table,
-    Yaml,
-    Json,
-}
-
-impl Format {
-    /// The format asked for, else the one `output`'s extension names (`.json`, `.yaml`, `.yml`),
-    /// else the table: `-o infer.json` must write what `memprof show` reads.
-    pub fn resolve(asked: Option<Format>, output: Option<&std::path::Path>) -> Format {
-        let by_extension = output
-            .and_then(|p| p.extension())
-            .and_then(|e| e.to_str())
-            .and_then(|e| match e.to_ascii_lowercase().as_str() {
-                "json" => Some(Format::Json),
-                "yaml" | "yml" => Some(Format::Yaml),
-                _ => None,
-            });
-        asked.or(by_extension).unwrap_or(Format::Table)
-    }
 }

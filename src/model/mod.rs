@@ -1,6 +1,10 @@
 //! The model: what a run measured and what memprof writes (the report, a merged report, a diff),
 //! the catalogue of stats, the device chosen, and sizes as people write them. The bottom layer:
 //! it uses nothing of memprof's but `error`.
+pub mod device;
+pub mod diff;
+pub mod merged;
 pub mod profile;
+pub mod saved;
 pub mod stats;
 pub mod units;

@@ -131,6 +131,13 @@ pub struct ProcessInfo {
     pub pid: u32,
 }
 
+impl ProcessInfo {
+    /// `rank 1 of 2` in a multi-rank run.
+    pub fn label(&self) -> Option<String> {
+        (self.world_size > 1).then(|| format!("rank {} of {}", self.rank, self.world_size))
+    }
+}
+
 impl Default for ProcessInfo {
     fn default() -> Self {
         ProcessInfo {
@@ -516,3 +523,71 @@ their tensors were alive), or, for an OutOfMemoryError that ended the program wi
 allocator raising it, from the exception's traceback and message. `line` is the innermost frame \
 outside torch, the standard library and installed packages. Suggestions are ranked by the bytes \
 each would save.";
+
+/// The kinds of collectives, in the shim's order (`--collectives`' columns).
+pub const COLLECTIVE_KINDS: [&str; 8] = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "all_to_all",
+    "send",
+    "recv",
+    "other",
+];
+
+/// The collective kinds any of `maps` has (by key), once each, in `COLLECTIVE_KINDS`' order: the
+/// collective columns of a table, and the kinds a merged line keeps.
+pub fn collective_kinds_in<'a, V: 'a>(
+    maps: impl Iterator<Item = &'a BTreeMap<String, V>>,
+) -> Vec<String> {
+    let order = |kind: &String| {
+        COLLECTIVE_KINDS
+            .iter()
+            .position(|k| k == kind)
+            .unwrap_or(usize::MAX)
+    };
+    let mut kinds: Vec<String> = maps.flat_map(|m| m.keys().cloned()).collect();
+    kinds.sort_by_key(order);
+    kinds.dedup();
+    kinds
+}
+
+/// The file name without its directories (`train.py` for `/long/path/train.py`): how tables name
+/// a function's file, and how merged reports match functions across ranks' machines.
+pub fn file_name(path: &str) -> &str {
+    path.rsplit_once('/').map(|(_, f)| f).unwrap_or(path)
+}
+
+/// How a module row is named: its qualified name in the root model, or `Net (root)` for the root.
+pub fn module_label(root: &str, module: &str) -> String {
+    if module.is_empty() {
+        format!("{root} (root)")
+    } else {
+        module.to_string()
+    }
+}
+
+/// The key of a line's Δ in budgets and diffs.
+pub const DELTA: &str = "delta";
+/// A line's Δ per hit (its Δ over all calls, divided by its hits).
+pub const DELTA_PER_CALL: &str = "delta_per_call";
+
+/// Whether a key is one of the line's Δ (bytes, from the line itself), not a stat.
+pub fn is_delta(key: &str) -> bool {
+    key == DELTA || key == DELTA_PER_CALL
+}
+
+impl LineProfile {
+    /// The line's value of `key`: its Δ (`delta`), its Δ per hit (`delta_per_call`), or a stat.
+    pub fn value(&self, key: &str) -> Option<i64> {
+        match key {
+            DELTA => self.delta_bytes,
+            DELTA_PER_CALL => self
+                .delta_bytes
+                .filter(|_| self.hits > 0)
+                .map(|d| d / self.hits as i64),
+            key => self.stats.get(key).copied(),
+        }
+    }
+}

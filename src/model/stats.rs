@@ -240,6 +240,16 @@ fn host_stats() -> Vec<StatDef> {
     ]
 }
 
+/// The keys `--stat` names: repeatable, each comma-separated, blanks ignored.
+pub fn requested_keys(requested: &[String]) -> Vec<String> {
+    requested
+        .iter()
+        .flat_map(|s| s.split(','))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 /// Whether a key is one of the host memory stats (read from /proc, on every device).
 pub fn is_host(key: &str) -> bool {
     key.starts_with("host_")

@@ -23,6 +23,21 @@ pub fn signed_bytes(n: i64) -> String {
     }
 }
 
+/// The binary unit a chart's axis uses for values up to `max`: its divisor and name (one unit
+/// for the whole axis, where `bytes` picks one per number).
+pub fn axis_unit(max: i64) -> (f64, &'static str) {
+    let max = max.unsigned_abs();
+    if max >= 1 << 30 {
+        ((1u64 << 30) as f64, "GiB")
+    } else if max >= 1 << 20 {
+        ((1u64 << 20) as f64, "MiB")
+    } else if max >= 1 << 10 {
+        (1024.0, "KiB")
+    } else {
+        (1.0, "bytes")
+    }
+}
+
 /// A size as typed: plain bytes (`1048576`), or a number with a unit, binary (`KiB`, `MiB`,
 /// `GiB`, `TiB`, also `K`, `M`, `G`, `T`) or decimal (`KB`, `MB`, `GB`, `TB`), any case, `B`
 /// optional; fractions allowed (`1.5GiB`). None when it is not a size.

@@ -11,8 +11,6 @@ pub mod runner;
 mod static_sha2;
 pub mod tracing;
 
-pub use tracing::hook_events;
-
 /// Exits the process; if memprof started Python, with the GIL held. Static destructors of
 /// libtorch objects that hold Python references (DTensor's and FSDP's, say) release them at
 /// exit, and CPython aborts the process ("PyThreadState_Get: ... the GIL is released") if the

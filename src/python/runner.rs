@@ -27,6 +27,14 @@ pub struct Program {
     pub module: bool,
     pub args: Vec<String>,
     pub targets: Vec<String>,
+    pub options: Options,
+}
+
+/// What the bootstrap is installed with: one typed object that Python reads by attribute
+/// (`options.modules`), so that a name misspelt on either side fails at once.
+#[pyclass(frozen, get_all, name = "Options", module = "_memprof")]
+#[derive(Clone, Debug)]
+pub struct Options {
     /// `--modules`: track every torch.nn.Module call.
     pub modules: bool,
     /// `--tensors`: the tensor inventory at the end of targeted calls.
@@ -35,13 +43,18 @@ pub struct Program {
     pub checkpoints: bool,
     /// `--collectives`: count the bytes of torch.distributed collectives.
     pub collectives: bool,
-    /// `--warmup`: calls (of each target, or each root module) not measured first.
-    pub warmup: u64,
-    /// `--history`: where to write the allocation history, and how many events to keep.
-    pub history: Option<PathBuf>,
+    /// `cuda` or `cpu`, and the CUDA index measured first.
+    pub device_type: String,
+    pub device_index: Option<i32>,
+    /// `--modules` without -f under `--warmup`/`--calls`: the module tracker counts each root
+    /// module's calls itself, (warm-up, calls).
+    pub module_schedule: Option<(u64, Option<u64>)>,
+    /// `--modules` with -f under `--warmup`/`--calls`: module calls are measured during the
+    /// targets' measured calls.
+    pub follow_targets: bool,
+    /// `--history`: the file to write, and how many events to keep.
+    pub history: Option<String>,
     pub history_max_entries: u64,
-    /// `--calls`: calls measured after the warm-up.
-    pub calls: Option<u64>,
 }
 
 /// Facts gathered from Python for the report.
@@ -51,19 +64,21 @@ pub struct RunFacts {
     pub torch_version: String,
     /// The CUDA device measured last (it follows the program's), None on the CPU.
     pub device_index: Option<i32>,
-    pub device_name: Option<String>,
     /// The schedule was complete before the program ended, and memprof stopped its hooks.
     pub stopped_early: bool,
     /// Interpreter events the line hook handled (see `Metadata::hook_events`).
     pub hook_events: u64,
+    /// What the run itself has to warn about (the bootstrap's own warnings are in `collected`).
     pub warnings: Vec<String>,
-    /// What `--modules`, `--tensors` and the OOM forensics collected, as the bootstrap's JSON.
-    pub sections_json: Option<String>,
+    /// Everything the bootstrap has for the report, as its JSON document (`report()`; the schema
+    /// is `session::sections::Collected`); None when it could not give it (said on stderr).
+    pub collected: Option<String>,
 }
 
 /// Starts Python, checks torch, runs the program under the hook, and shuts Python's side down.
 /// Returns Err only for memprof errors (exit 2); the script's own failures are in the outcome.
-pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
+pub fn run(program: &Program) -> Result<RunFacts> {
+    let device_index = program.options.device_index;
     let script_text = program.script.to_string_lossy().into_owned();
     if !program.module && !program.script.exists() {
         return Err(Error::usage(format!(
@@ -108,32 +123,7 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
                     .into_owned(),
             )
         };
-        let options = PyDict::new(py);
-        let kind = if device_index.is_some() {
-            "cuda"
-        } else {
-            "cpu"
-        };
-        options
-            .set_item("modules", program.modules)
-            .and_then(|_| options.set_item("tensors", program.tensors))
-            .and_then(|_| options.set_item("collectives", program.collectives))
-            .and_then(|_| options.set_item("checkpoints", program.checkpoints))
-            .and_then(|_| options.set_item("device_type", kind))
-            .and_then(|_| options.set_item("device_index", device_index))
-            .and_then(|_| options.set_item("warmup", program.warmup))
-            .and_then(|_| options.set_item("calls", program.calls))
-            .and_then(|_| options.set_item("schedule_by_targets", !program.targets.is_empty()))
-            .and_then(|_| {
-                options.set_item(
-                    "history",
-                    program
-                        .history
-                        .as_ref()
-                        .map(|p| p.to_string_lossy().into_owned()),
-                )
-            })
-            .and_then(|_| options.set_item("history_max_entries", program.history_max_entries))
+        let options = Bound::new(py, program.options.clone())
             .map_err(|e| python_failure(py, "pass the options", e))?;
         boot.call_method1(
             "install",
@@ -218,8 +208,8 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
         let device_index = crate::capture::recorder::with(|r| r.sampler().device()).flatten();
         tracing::stop_on_this_thread();
         let _ = boot.call_method0("stop");
-        let sections_json = match boot
-            .call_method0("reports_json")
+        let collected = match boot
+            .call_method1("report", (device_index,))
             .and_then(|j| j.extract::<String>())
         {
             Ok(j) => Some(j),
@@ -228,11 +218,7 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
                 None
             }
         };
-
-        let mut warnings: Vec<String> = boot
-            .call_method0("target_warnings")
-            .and_then(|w| w.extract())
-            .unwrap_or_default();
+        let mut warnings = Vec::new();
         if tracing::foreign_tracer_seen() {
             warnings.push(
                 "the program installed its own trace function (sys.settrace, as coverage and \
@@ -255,10 +241,6 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             .and_then(|t| t.getattr("__version__"))
             .and_then(|v| v.str().map(|s| s.to_string()))
             .unwrap_or_else(|_| torch::linked_version());
-        let device_name = boot
-            .call_method1("device_name", (device_index,))
-            .and_then(|n| n.extract())
-            .unwrap_or(None);
         let python_version: String = py
             .import("platform")
             .and_then(|p| p.call_method0("python_version"))
@@ -270,11 +252,10 @@ pub fn run(program: &Program, device_index: Option<i32>) -> Result<RunFacts> {
             python_version,
             torch_version,
             device_index,
-            device_name,
             stopped_early,
             hook_events: tracing::hook_events(),
             warnings,
-            sections_json,
+            collected,
         })
     })
 }

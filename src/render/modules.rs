@@ -1,7 +1,7 @@
 //! The `--modules` section of the table: the module tree (one row per module, forward and
 //! backward side by side), the top modules by peak and by saved activations, and the checkpoint
 //! plan.
-use super::table::{styled, write};
+use super::style::{styled, write};
 use crate::model::profile::{CheckpointPlan, ModuleEntry, ModulesProfile};
 use crate::model::units;
 use std::collections::HashMap;
@@ -10,11 +10,7 @@ use std::fmt::Write;
 const TOP: usize = 5;
 
 fn display_name(e: &ModuleEntry) -> String {
-    if e.module.is_empty() {
-        format!("{} (root)", e.root)
-    } else {
-        e.module.clone()
-    }
+    crate::model::profile::module_label(&e.root, &e.module)
 }
 
 fn opt_bytes(v: Option<i64>) -> String {
@@ -43,7 +39,7 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
     out.push('\n');
     // --collectives: a column per phase and kind that any module used.
     let kinds = |phase: &str| {
-        kinds_in(
+        crate::model::profile::collective_kinds_in(
             m.modules
                 .iter()
                 .filter(|e| e.phase == phase)
@@ -127,23 +123,6 @@ fn parameters(e: &ModuleEntry) -> String {
         ),
         None => units::bytes(e.parameter_bytes),
     }
-}
-
-/// The collective kinds any of `maps` has (by key), once each, in the shim's order (the order of
-/// `torch::collectives::KINDS`): the collective columns of a table.
-pub(crate) fn kinds_in<'a, V: 'a>(
-    maps: impl Iterator<Item = &'a std::collections::BTreeMap<String, V>>,
-) -> Vec<String> {
-    let order = |kind: &String| {
-        crate::torch::collectives::KINDS
-            .iter()
-            .position(|k| k == kind)
-            .unwrap_or(usize::MAX)
-    };
-    let mut kinds: Vec<String> = maps.flat_map(|m| m.keys().cloned()).collect();
-    kinds.sort_by_key(order);
-    kinds.dedup();
-    kinds
 }
 
 /// The modules with no row below them in the table, ranked.

@@ -140,7 +140,7 @@ fn event(out: &mut String, e: &OomEvent) {
                 out,
                 "    {} {}:{} {}",
                 if f.user { "*" } else { " " },
-                super::file_name(&f.file),
+                crate::model::profile::file_name(&f.file),
                 f.line,
                 f.function
             );

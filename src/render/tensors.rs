@@ -1,6 +1,6 @@
 //! The `--tensors` section of the table: per inventory, the totals by category against the
 //! allocator (the gap named), then the largest storages.
-use super::table::{styled, write};
+use super::style::{styled, write};
 use crate::model::profile::Inventory;
 use crate::model::units;
 use std::fmt::Write;
@@ -72,7 +72,7 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
                 t.name.clone().unwrap_or_else(|| "(unnamed)".into()),
                 t.created_at
                     .as_deref()
-                    .map(super::file_name)
+                    .map(crate::model::profile::file_name)
                     .unwrap_or_default()
                     .to_string(),
             ]);

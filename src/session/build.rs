@@ -144,7 +144,7 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord, schedule: bool) -> 
 /// The kinds of collective with any bytes, from counters laid out as `torch::collectives`
 /// reads them (bytes per kind first).
 pub fn collective_bytes(counters: &[i64]) -> BTreeMap<String, i64> {
-    crate::torch::collectives::KINDS
+    crate::model::profile::COLLECTIVE_KINDS
         .iter()
         .zip(counters)
         .filter(|(_, &bytes)| bytes != 0)

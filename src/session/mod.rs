@@ -1,5 +1,187 @@
 //! One profiling session: the recorder installed, the program run under it (through `python`),
 //! and the report model built from what both gathered. Uses `python`, `capture`, `analysis`,
-//! `model`, `torch` and `error`.
+//! `cli`'s `RunConfig`, `model`, `torch` and `error`.
 pub mod build;
 pub mod sections;
+
+use crate::capture::interrupt::Ending;
+use crate::capture::recorder::{self, Recorder};
+use crate::cli::config::RunConfig;
+use crate::error::Result;
+use crate::model::profile::{DeviceInfo, Outcome, Profile, Schedule};
+use crate::python::runner::{self, Program};
+use crate::torch;
+use build::RunContext;
+
+/// A finished session: the report, and the exit code the script's run asks for.
+pub struct Finished {
+    pub profile: Profile,
+    pub exit_code: i32,
+}
+
+const NOTHING_TARGETED: &str =
+    "nothing was targeted: pass -f FUNCTION, or decorate functions with @profile";
+
+/// Runs the program under the recorder and builds its report (without budgets: the caller
+/// checks them).
+pub fn run(config: &RunConfig) -> Result<Finished> {
+    let options = recorder::Options {
+        follow_device: config.follow_device,
+        collectives: config.collectives,
+        warmup: config.warmup,
+        calls: config.calls,
+        history: config.history.as_ref().map(|_| config.history_max_entries),
+    };
+    *recorder::RECORDER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Recorder::new(
+        config.source,
+        config.columns.clone(),
+        options,
+    ));
+    if config.collectives {
+        torch::collectives::enable()?;
+    }
+    let mut facts = runner::run(&program(config))?;
+    if config.collectives {
+        torch::collectives::disable();
+    }
+    let mut collected = facts.collected.as_deref().map(sections::parse);
+    let (target_warnings, device_name) = match &mut collected {
+        Some(Ok(c)) => (std::mem::take(&mut c.target_warnings), c.device_name.take()),
+        _ => (Vec::new(), None),
+    };
+    facts.warnings.splice(0..0, target_warnings);
+    let nothing_ran = recorder::with(|r| r.functions.is_empty()).unwrap_or(true);
+    if config.program.targets.is_empty() && !config.modules && nothing_ran {
+        facts.warnings.push(NOTHING_TARGETED.into());
+    }
+    if config.tensors && nothing_ran {
+        facts.warnings.push(
+            "--tensors lists the live tensors when a targeted call ends, and nothing was targeted: \
+             pass -f FUNCTION"
+                .into(),
+        );
+    }
+    let devices = recorder::with(|r| r.devices().to_vec()).unwrap_or_default();
+    if devices.len() > 1 {
+        let names: Vec<String> = devices.iter().map(|d| format!("cuda:{d}")).collect();
+        facts.warnings.push(format!(
+            "calls were measured on {} (the device the program used when each call started); \
+             the report's device is the last",
+            names.join(", ")
+        ));
+    }
+    let device = device_info(config);
+    let ctx = RunContext {
+        torch_version: facts.torch_version,
+        python_version: facts.python_version,
+        device: DeviceInfo {
+            index: facts.device_index,
+            name: device_name.unwrap_or_else(|| device.kind.clone()),
+            ..device
+        },
+        command_line: config.command_line.clone(),
+        outcome: facts.outcome,
+        warnings: facts.warnings,
+        process: config.process.clone(),
+        script: Some(config.script_label()),
+        schedule: config.scheduled().then_some(Schedule {
+            warmup: config.warmup,
+            calls: config.calls,
+            stopped_early: facts.stopped_early,
+        }),
+        hook_events: facts.hook_events,
+    };
+    let exit_code = ctx.outcome.exit_code;
+    let mut profile =
+        recorder::with(|r| build::build(r, ctx)).expect("the recorder exists during a run");
+    if let Some(collected) = collected {
+        let options = sections::SectionOptions {
+            depth: config.depth,
+            checkpoints: config.suggest_checkpoints,
+        };
+        match collected.map(|c| sections::read(c, options)) {
+            Ok(sections) => {
+                profile.modules = sections.modules;
+                profile.tensors = sections.tensors;
+                profile.oom = sections.oom;
+                profile.history = sections.history;
+                if profile.oom.is_some() {
+                    // The OOM report is what this run has to say; no target is no news then.
+                    profile.warnings.retain(|w| w != NOTHING_TARGETED);
+                }
+                profile.warnings.extend(sections.warnings);
+            }
+            Err(warning) => profile.warnings.push(warning),
+        }
+    }
+    Ok(Finished { profile, exit_code })
+}
+
+/// What the Python side runs, and the options its bootstrap is installed with. The schedule's
+/// policy for module calls is decided here: with -f they follow the targets' measured calls;
+/// without, the module tracker counts each root module's calls itself.
+fn program(config: &RunConfig) -> Program {
+    let by_targets = !config.program.targets.is_empty();
+    let index = config.source.cuda_index();
+    Program {
+        script: config.program.script.clone(),
+        module: config.program.module,
+        args: config.program.args.clone(),
+        targets: config.program.targets.clone(),
+        options: runner::Options {
+            modules: config.modules,
+            tensors: config.tensors,
+            checkpoints: config.suggest_checkpoints.is_some(),
+            collectives: config.collectives,
+            device_type: if index.is_some() { "cuda" } else { "cpu" }.to_string(),
+            device_index: index,
+            module_schedule: (config.scheduled() && !by_targets)
+                .then_some((config.warmup, config.calls)),
+            follow_targets: config.scheduled() && by_targets,
+            history: config
+                .history
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+            history_max_entries: config.history_max_entries,
+        },
+    }
+}
+
+/// The device as the report names it before Python has said more (its name).
+fn device_info(config: &RunConfig) -> DeviceInfo {
+    let index = config.source.cuda_index();
+    DeviceInfo {
+        kind: if index.is_some() { "cuda" } else { "cpu" }.to_string(),
+        index,
+        name: String::new(),
+    }
+}
+
+/// What a second Ctrl-C, SIGTERM or `os._exit` reports: what the recorder holds, when it can get
+/// it (the hooks hold its lock only briefly, and never while waiting on anything). None when the
+/// recorder stayed busy (said on standard error) or was never installed.
+pub fn report_so_far(ending: &Ending, config: &RunConfig) -> Option<Profile> {
+    let Some(guard) = crate::capture::interrupt::lock_within_two_seconds(&recorder::RECORDER)
+    else {
+        crate::output::note("the report was lost: the recorder stayed busy");
+        return None;
+    };
+    let r = guard.as_ref()?;
+    let ctx = RunContext {
+        torch_version: torch::linked_version(),
+        python_version: String::new(),
+        device: device_info(config),
+        command_line: config.command_line.clone(),
+        outcome: Outcome {
+            status: ending.status.into(),
+            exit_code: ending.exit_code,
+            exception: None,
+        },
+        warnings: vec![ending.warning.clone()],
+        process: config.process.clone(),
+        script: None,
+        schedule: None,
+        hook_events: crate::python::tracing::hook_events(),
+    };
+    Some(build::build(r, ctx))
+}

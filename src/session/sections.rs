@@ -1,38 +1,45 @@
-//! The `--modules`, `--tensors` and out-of-memory sections of the report: read from the
-//! bootstrap's JSON, cut to `--depth`, with the checkpoint plan computed from the measured pass
-//! and the OOM suggestions from the measured numbers.
+//! What the Python side hands back at the end of a run (one JSON document, `report()` in
+//! bootstrap.py: this file holds its schema), and the `--modules`, `--tensors`, `--history` and
+//! out-of-memory sections made from it: cut to `--depth`, with the checkpoint plan computed from
+//! the measured pass and the OOM suggestions from the measured numbers.
 use crate::analysis::checkpoints::{self, Chain};
 use crate::model::profile::{
     Inventory, ModuleEntry, ModuleEvent, ModulesProfile, OomReport, MODULE_SEMANTICS,
 };
 use serde::Deserialize;
 
-/// What the bootstrap hands over (`reports_json`).
-#[derive(Deserialize, Debug, Default)]
-struct Collected {
+/// What the bootstrap hands back (`report()`): every key is always there, and a key either side
+/// does not know is an error, so the two sides cannot drift apart unseen.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Collected {
     modules: Option<CollectedModules>,
     inventories: Option<Vec<Inventory>>,
-    #[serde(default)]
     oom: Option<crate::analysis::oom::Recorded>,
-    #[serde(default)]
     history: Option<CollectedHistory>,
+    /// Targets that matched nothing, or several functions.
+    pub target_warnings: Vec<String>,
+    /// The CUDA device's name, when CUDA was initialised.
+    pub device_name: Option<String>,
 }
 
 #[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
 struct CollectedHistory {
     file: String,
-    #[serde(default)]
     events: u64,
     max_entries: u64,
-    #[serde(default)]
+    /// A count, None, or "unknown" (a full CUDA ring).
     dropped: Option<serde_json::Value>,
-    #[serde(default)]
     source: String,
+    /// Why nothing was recorded; the history file says it too.
+    #[allow(dead_code)]
+    note: Option<String>,
 }
 
 #[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
 struct CollectedModules {
-    #[serde(default)]
     warnings: Vec<String>,
     entries: Vec<ModuleEntry>,
     timeline: Vec<ModuleEvent>,
@@ -56,10 +63,14 @@ pub struct Sections {
     pub warnings: Vec<String>,
 }
 
-/// The module profile and the inventories, from `json`; a warning when it cannot be read.
-pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
-    let collected: Collected = serde_json::from_str(json)
-        .map_err(|e| format!("the --modules/--tensors/OOM data could not be read: {e}"))?;
+/// Reads the bootstrap's document; the error is the warning the report carries instead.
+pub fn parse(json: &str) -> Result<Collected, String> {
+    serde_json::from_str(json)
+        .map_err(|e| format!("the --modules/--tensors/OOM data could not be read: {e}"))
+}
+
+/// The sections made from what the bootstrap collected.
+pub fn read(collected: Collected, options: SectionOptions) -> Sections {
     let mut warnings = Vec::new();
     let modules = collected.modules.map(|mut m| {
         warnings.extend(m.warnings);
@@ -110,13 +121,13 @@ pub fn read(json: &str, options: SectionOptions) -> Result<Sections, String> {
             source: h.source,
         }
     });
-    Ok(Sections {
+    Sections {
         modules,
         tensors: collected.inventories,
         oom,
         history,
         warnings,
-    })
+    }
 }
 
 /// A module's depth counted over the modules that were called: a container that is never called

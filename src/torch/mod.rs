@@ -174,19 +174,29 @@ pub mod tags {
         unsafe { ffi::mp_tags_enable() }
     }
 
-    /// The tag of a line: its function id and line number (0: no line).
+    /// A line's tag: its function id plus one in the high half, its line number in the low
+    /// half; 0 is no line.
+    #[inline]
+    pub fn encode(func: Option<u32>, line: u32) -> u64 {
+        func.map_or(0, |f| (u64::from(f) + 1) << 32 | u64::from(line))
+    }
+
+    /// The function id and line of a tag, None for 0.
+    pub fn decode(tag: u64) -> Option<(u32, u32)> {
+        (tag != 0).then(|| (((tag >> 32) - 1) as u32, tag as u32))
+    }
+
+    /// Tags what is allocated from now on with this line (None: no line).
     #[inline]
     pub fn set(func: Option<u32>, line: u32) {
-        let tag = func.map_or(0, |f| (u64::from(f) + 1) << 32 | u64::from(line));
         // SAFETY: stores an atomic.
-        unsafe { ffi::mp_tag_set(tag) }
+        unsafe { ffi::mp_tag_set(encode(func, line)) }
     }
 
     /// The function id and line that allocated the live block at `ptr`, if a targeted line did.
     pub fn of(ptr: usize) -> Option<(u32, u32)> {
         // SAFETY: only looks the address up.
-        let tag = unsafe { ffi::mp_tag_of(ptr as *const std::ffi::c_void) };
-        (tag != 0).then(|| (((tag >> 32) - 1) as u32, tag as u32))
+        decode(unsafe { ffi::mp_tag_of(ptr as *const std::ffi::c_void) })
     }
 }
 
@@ -236,7 +246,7 @@ pub mod history {
                 ptr: ptrs[i],
                 size: sizes[i],
                 time_us: times[i],
-                line: (tags[i] != 0).then(|| (((tags[i] >> 32) - 1) as u32, tags[i] as u32)),
+                line: super::tags::decode(tags[i]),
             })
             .collect();
         (events, dropped)
@@ -249,16 +259,7 @@ pub mod collectives {
     use super::{check, ffi, Result};
 
     /// The kinds, in the shim's order.
-    pub const KINDS: [&str; 8] = [
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "broadcast",
-        "all_to_all",
-        "send",
-        "recv",
-        "other",
-    ];
+    pub use crate::model::profile::COLLECTIVE_KINDS as KINDS;
     /// Values per read: bytes per kind, then calls per kind.
     pub const LEN: usize = 2 * KINDS.len();
 

@@ -138,23 +138,6 @@ fn created_at(ptr: usize) -> Option<(String, String, u32)> {
     recorder::with(|r| r.created_at(ptr)).flatten()
 }
 
-/// The bootstrap's `finish_schedule()`, called once the schedule is complete.
-static FINISHER: std::sync::OnceLock<Py<PyAny>> = std::sync::OnceLock::new();
-
-#[pyfunction]
-fn set_finisher(finisher: Py<PyAny>) {
-    let _ = FINISHER.set(finisher);
-}
-
-/// Tells the bootstrap that every target had its measured calls (see `Recorder::take_finished`).
-pub fn finish_schedule(py: Python<'_>) {
-    if let Some(finisher) = FINISHER.get() {
-        if let Err(e) = finisher.call0(py) {
-            e.write_unraisable(py, None);
-        }
-    }
-}
-
 /// Creates the module.
 pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_memprof")?;
@@ -169,7 +152,6 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(measuring, &m)?)?;
     m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
     m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
-    m.add_function(wrap_pyfunction!(set_finisher, &m)?)?;
     m.add_function(wrap_pyfunction!(allocated_now, &m)?)?;
     m.add_function(wrap_pyfunction!(created_at, &m)?)?;
     m.add_function(wrap_pyfunction!(inventory::set_inventory, &m)?)?;
@@ -178,6 +160,6 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(history::history_line_timeline, &m)?)?;
     saved::add_functions(&m)?;
     module_calls::add_functions(&m)?;
-    crate::python::tracing::add_callbacks(&m)?;
+    crate::python::tracing::add_functions(&m)?;
     Ok(m)
 }

@@ -253,7 +253,7 @@ def finish_schedule():
         _watched_codes.clear()
     import threading
     threading.settrace(None)
-    if _options.get("modules"):
+    if _options is not None and _options.modules:
         import _memprof_modules
 
         _memprof_modules.uninstall()
@@ -289,8 +289,8 @@ def _report_before_os_exit():
 
 
 def install(specs, script_path, options):
-    """Called once before the script runs. `options`: modules, tensors (bools), device_type,
-    device_index."""
+    """Called once before the script runs. `options`: the run's `_memprof.Options` (see
+    src/python/runner.rs), read by attribute."""
     _install_reports(options)
     global _system_dirs, _script_path
     _script_path = script_path
@@ -464,40 +464,38 @@ def device_name(index):
 
 # --- --modules and --tensors -------------------------------------------------------------------
 
-_options = {}
+_options = None  # the run's Options, set by install
 _inventories = []
 _MAX_EXCEPTION_INVENTORIES = 8
 
 
 def _install_reports(options):
-    _options.update(options)
+    global _options
+    _options = options
     import _memprof_oom
 
     _memprof_oom.install(options)
-    if options.get("history"):
+    if options.history:
         import _memprof_history
 
         _memprof_history.install(options)
-    if options.get("modules"):
+    if options.modules:
         import _memprof_modules
 
-        # With -f, module calls are measured during the targets' measured calls; without, the
-        # schedule counts each root module's forward calls.
-        own_schedule = not options.get("schedule_by_targets") and (
-            options.get("warmup") or options.get("calls") is not None
-        )
+        # The schedule's policy is Rust's: with -f, module calls follow the targets' measured
+        # calls (follow_targets); without, the tracker counts each root module's calls itself
+        # (module_schedule).
         _memprof_modules.install(
-            options["device_type"],
-            options["device_index"],
-            options.get("checkpoints", False),
-            schedule=(options.get("warmup", 0), options.get("calls")) if own_schedule else None,
-            follow_targets=bool(options.get("schedule_by_targets"))
-            and (options.get("warmup") or options.get("calls") is not None),
-            history=bool(options.get("history")),
+            options.device_type,
+            options.device_index,
+            options.checkpoints,
+            schedule=options.module_schedule,
+            follow_targets=options.follow_targets,
+            history=bool(options.history),
         )
-    if options.get("tensors"):
+    if options.tensors:
         _memprof.set_inventory(_inventory)
-    if options.get("collectives"):
+    if options.collectives:
         import _memprof_imports
 
         _memprof_imports.after_import("torch.distributed", lambda _: _announce_collectives())
@@ -587,7 +585,7 @@ def _inventory(qualname, call, raised, traceback):
     label = f"{'an exception left' if raised else 'end of'} {qualname} (call {call})"
     try:
         inv = _memprof_inventory.take(
-            _options["device_type"], _memprof.measured_device(), label, frames
+            _options.device_type, _memprof.measured_device(), label, frames
         )
     finally:
         del frames, f
@@ -605,27 +603,31 @@ def _inventory(qualname, call, raised, traceback):
         _inventories.append(inv)
 
 
-def reports_json():
-    """What --modules, --tensors and the OOM forensics collected, as JSON for the Rust side."""
+def report(device_index):
+    """Everything the Python side has for the report, as one JSON document: what --modules,
+    --tensors, --history and the OOM forensics collected, the targets' warnings and the device's
+    name (schema: `Collected` in src/session/sections.rs, every key always present)."""
     import json
 
     modules = None
-    if _options.get("modules"):
+    if _options.modules:
         import _memprof_modules
 
         modules = _memprof_modules.report()
     import _memprof_oom
 
     history = None
-    if _options.get("history"):
+    if _options.history:
         import _memprof_history
 
         history = _memprof_history.finish(_memprof.targeted_functions())
     return json.dumps({
         "modules": modules,
-        "inventories": _inventories if _options.get("tensors") else None,
+        "inventories": _inventories if _options.tensors else None,
         "oom": _memprof_oom.report(),
         "history": history,
+        "target_warnings": target_warnings(),
+        "device_name": device_name(device_index),
     })
 
 

@@ -21,13 +21,15 @@ import sys
 
 import _memprof
 
-_options = {}
+_options = None  # the run's Options (src/python/runner.rs), set by install
+_written = False
 _cuda_recording = False
 _MEMPROF_FILE = "memprof"
 
 
 def install(options):
-    _options.update(options)
+    global _options
+    _options = options
 
 
 def _record(context):
@@ -38,7 +40,7 @@ def _record(context):
         "all",
         context="all" if context else None,
         stacks="python",
-        max_entries=_options["history_max_entries"],
+        max_entries=_options.history_max_entries,
         clear_history=False,
     )
 
@@ -165,14 +167,15 @@ def _cpu_snapshot(events, functions):
 
 def finish(functions):
     """Writes the history file (once); returns what the report says of it, or None."""
-    path = _options.get("history")
-    if not path or _options.get("history_written"):
+    global _written
+    path = _options.history if _options is not None else None
+    if not path or _written:
         return None
-    _options["history_written"] = True
-    max_entries = _options["history_max_entries"]
+    _written = True
+    max_entries = _options.history_max_entries
     info = {"file": path, "max_entries": max_entries}
     try:
-        if _options.get("device_type") == "cuda":
+        if _options.device_type == "cuda":
             global _cuda_recording
             torch = sys.modules.get("torch")
             if torch is None or not _cuda_recording:
@@ -191,7 +194,7 @@ def finish(functions):
             snapshot = _cpu_snapshot(events, functions)
             info.update(events=len(events), dropped=dropped,
                         source="memprof's record of libtorch's CPU allocation reports")
-        snapshot["memprof"] = dict(info, cpu_limits=None if _options.get("device_type") == "cuda" else (
+        snapshot["memprof"] = dict(info, cpu_limits=None if _options.device_type == "cuda" else (
             "CPU: no caching allocator, so each block is its own segment (segment_alloc/"
             "segment_free around it); no streams (0); free_requested and free_completed coincide; "
             "frames are the targeted line only, for events inside measured targeted calls"))

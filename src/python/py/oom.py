@@ -25,7 +25,7 @@ SCAN_BUDGET_S = 10.0
 # Frames kept per stack (innermost ones).
 MAX_FRAMES = 40
 
-_options = {}
+_options = None  # the run's Options (src/python/runner.rs), set by install
 _events = []
 _latest = None
 _count = 0
@@ -35,7 +35,8 @@ _attached = False
 
 def install(options):
     """Called once before the script runs: watch for the program's CUDA initialisation."""
-    _options.update(options)
+    global _options
+    _options = options
     import _memprof_imports
 
     _memprof_imports.after_import("torch", _on_torch)
@@ -356,7 +357,9 @@ def uncaught(exc, traceback=None):
         if cuda:
             device_type, device_index = "cuda", event.get("device", torch.cuda.current_device())
         else:
-            device_type, device_index = _options.get("device_type", "cpu"), _options.get("device_index")
+            device_type, device_index = (
+                (_options.device_type, _options.device_index) if _options is not None else ("cpu", None)
+            )
         _fill(event, frames, "this", device_type, device_index, lines, exc)
         event.setdefault("device", device_index if device_type == "cuda" else None)
         _events.append(event)

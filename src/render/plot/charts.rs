@@ -351,7 +351,7 @@ fn function_bars(sources: &[Source<'_>]) -> Vec<Panel> {
             format!(
                 "{} ({}:{}): per line, {peak_name} and Δ",
                 f.qualname,
-                crate::render::file_name(&f.file),
+                crate::model::profile::file_name(&f.file),
                 f.first_line
             ),
             rows,
@@ -382,20 +382,6 @@ fn shorten(s: &str, n: usize) -> String {
         s.to_string()
     } else {
         format!("{}…", s.chars().take(n - 1).collect::<String>())
-    }
-}
-
-/// The binary unit for values up to `max`: its divisor and name.
-fn unit(max: i64) -> (f64, &'static str) {
-    let max = max.unsigned_abs();
-    if max >= 1 << 30 {
-        ((1u64 << 30) as f64, "GiB")
-    } else if max >= 1 << 20 {
-        ((1u64 << 20) as f64, "MiB")
-    } else if max >= 1 << 10 {
-        (1024.0, "KiB")
-    } else {
-        (1.0, "bytes")
     }
 }
 
@@ -450,7 +436,7 @@ fn draw_timeline<DB: DrawingBackend>(
         .max()
         .unwrap_or(1)
         .max(1);
-    let (div, unit_name) = unit(max);
+    let (div, unit_name) = crate::model::units::axis_unit(max);
     let mut chart = ChartBuilder::on(area)
         .caption(title, (FONT, 18))
         .margin(12)
@@ -577,7 +563,7 @@ fn draw_bars<DB: DrawingBackend>(
 ) -> DrawResult<DB::ErrorType> {
     let values = rows.iter().flat_map(|r| r.bars.iter().map(|b| b.0));
     let (lo, hi) = values.fold((0i64, 0i64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let (div, unit_name) = unit(hi.max(-lo).max(1));
+    let (div, unit_name) = crate::model::units::axis_unit(hi.max(-lo).max(1));
     let span = (hi - lo).max(1) as f64 / div;
     let x0 = lo as f64 / div - if lo < 0 { span * 0.15 } else { 0.0 };
     let x1 = hi as f64 / div + span * 0.22;

@@ -30,13 +30,15 @@ pub struct Plan {
     pub notes: Vec<String>,
 }
 
-enum Kind {
+/// The picture formats, by file name extension.
+pub enum Kind {
     Svg,
     Png,
     Html,
 }
 
-fn kind_of(path: &Path) -> Result<Kind> {
+/// The format a file name asks for; an error names the ones there are.
+pub fn kind_of(path: &Path) -> Result<Kind> {
     match path
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase())
@@ -51,12 +53,6 @@ fn kind_of(path: &Path) -> Result<Kind> {
         ))
         .hint("name the file .svg, .png or .html")),
     }
-}
-
-/// Checks the output's name before a run starts, so a bad --plot fails early.
-pub fn check_output(path: &Path) -> Result<()> {
-    kind_of(path)?;
-    crate::output::file::check_writable(path)
 }
 
 /// The series' names: the ranks when the reports come from one job's ranks, else the files'.
@@ -82,11 +78,9 @@ pub fn sources<'a>(reports: &'a [(String, Profile)]) -> Vec<Source<'a>> {
         .collect()
 }
 
-/// Draws the reports into `path` (its extension picks SVG, PNG or HTML), atomically. Returns
-/// the notes on sections that had no data, for the user.
-pub fn draw(sources: &[Source<'_>], path: &Path) -> Result<Vec<String>> {
-    let kind = kind_of(path)?;
-    crate::output::file::check_writable(path)?;
+/// Draws the reports as `kind`: the file's bytes, and the notes on sections that had no data,
+/// for the user.
+pub fn draw(sources: &[Source<'_>], kind: Kind) -> Result<(Vec<u8>, Vec<String>)> {
     let plan = charts::plan(sources);
     if plan.with_data == 0 {
         return Err(Error::usage(format!(
@@ -102,8 +96,7 @@ pub fn draw(sources: &[Source<'_>], path: &Path) -> Result<Vec<String>> {
         Kind::Html => html(sources, &svg(&plan, height)?).into_bytes(),
         Kind::Png => png(&plan, height)?,
     };
-    crate::output::file::write_bytes_atomically(path, &bytes)?;
-    Ok(plan.notes)
+    Ok((bytes, plan.notes))
 }
 
 fn drawing_error(e: impl std::fmt::Display) -> Error {

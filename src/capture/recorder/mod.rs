@@ -4,6 +4,11 @@
 //! and on which CUDA device (the one the program uses when a measured call starts). What an
 //! execution measures is `sampler`'s. It knows nothing of Python: the hooks hand it frame, code
 //! and thread addresses.
+mod marks;
+mod schedule;
+mod scopes;
+mod watch;
+
 use crate::capture::int_hash::IntMap;
 pub use crate::capture::sampler::{LineAgg, ScopeReading, Source};
 use crate::capture::sampler::{Sampler, Window};
@@ -198,33 +203,6 @@ impl Recorder {
         }
     }
 
-    /// Whether a targeted call of the schedule's is running now (on any thread); always true
-    /// without a schedule. Module calls and inventories follow it.
-    pub fn measuring(&self) -> bool {
-        if !self.scheduled() {
-            return true;
-        }
-        self.stacks
-            .values()
-            .flatten()
-            .any(|f| self.frames.get(f).is_some_and(|s| s.measured))
-    }
-
-    /// Whether `--warmup` or `--calls` chose which calls are measured.
-    fn scheduled(&self) -> bool {
-        self.options.calls.is_some() || self.options.warmup > 0
-    }
-
-    /// Once, when every targeted function has had its measured calls and they have all ended:
-    /// the hooks can stop, so the rest of the run pays nothing.
-    pub fn take_finished(&mut self) -> bool {
-        if !self.finished || !self.idle() {
-            return false;
-        }
-        self.finished = false;
-        true
-    }
-
     /// The measurement plan (columns, peak resets, per-line values).
     pub fn sampler(&self) -> &Sampler {
         &self.sampler
@@ -303,65 +281,6 @@ impl Recorder {
         self.stopped = true;
     }
 
-    /// The schedule is complete (`take_finished`): stop now, so that later events cost only the
-    /// lookup that finds nothing.
-    pub fn stop_early(&mut self) {
-        if !self.stopped {
-            self.stop(None);
-            self.stopped_early = true;
-        }
-    }
-
-    /// Whether recording stopped before the end because the schedule was complete.
-    pub fn stopped_early(&self) -> bool {
-        self.stopped_early
-    }
-
-    /// Whether calls that returned are waiting for their caller to resume.
-    #[cfg_attr(Py_3_12, allow(dead_code))] // sys.monitoring only reports watched callers
-    #[inline]
-    pub fn has_returning(&self) -> bool {
-        !self.returning.is_empty()
-    }
-
-    /// Code objects whose events must be switched on (true) or off (false), since the last call.
-    /// Only sys.monitoring needs them (a C trace function sees every frame), and they are
-    /// applied outside the recorder's lock because that calls into Python.
-    #[cfg_attr(not(Py_3_12), allow(dead_code))]
-    #[inline]
-    pub fn take_watch_changes(&mut self) -> Option<Vec<(usize, bool)>> {
-        if self.watch_changes.is_empty() {
-            None
-        } else {
-            Some(std::mem::take(&mut self.watch_changes))
-        }
-    }
-
-    /// A targeted call runs with its caller running `code`: watch that code while any call
-    /// does, so that the caller's next event (it resumes: the call returned or raised) is seen.
-    fn watch(&mut self, code: usize) {
-        if code == 0 || self.codes.contains_key(&code) {
-            return;
-        }
-        let n = self.watched.entry(code).or_insert(0);
-        *n += 1;
-        if *n == 1 {
-            self.watch_changes.push((code, true));
-        }
-    }
-
-    /// A call stopped waiting on a caller running `code`; with none left, stop watching it, so
-    /// a caller's later lines (a hot loop, say) cost nothing.
-    fn unwatch(&mut self, code: usize) {
-        if let Some(n) = self.watched.get_mut(&code) {
-            *n -= 1;
-            if *n == 0 {
-                self.watched.remove(&code);
-                self.watch_changes.push((code, false));
-            }
-        }
-    }
-
     /// A targeted frame starts (`resume == false`) or a generator or coroutine frame resumes,
     /// called from `caller` on `thread`. `is_ancestor(f)` tells whether frame f is on the
     /// new frame's call stack.
@@ -406,26 +325,6 @@ impl Recorder {
             self.open(&mut state, line, true);
         }
         self.frames.insert(frame, state);
-    }
-
-    /// Counts a call of `func`; whether the schedule measures it.
-    fn count_call(&mut self, func: u32) -> bool {
-        let (warmup, calls) = (self.options.warmup, self.options.calls);
-        let f = &mut self.functions[func as usize];
-        f.calls += 1;
-        let n = f.calls;
-        let measured = n > warmup && calls.is_none_or(|m| n <= warmup + m);
-        if measured {
-            let first = f.measured.map_or(n, |(first, _)| first);
-            f.measured = Some((first, n));
-        }
-        if calls.is_some_and(|m| n == warmup + m) {
-            self.unfinished -= 1;
-            if self.unfinished == 0 {
-                self.finished = true;
-            }
-        }
-        measured
     }
 
     /// A new line starts in a targeted frame.
@@ -617,67 +516,6 @@ impl Recorder {
             .close(&state.window, agg, !state.continuation, raised);
     }
 
-    /// For `--tensors`: keep a list of the targeted calls that end, and tag allocations with
-    /// the line that made them.
-    pub fn collect_ended_calls(&mut self) {
-        self.collect_ended = true;
-        self.tagging = true;
-        crate::torch::tags::enable();
-    }
-
-    /// Where a live block was allocated: (qualname, file, line), if by a targeted line.
-    pub fn created_at(&self, ptr: usize) -> Option<(String, String, u32)> {
-        let (func, line) = crate::torch::tags::of(ptr)?;
-        let f = self.functions.get(func as usize)?;
-        Some((f.qualname.clone(), f.file.clone(), line))
-    }
-
-    /// The targeted line now running (None: none), for `--tensors` and `--history`.
-    fn mark_line(&self, func: Option<u32>, line: u32) {
-        if self.tagging {
-            crate::torch::tags::set(func, line);
-        }
-        if self.cuda_history() {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_micros() as i64);
-            self.history_lines.borrow_mut().push((now, func, line));
-        }
-    }
-
-    /// Whether the line running is followed: tags (`--tensors`, CPU `--history`) or the CUDA
-    /// history's line timeline.
-    fn marks_lines(&self) -> bool {
-        self.tagging || self.cuda_history()
-    }
-
-    fn cuda_history(&self) -> bool {
-        self.history_started && self.sampler.device().is_some()
-    }
-
-    /// `--history` on CUDA: the line timeline so far (see `history_lines`).
-    pub fn history_line_timeline(&self) -> Vec<(i64, Option<u32>, u32)> {
-        self.history_lines.borrow().clone()
-    }
-
-    /// After a frame left `thread`: allocations now belong to the line of the targeted frame
-    /// below it, if any.
-    fn retag(&self, thread: usize) {
-        if !self.marks_lines() {
-            return;
-        }
-        let top = self
-            .stacks
-            .get(&thread)
-            .and_then(|s| s.last())
-            .and_then(|f| self.frames.get(f))
-            .filter(|s| s.open);
-        match top {
-            Some(s) => self.mark_line(Some(s.func), s.line),
-            None => self.mark_line(None, 0),
-        }
-    }
-
     /// The targeted calls that ended since the last call.
     #[inline]
     pub fn take_ended(&mut self) -> Option<Vec<EndedCall>> {
@@ -696,51 +534,6 @@ impl Recorder {
             .collect()
     }
 
-    /// `--history`: a measured call starts. On the CPU memprof's own record starts with the
-    /// first (tagged with the running line); on CUDA the Python side is told when the first of
-    /// the running calls starts and the last ends.
-    fn history_call_started(&mut self) {
-        let Some(max_entries) = self.options.history else {
-            return;
-        };
-        self.measured_running += 1;
-        if self.sampler.device().is_none() {
-            if !self.history_started {
-                self.history_started = true;
-                self.tagging = true;
-                crate::torch::tags::enable();
-                crate::torch::history::start(max_entries);
-            }
-        } else if self.measured_running == 1 {
-            self.history_started = true;
-            self.history_waiting = false;
-            self.history_changes.push(true);
-        }
-    }
-
-    /// `--history` on CUDA: the Python side could not start because CUDA was not initialised.
-    pub fn history_wait(&mut self) {
-        self.history_waiting = true;
-    }
-
-    /// `--history` on CUDA: calls running started (true) or all ended (false) since last asked;
-    /// a start is asked again once the program has initialised CUDA.
-    #[inline]
-    pub fn take_history_changes(&mut self) -> Option<Vec<bool>> {
-        if self.history_waiting
-            && self.measured_running > 0
-            && crate::torch::allocator_initialized()
-        {
-            self.history_waiting = false;
-            self.history_changes.push(true);
-        }
-        if self.history_changes.is_empty() {
-            None
-        } else {
-            Some(std::mem::take(&mut self.history_changes))
-        }
-    }
-
     fn ended(&mut self, state: &FrameState, raised: bool) {
         if state.measured && self.options.history.is_some() && self.measured_running > 0 {
             self.measured_running -= 1;
@@ -754,37 +547,6 @@ impl Recorder {
             let call = self.functions[func as usize].calls;
             self.ended.push(EndedCall { func, call, raised });
         }
-    }
-
-    /// Opens a measurement scope (a module's forward or backward call) at a new sample; it sees
-    /// the same peaks as the lines open around it.
-    pub fn open_scope(&mut self) -> u64 {
-        self.take_sample_for_scope();
-        self.choose_device();
-        let mut window = self
-            .spare_windows
-            .pop()
-            .unwrap_or_else(|| self.sampler.new_window());
-        self.sampler.open(&mut window);
-        self.next_scope += 1;
-        self.scopes.insert(self.next_scope, window);
-        self.next_scope
-    }
-
-    /// Closes a scope at a new sample: allocated bytes at its start and end, and the highest
-    /// allocated bytes reached while it was open.
-    pub fn close_scope(&mut self, id: u64) -> Option<ScopeReading> {
-        self.take_sample_for_scope();
-        let window = self.scopes.remove(&id)?;
-        let reading = self.sampler.allocated_in(&window);
-        self.spare_windows.push(window);
-        Some(reading)
-    }
-
-    /// Allocated bytes now (`allocated_bytes.all.current`), at a new sample.
-    pub fn allocated_now(&mut self) -> i64 {
-        self.take_sample();
-        self.sampler.allocated_current()
     }
 
     /// Reads the allocator, then folds the highest values reached since the previous sample into

@@ -1,0 +1,66 @@
+//! `--warmup`/`--calls`: which calls of each targeted function are measured, and when the
+//! schedule is complete so that the hooks can stop.
+use super::*;
+
+impl Recorder {
+    /// Whether a targeted call of the schedule's is running now (on any thread); always true
+    /// without a schedule. Module calls and inventories follow it.
+    pub fn measuring(&self) -> bool {
+        if !self.scheduled() {
+            return true;
+        }
+        self.stacks
+            .values()
+            .flatten()
+            .any(|f| self.frames.get(f).is_some_and(|s| s.measured))
+    }
+
+    /// Whether `--warmup` or `--calls` chose which calls are measured.
+    pub(super) fn scheduled(&self) -> bool {
+        self.options.calls.is_some() || self.options.warmup > 0
+    }
+
+    /// Once, when every targeted function has had its measured calls and they have all ended:
+    /// the hooks can stop, so the rest of the run pays nothing.
+    pub fn take_finished(&mut self) -> bool {
+        if !self.finished || !self.idle() {
+            return false;
+        }
+        self.finished = false;
+        true
+    }
+
+    /// Counts a call of `func`; whether the schedule measures it.
+    pub(super) fn count_call(&mut self, func: u32) -> bool {
+        let (warmup, calls) = (self.options.warmup, self.options.calls);
+        let f = &mut self.functions[func as usize];
+        f.calls += 1;
+        let n = f.calls;
+        let measured = n > warmup && calls.is_none_or(|m| n <= warmup + m);
+        if measured {
+            let first = f.measured.map_or(n, |(first, _)| first);
+            f.measured = Some((first, n));
+        }
+        if calls.is_some_and(|m| n == warmup + m) {
+            self.unfinished -= 1;
+            if self.unfinished == 0 {
+                self.finished = true;
+            }
+        }
+        measured
+    }
+
+    /// The schedule is complete (`take_finished`): stop now, so that later events cost only the
+    /// lookup that finds nothing.
+    pub fn stop_early(&mut self) {
+        if !self.stopped {
+            self.stop(None);
+            self.stopped_early = true;
+        }
+    }
+
+    /// Whether recording stopped before the end because the schedule was complete.
+    pub fn stopped_early(&self) -> bool {
+        self.stopped_early
+    }
+}

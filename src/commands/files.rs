@@ -1,0 +1,60 @@
+//! Report files: reading saved reports (a run's, or merged) with one clear error for what is not
+//! one, and writing a command's output to a file or to standard output.
+use crate::error::{Error, Result};
+use crate::model::profile::Profile;
+use crate::model::saved::{self, Saved};
+use crate::output::{self, file};
+use std::path::{Path, PathBuf};
+
+/// Reads a saved report of either kind, told apart by its `schema`.
+pub fn read_report(path: &Path) -> Result<Saved> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::usage(format!("cannot read '{}': {e}", path.display())))?;
+    saved::parse(&text).map_err(|e| {
+        let first = e
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(120)
+            .collect::<String>();
+        Error::usage(format!(
+            "'{}' is not a memprof report ({first})",
+            path.display()
+        ))
+        .hint("pass a file written by `memprof run --format yaml|json -o FILE`")
+    })
+}
+
+/// Reads a run's report (not a merged one).
+pub fn read_run_report(path: &Path) -> Result<Profile> {
+    match read_report(path)? {
+        Saved::Run(p) => Ok(*p),
+        Saved::Merged(_) => Err(Error::usage(format!(
+            "'{}' is a merged report; pass the ranks' own reports",
+            path.display()
+        ))
+        .hint("`memprof show` renders a merged report")),
+    }
+}
+
+/// Reads the ranks' reports, each with its file.
+pub fn read_run_reports(files: &[PathBuf]) -> Result<Vec<(PathBuf, Profile)>> {
+    files
+        .iter()
+        .map(|f| Ok((f.clone(), read_run_report(f)?)))
+        .collect()
+}
+
+/// Writes `text` to `to` (atomically, saying so) or prints it.
+pub fn deliver(text: &str, to: Option<&Path>, what: &str) -> Result<()> {
+    match to {
+        Some(path) => {
+            file::check_writable(path)?;
+            file::write_atomically(path, text)?;
+            output::note(&format!("{what} written to {}", path.display()));
+        }
+        None => output::print(text),
+    }
+    Ok(())
+}

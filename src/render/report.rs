@@ -1,0 +1,127 @@
+//! A run's whole report as a table: the header lines (versions, device, schedule, notes), one
+//! block per targeted function, then the sections (tensors, modules, budgets, out of memory),
+//! the warnings and how the script ended.
+use super::fit::{wrap, Fit};
+use crate::model::profile::Profile;
+use std::fmt::Write;
+
+/// The report's table at full width (files, pipes, snapshots).
+pub fn render(p: &Profile) -> String {
+    render_fitted(p, None)
+}
+
+/// The report's table, fitted to a terminal when `fit` says how wide it is: two-line headers,
+/// the source text cut last, and (for default columns) the last stat columns left out when
+/// nothing else makes room.
+pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
+    let mut out = String::new();
+    let m = &p.metadata;
+    let _ = writeln!(
+        out,
+        "memprof {} · torch {} · Python {} · device {}{}",
+        m.memprof_version,
+        m.torch_version,
+        m.python_version,
+        m.device.describe(),
+        p.metadata
+            .process
+            .label()
+            .map(|r| format!(" · {r} on {}", m.process.host))
+            .unwrap_or_default()
+    );
+    if let Some(schedule) = &m.schedule {
+        let _ = writeln!(
+            out,
+            "schedule: --warmup {}{}{}",
+            schedule.warmup,
+            schedule
+                .calls
+                .map(|c| format!(" --calls {c}"))
+                .unwrap_or_default(),
+            if schedule.stopped_early {
+                " · every target had its calls, and memprof stopped its hooks"
+            } else {
+                ""
+            }
+        );
+    }
+    if m.collectives.is_some() {
+        let _ = writeln!(
+            out,
+            "collectives: bytes of the torch.distributed collectives started during each line \
+             (the full buffer of each; NCCL's own buffers are not included)"
+        );
+    }
+    if let Some(reason) = &m.peak_resets {
+        let _ = writeln!(out, "note: {reason}");
+    }
+    if let Some(h) = &p.history {
+        let dropped = match h.dropped {
+            Some(n) if n > 0 => format!(", {n} older ones dropped (--history-max-entries)"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "history: {} allocator events written to {}{dropped}; open it at \
+             https://pytorch.org/memory_viz",
+            h.events, h.file
+        );
+    }
+    for f in &p.functions {
+        out.push('\n');
+        super::table::render_function(&mut out, p, f, fit);
+    }
+    if p.functions.is_empty() && p.modules.is_none() && p.oom.is_none() {
+        let _ = writeln!(out, "\nno targeted function ran");
+    }
+    if let Some(inventories) = &p.tensors {
+        super::tensors::render(&mut out, inventories);
+    }
+    if let Some(modules) = &p.modules {
+        super::modules::render(&mut out, modules);
+    }
+    if let Some(budgets) = &p.budgets {
+        super::budgets::render(&mut out, budgets, &m.stats);
+    }
+    if let Some(oom) = &p.oom {
+        super::oom::render(&mut out, oom);
+    }
+    for w in &p.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    match m.outcome.status.as_str() {
+        "exception" => {
+            let _ = writeln!(
+                out,
+                "the script raised {}",
+                m.outcome.exception.as_deref().unwrap_or("an exception")
+            );
+        }
+        "interrupted" | "terminated" => {
+            let _ = writeln!(
+                out,
+                "the script was {}: this report covers what ran until then",
+                m.outcome.status
+            );
+        }
+        _ => {}
+    }
+    match fit {
+        // The header lines and warnings too: on a terminal no text runs past the edge.
+        Some(fit) => out
+            .lines()
+            .flat_map(|l| {
+                // Text lines only: a table's rows (a leading space, the '=' rule) are fitted
+                // already, and keep their columns when a very narrow terminal cannot hold them.
+                let text = !l.starts_with(' ') && !l.starts_with('=');
+                if text && l.chars().count() > fit.width {
+                    wrap(l, fit.width)
+                } else {
+                    vec![l.to_string()]
+                }
+            })
+            .map(|l| l + "\n")
+            .collect(),
+        None => out,
+    }
+}
