@@ -8,3 +8,5 @@ pub mod int_hash;
 pub mod interrupt;
 pub mod recorder;
 pub mod sampler;
+#[cfg(test)]
+pub mod test_torch;

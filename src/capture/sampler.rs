@@ -5,7 +5,7 @@
 //! window), and how executions combine into a line's aggregate.
 use crate::capture::host::HostReader;
 use crate::model::stats::{self, Field, StatDef, CUDA_STAT_COUNT};
-use crate::torch::{self, collectives, tally, TALLY_LEN};
+use crate::torch::{collectives, tally, Linked, Runtime, TALLY_LEN};
 
 pub use crate::model::device::Source;
 
@@ -70,8 +70,9 @@ pub struct ScopeReading {
     pub collectives: Option<Vec<i64>>,
 }
 
-/// The measurement plan and the latest sample.
-pub struct Sampler {
+/// The measurement plan and the latest sample, read through `R` (libtorch, or a test's stand-in).
+pub struct Sampler<R: Runtime = Linked> {
+    runtime: R,
     source: Source,
     /// The columns measured: the chosen stats, then allocated_bytes.all.peak if not chosen
     /// (the function's total peak in the header needs it).
@@ -102,10 +103,10 @@ pub struct Sampler {
 /// The host block of a sample: RSS, VMS, RSS high-water mark.
 const HOST_LEN: usize = 3;
 
-impl Sampler {
+impl<R: Runtime> Sampler<R> {
     /// Plans how to measure `chosen` (validated keys of `stats::stats_for`) on `source`, and
-    /// the collectives' bytes when `with_collectives`.
-    pub fn new(source: Source, chosen: Vec<StatDef>, with_collectives: bool) -> Self {
+    /// the collectives' bytes when `with_collectives`, read through `runtime`.
+    pub fn new(runtime: R, source: Source, chosen: Vec<StatDef>, with_collectives: bool) -> Self {
         let cuda = matches!(source, Source::Cuda(_));
         let all = stats::stats_for(cuda);
         let find = |key: &str| {
@@ -247,6 +248,7 @@ impl Sampler {
             0
         };
         Sampler {
+            runtime,
             source,
             columns,
             probes,
@@ -265,6 +267,11 @@ impl Sampler {
             cuda_ready: false,
             host,
         }
+    }
+
+    /// What the numbers are read through.
+    pub fn runtime(&self) -> &R {
+        &self.runtime
     }
 
     /// The CUDA device read, if any.
@@ -287,7 +294,7 @@ impl Sampler {
         let Source::Cuda(current) = self.source else {
             return false;
         };
-        if current == device || torch::set_reporter_device(device).is_err() {
+        if current == device || !self.runtime.set_reporter_device(device) {
             return false;
         }
         self.source = Source::Cuda(device);
@@ -409,12 +416,12 @@ impl Sampler {
     fn read_sample(&mut self, for_line: bool) {
         if let Source::Cuda(device) = self.source {
             if !self.cuda_ready {
-                self.cuda_ready = torch::allocator_initialized();
+                self.cuda_ready = self.runtime.allocator_initialized();
             }
             let stats: &mut [i64; CUDA_STAT_COUNT] = (&mut self.sample[..CUDA_STAT_COUNT])
                 .try_into()
                 .expect("sample layout");
-            if !self.cuda_ready || torch::device_stats(device, stats).is_err() {
+            if !self.cuda_ready || !self.runtime.device_stats(device, stats) {
                 stats.fill(0);
             }
         }
@@ -422,11 +429,11 @@ impl Sampler {
             .try_into()
             .expect("sample layout");
         let cuda = matches!(self.source, Source::Cuda(_));
-        torch::take_tally(cuda, t);
+        self.runtime.take_tally(cuda, t);
         if for_line {
             // Line samples only: a line's Δ is its thread's. Module scopes measure the device's
             // allocated bytes, often on autograd's threads, and need no per-thread count.
-            self.sample[self.own_at] = torch::own_net(cuda);
+            self.sample[self.own_at] = self.runtime.own_net(cuda);
         }
         if let Some(at) = self.host_at.filter(|_| for_line) {
             let m = self.host.read();
@@ -438,7 +445,7 @@ impl Sampler {
             let c: &mut [i64; collectives::LEN] = (&mut self.sample[at..at + collectives::LEN])
                 .try_into()
                 .expect("sample layout");
-            collectives::take(c);
+            self.runtime.take_collectives(c);
         }
         let since = &mut self.since;
         let s = &self.sample;
@@ -487,7 +494,7 @@ impl Sampler {
     pub fn after_fold(&mut self) {
         if self.reset_peaks && self.cuda_ready {
             if let Source::Cuda(device) = self.source {
-                if torch::reset_peak_stats(device).is_ok() {
+                if self.runtime.reset_peak_stats(device) {
                     // After a reset every device-wide peak equals its current value.
                     for probe in &self.probes {
                         if let Probe::Peak {
@@ -535,5 +542,49 @@ impl Sampler {
             &agg.values[..self.shown],
             Some(agg.values[self.total_peak_column]),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::test_torch::TestTorch;
+
+    fn stat(key: &str) -> StatDef {
+        stats::cpu_stats()
+            .into_iter()
+            .find(|s| s.key == key)
+            .expect("a CPU stat")
+    }
+
+    #[test]
+    fn amounts_sum_over_hits_levels_and_peaks_take_the_highest() {
+        let torch = TestTorch::default();
+        let chosen = vec![
+            stat("allocated_bytes.all.allocated"),
+            stat("allocation.all.current"),
+            stat("allocation.all.peak"),
+        ];
+        let mut s = Sampler::new(torch.clone(), Source::Cpu, chosen, false);
+        // allocated_bytes.all.peak is measured too: the header's peak needs it.
+        assert_eq!(s.shown_columns().len(), 3);
+        let mut agg = LineAgg::default();
+        for bytes in [100, 200] {
+            let mut w = s.new_window();
+            s.read();
+            s.open(&mut w);
+            torch.alloc(bytes);
+            torch.alloc(1);
+            torch.free(1);
+            s.read();
+            s.fold(&mut w);
+            s.after_fold();
+            s.close(&w, &mut agg, true, false);
+        }
+        assert_eq!(agg.hits, 2);
+        assert_eq!(agg.delta, 300);
+        let (shown, _) = s.shown_values(&agg);
+        // 101 + 201 bytes allocated; 2 blocks live at the end, 3 at the highest.
+        assert_eq!(shown, &[302, 2, 3]);
     }
 }

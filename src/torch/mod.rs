@@ -295,3 +295,96 @@ pub mod collectives {
         unsafe { ffi::mp_collectives_take(out.as_mut_ptr()) }
     }
 }
+
+/// The libtorch calls that capture makes while the program runs, behind one trait: `Linked` is
+/// the libtorch this process loaded; the recorder's and the sampler's unit tests run their state
+/// machines on a stand-in (`capture::test_torch`), without libtorch.
+pub trait Runtime {
+    /// Whether the program has initialised the CUDA caching allocator.
+    fn allocator_initialized(&self) -> bool;
+    /// Reads the device's allocator stats; false on failure.
+    fn device_stats(&self, device: i32, out: &mut [i64; CUDA_STAT_COUNT]) -> bool;
+    /// Resets the device's peak stats to their current values; false on failure.
+    fn reset_peak_stats(&self, device: i32) -> bool;
+    /// Makes the allocation reporter count `device`; false on failure.
+    fn set_reporter_device(&self, device: i32) -> bool;
+    /// The CUDA device the calling thread uses now.
+    fn current_device(&self) -> Option<i32>;
+    /// Reads a tally (the CPU's, or the counted CUDA device's), restarting its maxima.
+    fn take_tally(&self, device: bool, out: &mut [i64; TALLY_LEN]);
+    /// The calling thread's own net allocated bytes.
+    fn own_net(&self, device: bool) -> i64;
+    /// The collectives' counters since the start.
+    fn take_collectives(&self, out: &mut [i64; collectives::LEN]);
+    /// Starts tagging allocations with the running line.
+    fn tags_enable(&self);
+    /// The line that allocations are tagged with from now on.
+    fn tag_set(&self, func: Option<u32>, line: u32);
+    /// The line that allocated the live block at `ptr`.
+    fn tag_of(&self, ptr: usize) -> Option<(u32, u32)>;
+    /// Starts the CPU allocation history.
+    fn history_start(&self, max_entries: u64);
+}
+
+/// The libtorch this process loaded, through the shim.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Linked;
+
+impl Runtime for Linked {
+    #[inline]
+    fn allocator_initialized(&self) -> bool {
+        allocator_initialized()
+    }
+    #[inline]
+    fn device_stats(&self, device: i32, out: &mut [i64; CUDA_STAT_COUNT]) -> bool {
+        device_stats(device, out).is_ok()
+    }
+    #[inline]
+    fn reset_peak_stats(&self, device: i32) -> bool {
+        reset_peak_stats(device).is_ok()
+    }
+    fn set_reporter_device(&self, device: i32) -> bool {
+        set_reporter_device(device).is_ok()
+    }
+    #[inline]
+    fn current_device(&self) -> Option<i32> {
+        current_device()
+    }
+    #[inline]
+    fn take_tally(&self, device: bool, out: &mut [i64; TALLY_LEN]) {
+        take_tally(device, out)
+    }
+    #[inline]
+    fn own_net(&self, device: bool) -> i64 {
+        own_net(device)
+    }
+    #[inline]
+    fn take_collectives(&self, out: &mut [i64; collectives::LEN]) {
+        collectives::take(out)
+    }
+    fn tags_enable(&self) {
+        tags::enable()
+    }
+    #[inline]
+    fn tag_set(&self, func: Option<u32>, line: u32) {
+        tags::set(func, line)
+    }
+    fn tag_of(&self, ptr: usize) -> Option<(u32, u32)> {
+        tags::of(ptr)
+    }
+    fn history_start(&self, max_entries: u64) {
+        history::start(max_entries)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_tag_carries_its_function_and_line_and_zero_is_none() {
+        use super::tags::{decode, encode};
+        assert_eq!(decode(encode(Some(0), 7)), Some((0, 7)));
+        assert_eq!(decode(encode(Some(41), u32::MAX)), Some((41, u32::MAX)));
+        assert_eq!(encode(None, 12), 0);
+        assert_eq!(decode(0), None);
+    }
+}

@@ -2,18 +2,18 @@
 //! `--history`), the CUDA history's line timeline; and the calls that ended (`--tensors`).
 use super::*;
 
-impl Recorder {
+impl<R: Runtime> Recorder<R> {
     /// For `--tensors`: keep a list of the targeted calls that end, and tag allocations with
     /// the line that made them.
     pub fn collect_ended_calls(&mut self) {
         self.collect_ended = true;
         self.tagging = true;
-        crate::torch::tags::enable();
+        self.sampler.runtime().tags_enable();
     }
 
     /// Where a live block was allocated: (qualname, file, line), if by a targeted line.
     pub fn created_at(&self, ptr: usize) -> Option<(String, String, u32)> {
-        let (func, line) = crate::torch::tags::of(ptr)?;
+        let (func, line) = self.sampler.runtime().tag_of(ptr)?;
         let f = self.functions.get(func as usize)?;
         Some((f.qualname.clone(), f.file.clone(), line))
     }
@@ -21,7 +21,7 @@ impl Recorder {
     /// The targeted line now running (None: none), for `--tensors` and `--history`.
     pub(super) fn mark_line(&self, func: Option<u32>, line: u32) {
         if self.tagging {
-            crate::torch::tags::set(func, line);
+            self.sampler.runtime().tag_set(func, line);
         }
         if self.cuda_history() {
             let now = std::time::SystemTime::now()
@@ -76,8 +76,8 @@ impl Recorder {
             if !self.history_started {
                 self.history_started = true;
                 self.tagging = true;
-                crate::torch::tags::enable();
-                crate::torch::history::start(max_entries);
+                self.sampler.runtime().tags_enable();
+                self.sampler.runtime().history_start(max_entries);
             }
         } else if self.measured_running == 1 {
             self.history_started = true;
@@ -97,7 +97,7 @@ impl Recorder {
     pub fn take_history_changes(&mut self) -> Option<Vec<bool>> {
         if self.history_waiting
             && self.measured_running > 0
-            && crate::torch::allocator_initialized()
+            && self.sampler.runtime().allocator_initialized()
         {
             self.history_waiting = false;
             self.history_changes.push(true);

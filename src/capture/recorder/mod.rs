@@ -7,12 +7,15 @@
 mod marks;
 mod schedule;
 mod scopes;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 use crate::capture::int_hash::IntMap;
 pub use crate::capture::sampler::{LineAgg, ScopeReading, Source};
 use crate::capture::sampler::{Sampler, Window};
 use crate::model::stats::StatDef;
+use crate::torch::{Linked, Runtime};
 use std::collections::HashMap;
 
 /// The frame that called a targeted frame, and the code object it runs (0 where the hook does
@@ -69,9 +72,9 @@ pub struct Options {
     pub history: Option<u64>,
 }
 
-/// The state of a profiling run.
-pub struct Recorder {
-    sampler: Sampler,
+/// The state of a profiling run; `R` reads the allocator (libtorch, or a test's stand-in).
+pub struct Recorder<R: Runtime = Linked> {
+    sampler: Sampler<R>,
     stopped: bool,
     codes: IntMap<usize, u32>,
     pub functions: Vec<FunctionRecord>,
@@ -125,11 +128,24 @@ pub struct EndedCall {
     pub raised: bool,
 }
 
-impl Recorder {
-    /// A recorder that measures `chosen` (validated keys of `stats::stats_for`) on `source`.
+impl Recorder<Linked> {
+    /// A recorder that measures `chosen` (validated keys of `stats::stats_for`) on `source`,
+    /// through the libtorch this process loaded.
     pub fn new(source: Source, chosen: Vec<StatDef>, options: Options) -> Self {
+        Recorder::with_runtime(Linked, source, chosen, options)
+    }
+}
+
+impl<R: Runtime> Recorder<R> {
+    /// A recorder that reads the allocator through `runtime`.
+    pub fn with_runtime(
+        runtime: R,
+        source: Source,
+        chosen: Vec<StatDef>,
+        options: Options,
+    ) -> Self {
         Recorder {
-            sampler: Sampler::new(source, chosen, options.collectives),
+            sampler: Sampler::new(runtime, source, chosen, options.collectives),
             stopped: false,
             codes: IntMap::default(),
             functions: Vec::new(),
@@ -189,7 +205,7 @@ impl Recorder {
         let follow = self.options.follow_device && self.idle();
         // Asked only when it can matter: the device query is a call into the CUDA runtime.
         let used = if follow || !self.devices.contains(&device) {
-            crate::torch::current_device()
+            self.sampler.runtime().current_device()
         } else {
             None
         };
@@ -204,7 +220,7 @@ impl Recorder {
     }
 
     /// The measurement plan (columns, peak resets, per-line values).
-    pub fn sampler(&self) -> &Sampler {
+    pub fn sampler(&self) -> &Sampler<R> {
         &self.sampler
     }
 

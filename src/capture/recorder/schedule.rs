@@ -2,7 +2,7 @@
 //! schedule is complete so that the hooks can stop.
 use super::*;
 
-impl Recorder {
+impl<R: Runtime> Recorder<R> {
     /// Whether a targeted call of the schedule's is running now (on any thread); always true
     /// without a schedule. Module calls and inventories follow it.
     pub fn measuring(&self) -> bool {

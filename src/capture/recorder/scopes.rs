@@ -2,7 +2,7 @@
 //! new sample, and the allocated bytes now.
 use super::*;
 
-impl Recorder {
+impl<R: Runtime> Recorder<R> {
     /// Opens a measurement scope (a module's forward or backward call) at a new sample; it sees
     /// the same peaks as the lines open around it.
     pub fn open_scope(&mut self) -> u64 {

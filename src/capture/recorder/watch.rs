@@ -2,7 +2,7 @@
 //! call they made runs (so that its return, which 3.12 reports only to the caller, is seen).
 use super::*;
 
-impl Recorder {
+impl<R: Runtime> Recorder<R> {
     /// Whether calls that returned are waiting for their caller to resume.
     #[cfg_attr(Py_3_12, allow(dead_code))] // sys.monitoring only reports watched callers
     #[inline]
