@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, here, what scripts/gpu-check.sh runs on the GPU machine: the release binary for its
 # Python 3.12 and torch 2.11.0+cu130 (through ../shared/gpu/build-for-device.sh) and the
-# integration test binaries, all into .device/ (git-ignored). Then, with the device tool:
+# integration test binary, all into .device/ (git-ignored). Then, with the device tool:
 #   run(command="scripts/gpu-check.sh", carry=[".device"])
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,11 +43,9 @@ fi
 "$kit/build-for-device.sh" --tests >/dev/null
 mkdir -p .device/tests
 rm -f .device/tests/*
-for t in tests/*.rs; do
-  name=$(basename "$t" .rs)
-  exe=$(ls -t target/device/release/deps/"$name"-* 2>/dev/null | grep -v '\.d$' | head -n 1)
-  [ -n "$exe" ] && cp "$exe" ".device/tests/$name"
-done
+# The one integration test binary (tests/tests.rs).
+exe=$(ls -t target/device/release/deps/integration-* 2>/dev/null | grep -v '\.d$' | head -n 1)
+cp "$exe" .device/tests/integration
 # The baselines for benches/run.sh: pytorch_memlab 0.3.2 (+ calmsize) and line_profiler 5.1.
 mkdir -p .device/wheels && cp "$shared"/gpu/wheels/*.whl .device/wheels/
 # benches/libpython_cost.sh's python3.12 through the shared libpython3.12.so (the library memprof

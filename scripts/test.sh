@@ -8,5 +8,7 @@ scripts/setup.sh debug
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+# The layers' import graph: arrows only downward, no circle (docs/architecture.md).
+python3 scripts/import_graph.py
 cargo test --locked
 scripts/wheel-check.sh

@@ -1,8 +1,7 @@
 //! `--max` budgets (exit 3, the lines that broke them marked) and `memprof diff` between two runs
 //! (lines matched by source text across an inserted line; `--max-increase`, exit 4), with exact
 //! numbers from fixtures of known allocations (multiples of 2 MiB: the same on CUDA).
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 fn budgets_of(report: &Value) -> &Vec<Value> {

@@ -1,6 +1,5 @@
 //! Bad input: one clear message naming the problem and the fix, exit code 2, never a panic.
-mod common;
-use common::*;
+use crate::common::*;
 
 fn bad(args: &[&str]) -> Run {
     let r = finish(memprof().args(args).output().unwrap());

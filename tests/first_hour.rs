@@ -4,8 +4,7 @@
 //! python accepts; finding a function in an installed package; a program's own trace function.
 //! (Budgets and diffs that checked nothing or compared the wrong thing: tests/budgets.rs; depth
 //! over called modules: tests/modules.rs; terminal width: tests/output.rs; PNG text: tests/plot.rs.)
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;

@@ -1,7 +1,6 @@
 //! Checks that only mean something on a GPU (`MEMPROF_TEST_DEVICE=cuda`): memprof's numbers
 //! against torch's own, and the program's own readings with and without memprof.
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// The fixture's readings (one object per step) and torch's stat keys.

@@ -1,8 +1,7 @@
 //! `--history FILE`: a pickle that PyTorch's memory_viz tools load, whose allocation events add
 //! up, line by line, to the Δ memprof reports for the same lines; written also when the program
 //! raises; bounded by --history-max-entries. (On CUDA: scripts/history_check.py.)
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
 

@@ -1,8 +1,7 @@
 //! Exact per-line numbers on fixtures with known allocations: each measuring rule of the README
 //! ("What the numbers mean") is pinned here. The same expectations hold on CUDA (sizes are
 //! multiples of the caching allocator's block sizes).
-mod common;
-use common::*;
+use crate::common::*;
 
 const STATS: &[&str] = &[
     "allocated_bytes.all.peak",

@@ -2,8 +2,7 @@
 //! a small MLP and a small CNN in fp32 and bf16 (fixtures/mlp.py, fixtures/cnn.py: every number
 //! below is computed from their shapes), module names and depth on a nested model, the checkpoint
 //! suggestion checked against a measured checkpointed run, and that the program behaves the same.
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// `memprof run --modules --format json <args>`, the report's `modules` section.

@@ -4,8 +4,7 @@
 //! user's code, parses torch's numbers, lists the live tensors and the modules running, and ranks
 //! its suggestions. (The allocator's own path, exact numbers and caught OOMs, is checked on the
 //! GPU by scripts/gpu-check.sh.)
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const MIB: i64 = 1 << 20;

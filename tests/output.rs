@@ -1,7 +1,6 @@
 //! Output: the table (pinned by snapshots), YAML and JSON, `-o`, `memprof show`, `memprof stats`,
 //! and shell completions.
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 /// Compares with a checked-in snapshot; `UPDATE_SNAPSHOTS=1` rewrites it.

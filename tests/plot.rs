@@ -1,7 +1,6 @@
 //! `memprof plot` and `run --plot`: the pictures hold the series, labels and exact values of
 //! the report they were drawn from (the CNN fixture's bytes are worked out in tests/modules.rs).
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 /// A saved report of the CNN fixture: modules and train_step's lines.

@@ -2,8 +2,7 @@
 //! file with its rank, no overwrite, only rank 0 printing (or every rank with --all-ranks),
 //! `memprof merge` exact on a fixture where each rank allocates a different known amount, and
 //! `--collectives` exact for all_reduce, all_gather and broadcast of known tensors.
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
 

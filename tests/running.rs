@@ -1,6 +1,5 @@
 //! memprof runs the script as `python script.py` would, and finds targets wherever they are.
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn the_script_sees_what_it_sees_under_python() {

@@ -1,8 +1,7 @@
 //! `--warmup N --calls M`: exactly the chosen calls are measured (call i of the fixture's step
 //! allocates 2 (i + 1) MiB, so the bytes say which calls were), memprof stops its hooks once every
 //! target had its calls, and the schedule applies to --modules and --tensors too.
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn warmup_and_calls_measure_exactly_the_chosen_calls_then_stop() {

@@ -1,7 +1,6 @@
 //! Ctrl-C: KeyboardInterrupt in the script, the report of what ran, exit 130; a second Ctrl-C
 //! exits at once. (SIGTERM, which python does not turn into an exception: tests/first_hour.rs.)
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};

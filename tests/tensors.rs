@@ -1,8 +1,7 @@
 //! `--tensors`: the live-tensor inventory pinned exactly on the MLP and the CNN trained with Adam
 //! in fp32 and bf16 (parameters, gradients, Adam state, the step's own tensors), named from the
 //! model, the optimizer and the targeted frame; at an exception; without keeping anything alive.
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn inventories(args: &[&str]) -> (Run, Vec<Value>) {

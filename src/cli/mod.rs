@@ -1,4 +1,7 @@
-//! The command line, as clap definitions only: help text, no logic.
+//! The command line: clap's definitions (help text, no logic, in this file), where the
+//! script's own arguments start (argv), and `memprof run`'s options validated into one
+//! `RunConfig` (config). Uses `analysis` (budgets), `render` (formats), `output` (rank paths,
+//! writable checks), `model` and `error`.
 pub mod argv;
 pub mod config;
 

@@ -47,8 +47,8 @@ pub struct Options {
     pub device_type: String,
     pub device_index: Option<i32>,
     /// `--modules` without -f under `--warmup`/`--calls`: the module tracker counts each root
-    /// module's calls itself, (warm-up, calls).
-    pub module_schedule: Option<(u64, Option<u64>)>,
+    /// module's calls and asks the schedule's rule (`schedule_verdict`) about each.
+    pub module_schedule: bool,
     /// `--modules` with -f under `--warmup`/`--calls`: module calls are measured during the
     /// targets' measured calls.
     pub follow_targets: bool,

@@ -135,8 +135,7 @@ fn program(config: &RunConfig) -> Program {
             collectives: config.collectives,
             device_type: if index.is_some() { "cuda" } else { "cpu" }.to_string(),
             device_index: index,
-            module_schedule: (config.scheduled() && !by_targets)
-                .then_some((config.warmup, config.calls)),
+            module_schedule: config.scheduled() && !by_targets,
             follow_targets: config.scheduled() && by_targets,
             history: config
                 .history

@@ -1,5 +1,7 @@
-//! Safe access to libtorch through the shim: allocator stats, the allocation reporter, and the
-//! facts the start-up check compares (version, loaded libc10).
+//! Safe access to libtorch through the shim (cpp/, its C ABI in ffi.rs): allocator stats, the
+//! allocation reporter, tags, histories, collectives, and the facts the start-up check compares
+//! (version, loaded libc10); `Runtime`, the calls capture makes, as a trait. Uses `model` and
+//! `error`.
 mod ffi;
 
 use crate::error::{Error, Result};

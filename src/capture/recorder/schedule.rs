@@ -36,12 +36,12 @@ impl<R: Runtime> Recorder<R> {
         let f = &mut self.functions[func as usize];
         f.calls += 1;
         let n = f.calls;
-        let measured = n > warmup && calls.is_none_or(|m| n <= warmup + m);
+        let (measured, last) = verdict(n, warmup, calls);
         if measured {
             let first = f.measured.map_or(n, |(first, _)| first);
             f.measured = Some((first, n));
         }
-        if calls.is_some_and(|m| n == warmup + m) {
+        if last {
             self.unfinished -= 1;
             if self.unfinished == 0 {
                 self.finished = true;
@@ -62,5 +62,22 @@ impl<R: Runtime> Recorder<R> {
     /// Whether recording stopped before the end because the schedule was complete.
     pub fn stopped_early(&self) -> bool {
         self.stopped_early
+    }
+}
+
+/// The schedule's one rule, for the call numbered `n` (from 1) of a targeted function or of a
+/// root module (`--modules` without -f counts those in Python and asks here): whether it is
+/// measured, and whether it is the last one measured.
+pub fn verdict(n: u64, warmup: u64, calls: Option<u64>) -> (bool, bool) {
+    (
+        n > warmup && calls.is_none_or(|m| n <= warmup + m),
+        calls.is_some_and(|m| n == warmup + m),
+    )
+}
+
+impl<R: Runtime> Recorder<R> {
+    /// `verdict` under this run's `--warmup` and `--calls`.
+    pub fn schedule_verdict(&self, n: u64) -> (bool, bool) {
+        verdict(n, self.options.warmup, self.options.calls)
     }
 }

@@ -219,3 +219,25 @@ fn tensors_tag_allocations_with_the_running_line_and_list_the_calls_that_ended()
         }])
     );
 }
+
+#[test]
+fn the_schedules_rule_names_the_measured_calls_and_the_last() {
+    use super::schedule::verdict;
+    let judged: Vec<(bool, bool)> = (1..=5).map(|n| verdict(n, 2, Some(2))).collect();
+    assert_eq!(
+        judged,
+        [
+            (false, false),
+            (false, false),
+            (true, false),
+            (true, true),
+            (false, false)
+        ]
+    );
+    assert_eq!(
+        verdict(9, 2, None),
+        (true, false),
+        "no --calls: all after the warm-up"
+    );
+    assert_eq!(verdict(1, 0, None), (true, false));
+}

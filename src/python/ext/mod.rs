@@ -126,6 +126,13 @@ fn stop_recording(py: Python<'_>) {
     crate::python::tracing::stop_on_all_threads(py);
 }
 
+/// The schedule's rule for the `n`th call of a root module (`--modules` without -f): whether it
+/// is measured, and whether it is the last one measured.
+#[pyfunction]
+fn schedule_verdict(n: u64) -> (bool, bool) {
+    recorder::with(|r| r.schedule_verdict(n)).unwrap_or((true, false))
+}
+
 /// allocated_bytes.all.current of the profiled device now.
 #[pyfunction]
 fn allocated_now() -> i64 {
@@ -152,6 +159,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(measuring, &m)?)?;
     m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
     m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
+    m.add_function(wrap_pyfunction!(schedule_verdict, &m)?)?;
     m.add_function(wrap_pyfunction!(allocated_now, &m)?)?;
     m.add_function(wrap_pyfunction!(created_at, &m)?)?;
     m.add_function(wrap_pyfunction!(inventory::set_inventory, &m)?)?;

@@ -84,7 +84,7 @@ class Tracker:
     saved bytes, backward hooks, readings, timeline) is native (src/python/module_calls.rs);
     it asks this tracker about root calls and new modules, and names entries by their ids."""
 
-    def __init__(self, device_type, device_index, plan, schedule=None, follow_targets=False):
+    def __init__(self, device_type, device_index, plan, schedule=False, follow_targets=False):
         # Only checkpoint suggestions need the bytes of each call's inputs.
         self.plan = plan
         self.device_type = device_type
@@ -113,8 +113,9 @@ class Tracker:
         self.unmeasured_passes = 0
         # Hooks on leaf tensors (which outlive a graph): removed when a backward pass ends.
         self.leaf_hooks = []
-        # --warmup/--calls: (warmup, calls) counted per root module here, or follow the targets'
-        # measured calls (follow_targets); forward calls of each root label so far.
+        # --warmup/--calls: each root module's forward calls counted here and judged by the
+        # schedule's one rule (`_memprof.schedule_verdict`, in Rust) when `schedule`, or the
+        # targets' measured calls followed (follow_targets); forward calls of each root so far.
         self.schedule = schedule
         self.follow_targets = follow_targets
         self.root_calls = {}
@@ -376,18 +377,18 @@ class Tracker:
             return False
         if self.follow_targets:
             return _memprof.measuring()
-        if self.schedule is None:
+        if not self.schedule:
             return True
         if module in self.known:  # a submodule recomputed under checkpointing: its pass's
             return True
-        warmup, calls = self.schedule
         label = self._root_label(module)
         n = self.root_calls[label] = self.root_calls.get(label, 0) + 1
-        if calls is not None and n == warmup + calls:
+        measured, last = _memprof.schedule_verdict(n)
+        if last:
             self.roots_done.add(label)
             if len(self.roots_done) == len(self.root_calls):
                 self.finish_pending = True
-        return n > warmup and (calls is None or n <= warmup + calls)
+        return measured
 
     def _finish(self):
         self.finish_pending = False
@@ -557,7 +558,7 @@ def uninstall():
         _tracker.handles = []
 
 
-def install(device_type, device_index, plan=False, schedule=None, follow_targets=False,
+def install(device_type, device_index, plan=False, schedule=False, follow_targets=False,
             history=False):
     """Arms the tracker: now if torch.nn is loaded, else when `torch.nn.modules.module` is."""
     global _tracker, _history

@@ -1,0 +1,20 @@
+//! memprof's integration tests, in one binary (one link of libtorch and libpython, not one per
+//! file): each module runs the real memprof binary on real Python and torch (`common`), on the
+//! CPU here and on `cuda:0` on the GPU machine (`MEMPROF_TEST_DEVICE=cuda`).
+mod common;
+
+mod budgets;
+mod errors;
+mod first_hour;
+mod gpu;
+mod history;
+mod measure;
+mod modules;
+mod oom;
+mod output;
+mod plot;
+mod ranks;
+mod running;
+mod schedule;
+mod signals;
+mod tensors;
