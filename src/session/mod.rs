@@ -25,6 +25,33 @@ const NOTHING_TARGETED: &str =
 /// Runs the program under the recorder and builds its report (without budgets: the caller
 /// checks them).
 pub fn run(config: &RunConfig) -> Result<Finished> {
+    install_recorder(config);
+    if config.collectives {
+        torch::collectives::enable()?;
+    }
+    let mut facts = runner::run(&program(config))?;
+    if config.collectives {
+        torch::collectives::disable();
+    }
+    let mut collected = facts.collected.take().map(|json| sections::parse(&json));
+    let (target_warnings, device_name) = match &mut collected {
+        Some(Ok(c)) => (std::mem::take(&mut c.target_warnings), c.device_name.take()),
+        _ => (Vec::new(), None),
+    };
+    facts.warnings.splice(0..0, target_warnings);
+    facts.warnings.extend(run_warnings(config));
+    let exit_code = facts.outcome.exit_code;
+    let ctx = context(config, facts, device_name);
+    let mut profile =
+        recorder::with(|r| build::build(r, ctx)).expect("the recorder exists during a run");
+    if let Some(collected) = collected {
+        add_sections(&mut profile, collected, config);
+    }
+    Ok(Finished { profile, exit_code })
+}
+
+/// The one recorder of the run, measuring what `config` chose.
+fn install_recorder(config: &RunConfig) {
     let options = recorder::Options {
         follow_device: config.follow_device,
         collectives: config.collectives,
@@ -37,25 +64,18 @@ pub fn run(config: &RunConfig) -> Result<Finished> {
         config.columns.clone(),
         options,
     ));
-    if config.collectives {
-        torch::collectives::enable()?;
-    }
-    let mut facts = runner::run(&program(config))?;
-    if config.collectives {
-        torch::collectives::disable();
-    }
-    let mut collected = facts.collected.as_deref().map(sections::parse);
-    let (target_warnings, device_name) = match &mut collected {
-        Some(Ok(c)) => (std::mem::take(&mut c.target_warnings), c.device_name.take()),
-        _ => (Vec::new(), None),
-    };
-    facts.warnings.splice(0..0, target_warnings);
+}
+
+/// What the recorder's state says about the run as a whole: nothing targeted, or several
+/// devices measured.
+fn run_warnings(config: &RunConfig) -> Vec<String> {
+    let mut warnings = Vec::new();
     let nothing_ran = recorder::with(|r| r.functions.is_empty()).unwrap_or(true);
     if config.program.targets.is_empty() && !config.modules && nothing_ran {
-        facts.warnings.push(NOTHING_TARGETED.into());
+        warnings.push(NOTHING_TARGETED.into());
     }
     if config.tensors && nothing_ran {
-        facts.warnings.push(
+        warnings.push(
             "--tensors lists the live tensors when a targeted call ends, and nothing was targeted: \
              pass -f FUNCTION"
                 .into(),
@@ -64,14 +84,19 @@ pub fn run(config: &RunConfig) -> Result<Finished> {
     let devices = recorder::with(|r| r.devices().to_vec()).unwrap_or_default();
     if devices.len() > 1 {
         let names: Vec<String> = devices.iter().map(|d| format!("cuda:{d}")).collect();
-        facts.warnings.push(format!(
+        warnings.push(format!(
             "calls were measured on {} (the device the program used when each call started); \
              the report's device is the last",
             names.join(", ")
         ));
     }
+    warnings
+}
+
+/// Everything about the run that the recorder does not know.
+fn context(config: &RunConfig, facts: runner::RunFacts, device_name: Option<String>) -> RunContext {
     let device = device_info(config);
-    let ctx = RunContext {
+    RunContext {
         torch_version: facts.torch_version,
         python_version: facts.python_version,
         device: DeviceInfo {
@@ -90,31 +115,34 @@ pub fn run(config: &RunConfig) -> Result<Finished> {
             stopped_early: facts.stopped_early,
         }),
         hook_events: facts.hook_events,
-    };
-    let exit_code = ctx.outcome.exit_code;
-    let mut profile =
-        recorder::with(|r| build::build(r, ctx)).expect("the recorder exists during a run");
-    if let Some(collected) = collected {
-        let options = sections::SectionOptions {
-            depth: config.depth,
-            checkpoints: config.suggest_checkpoints,
-        };
-        match collected.map(|c| sections::read(c, options)) {
-            Ok(sections) => {
-                profile.modules = sections.modules;
-                profile.tensors = sections.tensors;
-                profile.oom = sections.oom;
-                profile.history = sections.history;
-                if profile.oom.is_some() {
-                    // The OOM report is what this run has to say; no target is no news then.
-                    profile.warnings.retain(|w| w != NOTHING_TARGETED);
-                }
-                profile.warnings.extend(sections.warnings);
-            }
-            Err(warning) => profile.warnings.push(warning),
-        }
     }
-    Ok(Finished { profile, exit_code })
+}
+
+/// The `--modules`, `--tensors`, `--history` and OOM sections, from what the bootstrap
+/// collected; a document that could not be read leaves a warning instead.
+fn add_sections(
+    profile: &mut Profile,
+    collected: std::result::Result<sections::Collected, String>,
+    config: &RunConfig,
+) {
+    let options = sections::SectionOptions {
+        depth: config.depth,
+        checkpoints: config.suggest_checkpoints,
+    };
+    match collected.map(|c| sections::read(c, options)) {
+        Ok(sections) => {
+            profile.modules = sections.modules;
+            profile.tensors = sections.tensors;
+            profile.oom = sections.oom;
+            profile.history = sections.history;
+            if profile.oom.is_some() {
+                // The OOM report is what this run has to say; no target is no news then.
+                profile.warnings.retain(|w| w != NOTHING_TARGETED);
+            }
+            profile.warnings.extend(sections.warnings);
+        }
+        Err(warning) => profile.warnings.push(warning),
+    }
 }
 
 /// What the Python side runs, and the options its bootstrap is installed with. The schedule's
