@@ -28,7 +28,7 @@ fn a_run_without_targets_says_how_to_choose_them() {
     let r = run(&["exits.py", "0"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains("warning: nothing was targeted: pass -f FUNCTION, or decorate functions with @profile\n"),
+        r.stdout.contains("warning: nothing was targeted: pass -f FUNCTION (-f '<module>' for the script's top-level lines), or decorate functions with @profile\n"),
         "{}",
         r.stdout
     );

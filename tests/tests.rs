@@ -9,6 +9,7 @@ mod first_hour;
 mod gpu;
 mod history;
 mod measure;
+mod module_level;
 mod modules;
 mod oom;
 mod output;

@@ -20,7 +20,8 @@ pub struct Finished {
 }
 
 const NOTHING_TARGETED: &str =
-    "nothing was targeted: pass -f FUNCTION, or decorate functions with @profile";
+    "nothing was targeted: pass -f FUNCTION (-f '<module>' for the script's top-level lines), or \
+     decorate functions with @profile";
 
 /// Runs the program under the recorder and builds its report (without budgets: the caller
 /// checks them).

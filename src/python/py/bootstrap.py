@@ -56,6 +56,20 @@ class Target:
         return os.path.realpath(filename) == self.path
 
 
+# How Python names a module's top-level code (`code.co_qualname`), and the target for it.
+MODULE_CODE = "<module>"
+# The names the program's main module is compiled under: `__main__` (the script, an archive's or
+# directory's `__main__.py`) and the `-m` module's own name.
+_main_modules = {"__main__"}
+
+
+
+def _is_main(module, filename):
+    """Whether a module being compiled is the program's main module. `-m pkg` runs
+    `pkg.__main__`; the package's own `__init__` is imported on the way, and is not it."""
+    return module in _main_modules and os.path.basename(filename) != "__init__.py"
+
+
 _targets = []
 _unscoped_targets = []
 _seen = set()
@@ -113,6 +127,13 @@ def scan(code, module, filename, source=None):
         return
     for c in _walk(code):
         if c is code:
+            # The module's own top-level code (Python names it `<module>`): a scoped
+            # `pkg.mod:<module>` or `path.py:<module>` names it, and a bare `<module>` the
+            # program's main module (the script, `-m`'s module, an archive's `__main__`).
+            for t in relevant:
+                if t.qual == MODULE_CODE and (t.is_scoped() or _is_main(module, filename)):
+                    t.matched.append(c)
+                    activate(c, t.spec)
             continue
         _seen.add(c.co_qualname)
         for t in relevant:
@@ -340,6 +361,7 @@ def run_module(name):
     returns python's message instead (python exits 1 with it; there is nothing to report)."""
     import runpy
     sys.path.insert(0, os.getcwd())
+    _main_modules.update((name, name + ".__main__"))
     try:
         mod_name, spec, code = runpy._get_module_details(name, runpy._Error)
     except runpy._Error as e:
