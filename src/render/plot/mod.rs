@@ -2,7 +2,8 @@
 //! page holding the SVG): the step over module calls, bytes saved for backward and parameter
 //! bytes per module, and each targeted line's peak and Δ. Several reports (a job's ranks) give one
 //! series per rank. Charts are drawn with plotters; the panels are in charts.rs.
-mod charts;
+mod draw;
+mod plan;
 mod raster;
 
 use crate::error::{Error, Result};
@@ -24,7 +25,7 @@ pub struct Source<'a> {
 /// What can be drawn from the reports: the panels, top to bottom, and the notes for sections
 /// that had nothing to draw.
 pub struct Plan {
-    pub panels: Vec<charts::Panel>,
+    pub panels: Vec<plan::Panel>,
     /// How many of the panels draw data (the rest are the notes').
     pub with_data: usize,
     pub notes: Vec<String>,
@@ -81,7 +82,7 @@ pub fn sources<'a>(reports: &'a [(String, Profile)]) -> Vec<Source<'a>> {
 /// Draws the reports as `kind`: the file's bytes, and the notes on sections that had no data,
 /// for the user.
 pub fn draw(sources: &[Source<'_>], kind: Kind) -> Result<(Vec<u8>, Vec<String>)> {
-    let plan = charts::plan(sources);
+    let plan = plan::plan(sources);
     if plan.with_data == 0 {
         return Err(Error::usage(format!(
             "nothing to plot in the report: {}",
@@ -158,7 +159,7 @@ fn draw_panels<DB: DrawingBackend>(
     let mut rest = root.clone();
     for panel in &plan.panels {
         let (area, below) = rest.split_vertically(panel.height);
-        charts::draw(&area, panel).map_err(drawing_error)?;
+        draw::draw(&area, panel).map_err(drawing_error)?;
         rest = below;
     }
     Ok(())
