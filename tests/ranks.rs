@@ -447,7 +447,7 @@ fn ddp_all_reduces_every_gradient_once_per_backward() {
         let step = function(&report, "train_step");
         // DDP's reducer all-reduces its gradient buckets from C++, on autograd's thread. The
         // first call is skipped: the first c10d op of a process sometimes reaches memprof's
-        // callback without its tensors (README, Known limits), and DDP's first all-reduce can be
+        // callback without its tensors (docs/limits.md), and DDP's first all-reduce can be
         // that op.
         let bwd = &line(step, "loss.backward()")["collectives"];
         let params = truth["parameter_bytes"].as_i64().unwrap();
