@@ -1,5 +1,5 @@
 //! Out-of-memory forensics on the Rust side: the report's `oom` record from what the bootstrap
-//! recorded (src/python/oom.py), and the suggestions, ranked by the bytes each would save.
+//! recorded (src/python/py/oom.py), and the suggestions, ranked by the bytes each would save.
 use crate::model::profile::file_name;
 use crate::model::profile::{ModulesProfile, OomEvent, OomReport, OomSuggestion, OOM_SEMANTICS};
 use crate::model::units;

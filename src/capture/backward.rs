@@ -1,5 +1,5 @@
 //! `--modules`: the backward of each module call. The C++ gradient hooks
-//! (src/torch/grad_hooks.cpp) report, per call token and without Python, when an output's
+//! (src/torch/cpp/grad_hooks.cpp) report, per call token and without Python, when an output's
 //! gradient is ready (the backward starts), when an input's is (it ends once all have arrived),
 //! when the backward pass ends (what is still open ends), and when a hook is freed with its
 //! graph; with --history or a schedule, Python tensor hooks report the same events. This keeps

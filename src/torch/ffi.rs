@@ -1,4 +1,4 @@
-//! The shim's C ABI (src/torch/shim.cpp). Each function catches C++ exceptions and returns -1,
+//! The shim's C ABI (src/torch/cpp/shim.cpp). Each function catches C++ exceptions and returns -1,
 //! leaving the message for `mp_last_error`.
 use std::os::raw::{c_char, c_int};
 
@@ -13,7 +13,7 @@ extern "C" {
     pub fn mp_cuda_device_count(out: *mut c_int) -> c_int;
     /// 1 once the program has initialised the CUDA caching allocator.
     pub fn mp_allocator_initialized(out: *mut c_int) -> c_int;
-    /// Writes the 122 allocator stats of `device` in src/stats.rs order.
+    /// Writes the 122 allocator stats of `device` in src/model/stats.rs order.
     pub fn mp_device_stats(device: c_int, out: *mut i64) -> c_int;
     /// `torch.cuda.reset_peak_memory_stats(device)`.
     pub fn mp_reset_peak_stats(device: c_int) -> c_int;

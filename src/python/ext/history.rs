@@ -1,4 +1,4 @@
-//! `--history`: telling the Python side (src/python/history.py) when measured targeted calls
+//! `--history`: telling the Python side (src/python/py/history.py) when measured targeted calls
 //! start and stop on CUDA, and handing it memprof's own CPU allocation record to write.
 use crate::capture::recorder;
 use pyo3::prelude::*;

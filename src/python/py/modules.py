@@ -2,14 +2,14 @@
 #
 # Every torch.nn.Module call, forward and backward, becomes a measurement scope (allocated bytes
 # at start and end, exact peak while open). Forward calls are seen through torch's global module
-# hooks, whose per-call work is native (src/python/module_calls.rs: the call stacks, scopes,
+# hooks, whose per-call work is native (src/python/ext/module_calls.rs: the call stacks, scopes,
 # readings, timeline); this tracker answers what needs Python: root calls, names, the schedule,
 # --history's context, and the report. A call's backward starts when the gradient of one of its
 # outputs is ready and ends when those of all its inputs are, or when the backward pass ends:
-# seen by C++ hooks on the autograd nodes that produced them (src/torch/grad_hooks.cpp, no Python
+# seen by C++ hooks on the autograd nodes that produced them (src/torch/cpp/grad_hooks.cpp, no Python
 # in backward), or, with --history or a schedule of root calls, by plain tensor hooks (which wrap
-# nothing and return nothing); src/module_backward.rs keeps that state for both.
-# Bytes saved for backward are counted by a saved-tensors pack hook (native: src/python/saved.rs)
+# nothing and return nothing); src/capture/backward.rs keeps that state for both.
+# Bytes saved for backward are counted by a saved-tensors pack hook (native: src/python/ext/saved.rs)
 # pushed only while a root module's forward runs and the program has no such hook of its own.
 # Nothing here keeps a tensor alive beyond what autograd itself keeps. Sharded (DTensor)
 # parameters count by their local shard, with their full size beside it. With --warmup/--calls,
@@ -25,7 +25,7 @@ _tracker = None
 # The --history module when --history is on (set by install()).
 _history = None
 
-# What _memprof.module_enter/module_exit ask of the tracker (src/python/module_calls.rs).
+# What _memprof.module_enter/module_exit ask of the tracker (src/python/ext/module_calls.rs).
 _ROOT, _SITE, _FOLLOW_UP, _ROOT_ENDED = 1, 2, 3, 4
 
 
@@ -42,7 +42,7 @@ class _TensorHook:
     tensor (per version: an in-place op moves later hooks to its new node) in a forward pass,
     shared by every module call that has the tensor as an output (its backward starts) or an
     input (one of the gradients it waits for). A plain tensor hook: it returns None, so the
-    gradient passes unchanged. (Without them, C++ hooks do this: src/torch/grad_hooks.cpp.)"""
+    gradient passes unchanged. (Without them, C++ hooks do this: src/torch/cpp/grad_hooks.cpp.)"""
 
     __slots__ = ("ref", "starts", "ends")
 
@@ -81,7 +81,7 @@ def _storage_key_bytes(t):
 
 class Tracker:
     """The slow paths and the report. Each module call's own bookkeeping (its stack, scopes,
-    saved bytes, backward hooks, readings, timeline) is native (src/python/module_calls.rs);
+    saved bytes, backward hooks, readings, timeline) is native (src/python/ext/module_calls.rs);
     it asks this tracker about root calls and new modules, and names entries by their ids."""
 
     def __init__(self, device_type, device_index, plan, schedule=False, follow_targets=False):
@@ -433,7 +433,7 @@ class Tracker:
 
     def grad_event(self, token, kind):
         """A gradient a call waits for arrived (kind 0: an output's, its backward starts; 1: an
-        input's): the same bookkeeping as the C++ hooks' (src/module_backward.rs)."""
+        input's): the same bookkeeping as the C++ hooks' (src/capture/backward.rs)."""
         queue, opened, closed = _memprof.modules_grad_event(token, kind)
         if queue and not self.callback_queued:
             self.callback_queued = True

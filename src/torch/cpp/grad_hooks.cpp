@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <memory>
 
-// Implemented in Rust (src/module_backward.rs): kind 0, an output's gradient is ready (the
+// Implemented in Rust (src/capture/backward.rs): kind 0, an output's gradient is ready (the
 // call's backward starts); 1, an input's is; 2, the backward pass ended; 3, a hook of the call
 // is gone with its graph. Returns 1 when the engine should call back at the end of this
 // backward pass (kind 2).

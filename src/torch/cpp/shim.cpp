@@ -1,6 +1,6 @@
 // The C ABI between memprof and libtorch: what tch does not expose.
 //
-// - the caching allocator's DeviceStats, flattened in the order of src/stats.rs (122 values);
+// - the caching allocator's DeviceStats, flattened in the order of src/model/stats.rs (122 values);
 // - a memory reporter in libtorch's PROFILER_STATE slot that sees every allocation and free of
 //   the CUDA caching allocator and of the CPU allocator, exactly and without resetting any stat;
 // - the libtorch version and the path of the loaded libc10, for the start-up check;
@@ -359,7 +359,7 @@ int mp_allocator_initialized(int* out) {
   });
 }
 
-/// Fills out[122] with the device's allocator stats in src/stats.rs order.
+/// Fills out[122] with the device's allocator stats in src/model/stats.rs order.
 int mp_device_stats(int device, int64_t* out) {
   return guarded([&] {
     auto s = at::accelerator::getDeviceStats((c10::DeviceIndex)device);

@@ -4,7 +4,7 @@ before the loader could fail on it.
 
 The binary links libpython and libtorch. Neither lives where the loader looks by default (a
 venv's torch/lib; pyenv's, uv's or conda's lib), so they are put on LD_LIBRARY_PATH for the
-binary only: it gives the script back the environment it had (see src/launcher.rs)."""
+binary only: it gives the script back the environment it had (see src/python/launcher.rs)."""
 
 import importlib.util
 import os
