@@ -591,3 +591,53 @@ impl LineProfile {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(hits: u64, delta: Option<i64>) -> LineProfile {
+        LineProfile {
+            line: 7,
+            source: "x = f()".into(),
+            hits,
+            raised: 0,
+            delta_bytes: delta,
+            stats: BTreeMap::from([("allocated_bytes.all.peak".to_string(), 4096)]),
+            collectives: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_lines_value_by_key_is_its_delta_its_delta_per_hit_or_a_stat() {
+        let l = line(4, Some(-1000));
+        assert_eq!(l.value(DELTA), Some(-1000));
+        assert_eq!(l.value(DELTA_PER_CALL), Some(-250));
+        assert_eq!(l.value("allocated_bytes.all.peak"), Some(4096));
+        assert_eq!(l.value("reserved_bytes.all.peak"), None);
+        assert_eq!(line(0, Some(0)).value(DELTA_PER_CALL), None, "never ran");
+        assert!(is_delta(DELTA) && is_delta(DELTA_PER_CALL) && !is_delta("delta_bytes"));
+    }
+
+    #[test]
+    fn names_as_every_table_writes_them() {
+        assert_eq!(module_label("Net", ""), "Net (root)");
+        assert_eq!(module_label("Net", "layer1.0"), "layer1.0");
+        assert_eq!(file_name("/long/path/train.py"), "train.py");
+        assert_eq!(file_name("train.py"), "train.py");
+        let a = BTreeMap::from([("send".to_string(), 1), ("all_reduce".to_string(), 2)]);
+        let b = BTreeMap::from([("other".to_string(), 3), ("send".to_string(), 4)]);
+        assert_eq!(
+            collective_kinds_in([&a, &b].into_iter()),
+            ["all_reduce", "send", "other"],
+            "once each, in the shim's order"
+        );
+        let p = ProcessInfo {
+            rank: 1,
+            world_size: 2,
+            ..ProcessInfo::default()
+        };
+        assert_eq!(p.label().as_deref(), Some("rank 1 of 2"));
+        assert_eq!(ProcessInfo::default().label(), None);
+    }
+}

@@ -76,3 +76,30 @@ pub fn signed_bytes_or_count(v: i64, bytes: bool) -> String {
         v.to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_bytes_or_counts_with_a_sign_when_asked() {
+        assert_eq!(bytes_or_count(4 << 20, true), "4.00 MiB");
+        assert_eq!(bytes_or_count(3, false), "3");
+        assert_eq!(signed_bytes_or_count(4 << 20, true), "+4.00 MiB");
+        assert_eq!(signed_bytes_or_count(-512, true), "-512 B");
+        assert_eq!(signed_bytes_or_count(3, false), "+3");
+        assert_eq!(signed_bytes_or_count(0, false), "0");
+    }
+
+    #[test]
+    fn a_styled_table_has_lineprofilers_rule_and_right_aligned_numbers() {
+        let mut t = styled(&["Line #", "Hits", "Line Contents"]);
+        t.add_row(vec!["7", "12", "x = f()"]);
+        let mut out = String::new();
+        write(&mut out, t, 0..2);
+        assert_eq!(
+            out,
+            " Line #   Hits   Line Contents\n===============================\n      7     12   x = f()\n"
+        );
+    }
+}
