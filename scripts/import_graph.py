@@ -104,35 +104,27 @@ def references(text):
     return paths
 
 
-def resolve(current, is_folder_module, path, modules):
-    base = list(current) if is_folder_module else list(current[:-1])
-    if path[0] == "crate":
-        base, rest = [], path[1:]
-    elif path[0] == "self":
-        base, rest = (list(current), path[1:])
+def longest_module(path, modules):
+    """The longest prefix of `path` that is a module (what a path to an item belongs to)."""
+    candidate = tuple(path)
+    while candidate and candidate not in modules:
+        candidate = candidate[:-1]
+    return candidate
+
+
+def target_of(module, ref, modules):
+    """The module a `crate::`, `self::` or `super::` path written in `module` resolves to."""
+    head, rest = ref[0], ref[1:]
+    if head == "crate":
+        base = []
+    elif head == "self":
+        base = list(module)
     else:
-        rest = path
+        # `super` in a::b (a::b's file, or its folder's mod.rs) is a; each further one goes up.
+        base = list(module[:-1])
         while rest and rest[0] == "super":
-            base = base[:-1] if is_folder_module or base != list(current[:-1]) else base
-            rest = rest[1:]
-            is_folder_module = True  # after one step up we stand in a folder module
-    candidate = tuple(base + rest)
-    while candidate and candidate not in modules:
-        candidate = candidate[:-1]
-    return candidate
-
-
-def super_resolve(current, is_folder_module, path, modules):
-    # `super` from a file module a::b::c (c.rs) means a::b; from a folder module a::b (mod.rs) means a.
-    parent = list(current[:-1])
-    rest = path[1:]
-    while rest and rest[0] == "super":
-        parent = parent[:-1]
-        rest = rest[1:]
-    candidate = tuple(parent + rest)
-    while candidate and candidate not in modules:
-        candidate = candidate[:-1]
-    return candidate
+            base, rest = base[:-1], rest[1:]
+    return longest_module(base + rest, modules)
 
 
 def sccs(nodes, edges):
@@ -201,17 +193,11 @@ def main():
     modules = set(files)
     edges = defaultdict(set)
     for module, path in files.items():
-        is_folder_module = os.path.basename(path) in ("mod.rs", "main.rs")
         text = strip_comments_and_strings(open(path, encoding="utf-8").read())
         # Unit tests may reach anywhere; they are not part of the import graph.
         text = re.split(r"#\[cfg\(test\)\]\s*mod tests", text)[0]
         for ref in references(text):
-            if ref[0] == "super":
-                target = super_resolve(module, is_folder_module, ref, modules)
-            elif ref[0] == "self":
-                target = resolve(module, True, ref, modules) if is_folder_module else module
-            else:
-                target = resolve(module, is_folder_module, ref, modules)
+            target = target_of(module, ref, modules)
             if target and target != module:
                 edges[module].add(target)
     file_circles = sccs(modules, edges)
