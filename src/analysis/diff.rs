@@ -5,7 +5,7 @@
 use super::limits::{self, Amount, Forms};
 use crate::error::{Error, Result};
 use crate::model::diff::*;
-use crate::model::profile::{FunctionProfile, LineProfile, Profile, DELTA};
+use crate::model::profile::{FunctionProfile, LineProfile, Profile, StatColumn, DELTA};
 
 /// The pairs of indices of `a` and `b` whose items match, in order (a longest common
 /// subsequence, as `diff` aligns lines).
@@ -170,19 +170,22 @@ pub fn diff(base: &Profile, new: &Profile, base_name: &str, new_name: &str) -> D
             names.push(&f.qualname);
         }
     }
-    let compared = Keys {
-        amounts: keys
-            .iter()
+    // Δ, and the compared stats of the new report that are `of_kind`.
+    let delta_and = |of_kind: fn(&StatColumn) -> bool| -> Vec<String> {
+        keys.iter()
             .filter(|k| {
                 *k == DELTA
                     || new
                         .metadata
                         .stats
                         .iter()
-                        .any(|s| &s.key == *k && s.aggregation == "sum")
+                        .any(|s| &s.key == *k && of_kind(s))
             })
             .cloned()
-            .collect(),
+            .collect()
+    };
+    let compared = Keys {
+        amounts: delta_and(|s| s.aggregation == "sum"),
         all: keys.clone(),
     };
     let functions: Vec<FunctionDiff> = names
@@ -216,18 +219,7 @@ pub fn diff(base: &Profile, new: &Profile, base_name: &str, new_name: &str) -> D
             }
         })
         .collect();
-    let byte_keys: Vec<String> = keys
-        .iter()
-        .filter(|k| {
-            *k == DELTA
-                || new
-                    .metadata
-                    .stats
-                    .iter()
-                    .any(|s| &s.key == *k && s.is_bytes)
-        })
-        .cloned()
-        .collect();
+    let byte_keys = delta_and(|s| s.is_bytes);
     // The first of the largest (the first function, then Δ before the stats).
     let largest_increase = increases(&functions, &byte_keys, &compared.amounts)
         .into_iter()
