@@ -276,10 +276,7 @@ impl<R: Runtime> Sampler<R> {
 
     /// The CUDA device read, if any.
     pub fn device(&self) -> Option<i32> {
-        match self.source {
-            Source::Cuda(d) => Some(d),
-            Source::Cpu => None,
-        }
+        self.source.cuda_index()
     }
 
     /// Whether the collectives are counted.

@@ -8,6 +8,14 @@ pub enum Source {
 }
 
 impl Source {
+    /// `cuda` or `cpu`, as torch names the device type.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Source::Cuda(_) => "cuda",
+            Source::Cpu => "cpu",
+        }
+    }
+
     /// The CUDA index, None on the CPU.
     pub fn cuda_index(self) -> Option<i32> {
         match self {

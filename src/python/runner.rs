@@ -1,6 +1,6 @@
 //! Runs the user's script (or `-m module`) as `__main__`, exactly as `python` would, with the
 //! targets armed: start-up checks, exceptions and exit codes, thread shutdown and atexit.
-use super::ext::{self as module, inventory};
+use super::ext::{self, inventory};
 use super::{interpreter, tracing};
 use crate::capture::interrupt;
 use crate::error::{exit_code, Error, Result};
@@ -229,7 +229,7 @@ pub fn run(program: &Program) -> Result<RunFacts> {
             );
         }
         warnings.extend(
-            module::WARNINGS
+            ext::WARNINGS
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .drain(..),
@@ -261,7 +261,7 @@ pub fn run(program: &Program) -> Result<RunFacts> {
 }
 
 fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    let m = module::create(py)?;
+    let m = ext::create(py)?;
     py.import("sys")?
         .getattr("modules")?
         .set_item("_memprof", m)?;

@@ -162,7 +162,7 @@ fn program(config: &RunConfig) -> Program {
             tensors: config.tensors,
             checkpoints: config.suggest_checkpoints.is_some(),
             collectives: config.collectives,
-            device_type: if index.is_some() { "cuda" } else { "cpu" }.to_string(),
+            device_type: config.source.kind().to_string(),
             device_index: index,
             module_schedule: config.scheduled() && !by_targets,
             follow_targets: config.scheduled() && by_targets,
@@ -177,10 +177,9 @@ fn program(config: &RunConfig) -> Program {
 
 /// The device as the report names it before Python has said more (its name).
 fn device_info(config: &RunConfig) -> DeviceInfo {
-    let index = config.source.cuda_index();
     DeviceInfo {
-        kind: if index.is_some() { "cuda" } else { "cpu" }.to_string(),
-        index,
+        kind: config.source.kind().to_string(),
+        index: config.source.cuda_index(),
         name: String::new(),
     }
 }
