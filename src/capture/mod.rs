@@ -6,6 +6,7 @@ pub mod backward;
 pub mod host;
 pub mod int_hash;
 pub mod interrupt;
+pub mod peak;
 pub mod recorder;
 pub mod sampler;
 #[cfg(test)]

@@ -295,6 +295,8 @@ impl<R: Runtime> Sampler<R> {
             return false;
         }
         self.source = Source::Cuda(device);
+        // The peak's sites were the old device's.
+        crate::capture::peak::restart();
         self.read();
         // Only rises of the new device's peaks from now on count, not its earlier highs.
         for probe in &self.probes {

@@ -39,6 +39,10 @@ pub struct Profile {
     /// `--history`: the allocation history file written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<HistoryInfo>,
+    /// The run's peak on the profiled device and the sites that made it (absent when nothing was
+    /// allocated there, and in reports saved before memprof 0.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<super::peak::Peak>,
     /// Targets that matched nothing or never ran, and other things the user should know.
     pub warnings: Vec<String>,
 }
@@ -220,6 +224,9 @@ pub struct FunctionProfile {
     /// Highest allocated_bytes.all.peak of any line (the function's own peak while it ran).
     pub peak_allocated_bytes: Option<i64>,
     pub lines: Vec<LineProfile>,
+    /// Where the function's own peak (the highest allocated bytes during its calls) came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<super::peak::Peak>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -6,6 +6,7 @@ pub mod ext;
 mod interpreter;
 pub mod launcher;
 pub mod runner;
+pub mod sites;
 // Compiled for tests everywhere; exported under its C names only in a static 3.12 build.
 #[cfg(any(memprof_static_sha2, test))]
 mod static_sha2;

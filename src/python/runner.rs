@@ -19,6 +19,7 @@ const MODULES: &str = include_str!("py/modules.py");
 const INVENTORY: &str = include_str!("py/inventory.py");
 const OOM: &str = include_str!("py/oom.py");
 const HISTORY: &str = include_str!("py/history.py");
+const PEAK: &str = include_str!("py/peak.py");
 
 /// What to run.
 pub struct Program {
@@ -196,6 +197,8 @@ pub fn run(program: &Program) -> Result<RunFacts> {
         }
         let mut outcome = outcome_of(py, result);
         shutdown(py, &mut outcome);
+        // What the report's own work allocates is not the program's.
+        crate::capture::peak::stop();
         interrupt::set_script_running(false);
         // An exception that ended the program left the main thread's targeted frames.
         let raised = matches!(outcome.status.as_str(), "exception" | "interrupted");
@@ -281,6 +284,8 @@ fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     PyModule::from_code(py, &history, c"<memprof history>", c"_memprof_history")?;
     let oom = CString::new(OOM).expect("no NUL");
     PyModule::from_code(py, &oom, c"<memprof oom>", c"_memprof_oom")?;
+    let peak = CString::new(PEAK).expect("no NUL");
+    PyModule::from_code(py, &peak, c"<memprof peak>", c"_memprof_peak")?;
     let code = CString::new(BOOTSTRAP).expect("bootstrap has no NUL");
     PyModule::from_code(py, &code, c"<memprof>", c"_memprof_bootstrap")
 }

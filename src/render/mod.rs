@@ -7,6 +7,7 @@ pub mod fit;
 pub mod merged;
 mod modules;
 mod oom;
+mod peak;
 pub mod plot;
 pub mod report;
 pub mod style;

@@ -1,5 +1,5 @@
 //! A run's whole report as a table: the header lines (versions, device, schedule, notes), one
-//! block per targeted function, then the sections (tensors, modules, budgets, out of memory),
+//! block per targeted function (with its peak), the run's peak, then the sections (tensors, modules, budgets, out of memory),
 //! the warnings and how the script ended.
 use super::fit::{wrap, Fit};
 use crate::model::profile::Profile;
@@ -70,8 +70,15 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
     for f in &p.functions {
         out.push('\n');
         super::table::render_function(&mut out, p, f, fit);
+        if let Some(peak) = &f.peak {
+            let title = format!("Peak of {}'s calls", f.qualname);
+            super::peak::render(&mut out, &title, peak, super::peak::FUNCTION_ROWS, None);
+        }
     }
-    if p.functions.is_empty() && p.modules.is_none() && p.oom.is_none() {
+    if let Some(peak) = &p.peak {
+        super::peak::render(&mut out, "Peak", peak, usize::MAX, m.script.as_deref());
+    }
+    if p.functions.is_empty() && p.modules.is_none() && p.oom.is_none() && p.peak.is_none() {
         let _ = writeln!(out, "\nno targeted function ran");
     }
     if let Some(inventories) = &p.tensors {

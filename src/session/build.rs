@@ -79,6 +79,7 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
         budgets: None,
         oom: None,
         history: None,
+        peak: None,
         warnings,
     }
 }
@@ -138,6 +139,7 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord, schedule: bool) -> 
         measured_calls: schedule.then(|| f.measured.map(|(a, b)| [a, b])).flatten(),
         peak_allocated_bytes: total_peak,
         lines,
+        peak: None,
     }
 }
 

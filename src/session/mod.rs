@@ -2,6 +2,7 @@
 //! and the report model built from what both gathered. Uses `python`, `capture`, `analysis`,
 //! `cli`'s `RunConfig`, `model`, `torch` and `error`.
 pub mod build;
+mod peak;
 pub mod sections;
 
 use crate::capture::interrupt::Ending;
@@ -35,9 +36,13 @@ pub fn run(config: &RunConfig) -> Result<Finished> {
         torch::collectives::disable();
     }
     let mut collected = facts.collected.take().map(|json| sections::parse(&json));
-    let (target_warnings, device_name) = match &mut collected {
-        Some(Ok(c)) => (std::mem::take(&mut c.target_warnings), c.device_name.take()),
-        _ => (Vec::new(), None),
+    let (target_warnings, device_name, roles) = match &mut collected {
+        Some(Ok(c)) => (
+            std::mem::take(&mut c.target_warnings),
+            c.device_name.take(),
+            std::mem::take(&mut c.tensor_roles),
+        ),
+        _ => (Vec::new(), None, Vec::new()),
     };
     facts.warnings.splice(0..0, target_warnings);
     facts.warnings.extend(run_warnings(config));
@@ -45,6 +50,7 @@ pub fn run(config: &RunConfig) -> Result<Finished> {
     let ctx = context(config, facts, device_name);
     let mut profile =
         recorder::with(|r| build::build(r, ctx)).expect("the recorder exists during a run");
+    add_peaks(&mut profile, roles);
     if let Some(collected) = collected {
         add_sections(&mut profile, collected, config);
     }
@@ -53,6 +59,7 @@ pub fn run(config: &RunConfig) -> Result<Finished> {
 
 /// The one recorder of the run, measuring what `config` chose.
 fn install_recorder(config: &RunConfig) {
+    crate::capture::peak::start();
     let options = recorder::Options {
         follow_device: config.follow_device,
         collectives: config.collectives,
@@ -65,6 +72,36 @@ fn install_recorder(config: &RunConfig) {
         config.columns.clone(),
         options,
     ));
+}
+
+/// The run's peak and each targeted function's, from the tracker; with a peak, a run that
+/// targeted nothing has its report (no warning).
+fn add_peaks(profile: &mut Profile, roles: Vec<(u64, String)>) {
+    let ids = recorder::with(|r| r.function_list()).unwrap_or_default();
+    let targeted: Vec<String> = profile
+        .functions
+        .iter()
+        .map(|f| f.qualname.clone())
+        .collect();
+    let mut namer = peak::Namer::new(roles);
+    crate::capture::peak::with(|t| {
+        if let Some(c) = t.peak() {
+            profile.peak = Some(namer.record(&c, t, &targeted, true));
+        }
+        for (id, (qualname, file, first_line)) in ids.iter().enumerate() {
+            let Some(f) = profile.functions.iter_mut().find(|f| {
+                &f.qualname == qualname && &f.file == file && f.first_line == *first_line
+            }) else {
+                continue;
+            };
+            if let Some(c) = t.function_peak(id as u64) {
+                f.peak = Some(namer.record(&c, t, &targeted, false));
+            }
+        }
+    });
+    if profile.peak.is_some() {
+        profile.warnings.retain(|w| w != NOTHING_TARGETED);
+    }
 }
 
 /// What the recorder's state says about the run as a whole: nothing targeted, or several

@@ -21,6 +21,9 @@ pub struct Collected {
     pub target_warnings: Vec<String>,
     /// The CUDA device's name, when CUDA was initialised.
     pub device_name: Option<String>,
+    /// (storage data_ptr, category) of the parameters, buffers, gradients and optimizer state in
+    /// memory when the run ended: the peak's categories.
+    pub tensor_roles: Vec<(u64, String)>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -55,6 +55,8 @@ extern "C" {
     pub fn mp_grad_hook(tensor_impl: *mut std::ffi::c_void, token: u64, kind: c_int) -> c_int;
     /// Whether autograd records on this thread (grad_hooks.cpp): 1 or 0.
     pub fn mp_grad_enabled() -> c_int;
+    /// Notes the site of the backward the calling thread runs (0: none); returns the previous.
+    pub fn mp_backward_site_set(site: u32) -> u32;
     /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
     pub fn mp_tally_take(which: c_int, out: *mut i64);
 }

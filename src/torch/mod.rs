@@ -153,6 +153,13 @@ pub fn attach_reporter_to_thread() {
     unsafe { ffi::mp_reporter_attach_thread() };
 }
 
+/// Notes on the calling thread's reporter the site of the backward pass it is about to run, for
+/// the allocations autograd's threads make for it (0: none); returns the previous one.
+pub fn set_backward_site(site: u32) -> u32 {
+    // SAFETY: plain call.
+    unsafe { ffi::mp_backward_site_set(site) }
+}
+
 /// The net bytes the calling thread (and the threads working for it, such as autograd's) has
 /// allocated on the CPU (`device == false`) or the counted CUDA device: what a line's Δ counts.
 pub fn own_net(device: bool) -> i64 {

@@ -331,6 +331,7 @@ impl<R: Runtime> Recorder<R> {
             if state.measured {
                 self.choose_device();
                 self.history_call_started();
+                crate::capture::peak::with(|t| t.function_started(u64::from(func)));
             }
         }
         state.caller = caller;
@@ -551,6 +552,9 @@ impl<R: Runtime> Recorder<R> {
     }
 
     fn ended(&mut self, state: &FrameState, raised: bool) {
+        if state.measured {
+            crate::capture::peak::with(|t| t.function_ended(u64::from(state.func)));
+        }
         if state.measured && self.options.history.is_some() && self.measured_running > 0 {
             self.measured_running -= 1;
             if self.measured_running == 0 && self.sampler.device().is_some() {

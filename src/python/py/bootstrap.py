@@ -281,6 +281,9 @@ def finish_schedule():
 
 
 def stop():
+    import _memprof_peak
+
+    _memprof_peak.stop()
     if _MONITORING and _TOOL is not None:
         mon = sys.monitoring
         mon.set_events(_TOOL, 0)
@@ -313,6 +316,9 @@ def install(specs, script_path, options):
     """Called once before the script runs. `options`: the run's `_memprof.Options` (see
     src/python/runner.rs), read by attribute."""
     _install_reports(options)
+    import _memprof_peak
+
+    _memprof_peak.install(script_path)
     global _system_dirs, _script_path
     _script_path = script_path
     dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
@@ -650,7 +656,19 @@ def report(device_index):
         "history": history,
         "target_warnings": target_warnings(),
         "device_name": device_name(device_index),
+        "tensor_roles": _tensor_roles(device_index),
     })
+
+
+def _tensor_roles(device_index):
+    """What the peak's categories are matched against: [(storage data_ptr, category)]."""
+    import _memprof_peak
+
+    try:
+        return _memprof_peak.roles(_options.device_type, device_index)
+    except Exception as e:
+        _memprof.warn(f"the peak's categories are unknown: {type(e).__name__}: {e}")
+        return []
 
 
 def uncaught(exc, traceback):

@@ -75,7 +75,21 @@ def take(device_type, device_index, label, frames, fallback_frames=()):
         del objects
 
 
-def _scan(torch, objects, device_type, device_index, label, frames, fallback_frames=()):
+def roles(torch, device_type, device_index):
+    """[(storage data_ptr, category)] of every storage on the device that the models and
+    optimizers in memory name (parameters, buffers, gradients, optimizer_state)."""
+    objects = gc.get_objects()
+    try:
+        storages, _ = _collect(torch, objects, device_type, device_index, ())
+    finally:
+        objects.clear()
+        del objects
+    return [(s.ptr, s.category) for s in storages.values() if s.category != "other"]
+
+
+def _collect(torch, objects, device_type, device_index, frames, fallback_frames=()):
+    """The storages on the device, named by the models, optimizers and frames that hold them;
+    and how many objects failed to be inspected."""
     Tensor, Module = torch.Tensor, torch.nn.Module
     Optimizer = torch.optim.Optimizer
 
@@ -194,7 +208,11 @@ def _scan(torch, objects, device_type, device_index, label, frames, fallback_fra
                             s.name(f"{qual}:{var}", "other")
             except Exception:
                 skipped += 1
+    return storages, skipped
 
+
+def _scan(torch, objects, device_type, device_index, label, frames, fallback_frames=()):
+    storages, skipped = _collect(torch, objects, device_type, device_index, frames, fallback_frames)
     totals = {c: 0 for c in CATEGORIES}
     counts = {c: 0 for c in CATEGORIES}
     full = {}

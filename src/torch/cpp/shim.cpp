@@ -3,6 +3,8 @@
 // - the caching allocator's DeviceStats, flattened in the order of src/model/stats.rs (122 values);
 // - a memory reporter in libtorch's PROFILER_STATE slot that sees every allocation and free of
 //   the CUDA caching allocator and of the CPU allocator, exactly and without resetting any stat;
+// - every allocation and free of the measured device handed to memprof's peak tracker
+//   (src/capture/peak.rs), with the site of the backward it works for, if any;
 // - the libtorch version and the path of the loaded libc10, for the start-up check;
 // - which CUDA device the calling thread uses now, and switching the reporter to it;
 // - with --collectives, the bytes of every torch.distributed collective, by kind, seen where
@@ -31,6 +33,10 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+// src/capture/peak.rs: the peak tracker (no Python, no panic, no C++ exception).
+extern "C" void mp_rust_allocation_event(uint64_t ptr, int64_t bytes, uint32_t backward_site,
+                                         int32_t has_totals, int64_t total, int64_t reserved);
 
 namespace {
 
@@ -147,6 +153,9 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
   // device threads) report to the caller's. A line's Δ is its own thread's, not the process's.
   std::atomic<int64_t> own_cpu{0};
   std::atomic<int64_t> own_device{0};
+  // The site of the line running a backward pass on this reporter's thread (0: none): autograd's
+  // device threads, which run no Python, allocate for it.
+  std::atomic<uint32_t> backward_site{0};
 
   void reportMemoryUsage(void* ptr, int64_t size, size_t total_allocated, size_t total_reserved,
                          c10::Device device) override {
@@ -155,6 +164,8 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
       if (device_index.load(std::memory_order_relaxed) < 0) {
         remember(ptr, size);
         record_history(ptr, size);
+        mp_rust_allocation_event((uint64_t)(uintptr_t)ptr, size,
+                                 backward_site.load(std::memory_order_relaxed), 0, 0, 0);
       }
       Tally& t = cpu_tally;
       int64_t now = t.allocated_current.fetch_add(size, std::memory_order_relaxed) + size;
@@ -165,6 +176,9 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
     if (device.index() != device_index.load(std::memory_order_relaxed)) return;
     own_device.fetch_add(size, std::memory_order_relaxed);
     remember(ptr, size);
+    mp_rust_allocation_event((uint64_t)(uintptr_t)ptr, size,
+                             backward_site.load(std::memory_order_relaxed), 1,
+                             (int64_t)total_allocated, (int64_t)total_reserved);
     Tally& t = device_tally;
     t.allocated_current.store((int64_t)total_allocated, std::memory_order_relaxed);
     t.reserved_current.store((int64_t)total_reserved, std::memory_order_relaxed);
@@ -492,6 +506,14 @@ int64_t mp_own_net(int device) {
   }
   return (device ? own_reporter->own_device : own_reporter->own_cpu)
       .load(std::memory_order_relaxed);
+}
+
+/// Notes the site of the backward pass the calling thread is about to run (0: it ended) on its
+/// reporter, which autograd's threads share; returns the previous one.
+uint32_t mp_backward_site_set(uint32_t site) {
+  if (own_reporter == nullptr) mp_reporter_attach_thread();
+  if (own_reporter == nullptr) return 0;
+  return own_reporter->backward_site.exchange(site, std::memory_order_relaxed);
 }
 
 /// Starts remembering which line allocated each block (see `tags`).

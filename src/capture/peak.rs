@@ -1,0 +1,427 @@
+//! The program's high-water mark and what it was made of. Every allocation and free on the
+//! measured device reaches `on_event` (from the shim's allocation reporter, inside the
+//! allocator); each live block keeps the site that allocated it (an id of `python::sites`'
+//! table, found by the resolver the Python layer registers), and the live bytes per site are
+//! copied at the moment `allocated_bytes.all.current` reached its maximum: for the whole run, and
+//! for each targeted function while its calls run. Its memory is the live blocks and the
+//! distinct sites, never the run's length. Uses `torch` (device stats) and `int_hash`.
+use super::int_hash::IntMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Site id 0: an allocation whose site could not be read (no Python frame on its thread, and no
+/// backward running for it).
+pub const UNKNOWN_SITE: u32 = 0;
+
+/// One live block.
+#[derive(Clone, Copy)]
+struct Block {
+    site: u32,
+    bytes: i64,
+    serial: u64,
+    /// Allocated by a backward pass.
+    in_backward: bool,
+    /// Still live when that backward returned: a gradient (see `mark_gradients`).
+    gradient: bool,
+}
+
+/// The allocation that set a maximum.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Moment {
+    /// allocated_bytes.all.current then (the maximum).
+    pub allocated: i64,
+    /// reserved_bytes.all.current then (CUDA; the allocated bytes on the CPU).
+    pub reserved: i64,
+    /// The site of the allocation that reached it (UNKNOWN_SITE when a watch began at a maximum).
+    pub site: u32,
+    /// Whether it was allocated by a backward pass (autograd's threads, or the thread running it).
+    pub in_backward: bool,
+    /// Its number among the allocations memprof saw (1 = the first).
+    pub allocation: u64,
+    /// The how-many-th allocation of its site it was.
+    pub site_allocations: u64,
+    /// Seconds since tracking started.
+    pub seconds: f64,
+}
+
+/// The live bytes by site at a maximum.
+#[derive(Clone, Debug, Default)]
+pub struct Composition {
+    pub moment: Moment,
+    /// (site, live bytes, live blocks, the highest allocation serial among them), every site
+    /// with live bytes.
+    pub sites: Vec<SiteShare>,
+    /// Bytes the allocator counted that memprof saw no allocation of (allocated before tracking
+    /// started, or on a thread without the reporter): the maximum minus Σ sites.
+    pub unseen_bytes: i64,
+    /// The allocation serial at the maximum: a block still live later with a serial at most this
+    /// was live then (how categories are matched afterwards).
+    pub serial: u64,
+    /// Bytes per site of the blocks that were gradients (allocated by a backward pass and live
+    /// when it returned), as far as known by now.
+    pub gradient_bytes: IntMap<u32, i64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SiteShare {
+    pub site: u32,
+    pub bytes: i64,
+    pub blocks: u64,
+}
+
+/// One maximum being followed: the run's, or a targeted function's across its calls.
+#[derive(Default)]
+struct Watch {
+    max: i64,
+    moment: Moment,
+    /// A new maximum since the last copy: the next free (or the end) copies the sites first.
+    dirty: bool,
+    copy: Option<Composition>,
+    /// Calls of the function running now (the run's watch is always on).
+    active: u32,
+}
+
+/// The tracker of one device.
+pub struct Tracker {
+    live: IntMap<u64, Block>,
+    site_bytes: Vec<i64>,
+    site_blocks: Vec<u64>,
+    site_allocations: Vec<u64>,
+    /// Live bytes of gradients per site.
+    site_gradients: IntMap<u32, i64>,
+    /// Σ live bytes seen: the total on the CPU, where libtorch passes none.
+    seen_total: i64,
+    /// allocated_bytes.all.current after the latest event.
+    last_total: i64,
+    serial: u64,
+    whole: Watch,
+    /// Targeted functions' watches, by the recorder's function id.
+    functions: IntMap<u64, Watch>,
+    started: Instant,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Tracker {
+            live: IntMap::default(),
+            site_bytes: Vec::new(),
+            site_blocks: Vec::new(),
+            site_allocations: Vec::new(),
+            site_gradients: IntMap::default(),
+            seen_total: 0,
+            last_total: 0,
+            serial: 0,
+            whole: Watch {
+                active: 1,
+                ..Watch::default()
+            },
+            functions: IntMap::default(),
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Tracker {
+    /// An allocation (`bytes` > 0) or a free (< 0) of the block at `ptr`. `total` and `reserved`
+    /// are the allocator's own totals after it (CUDA), or None on the CPU (memprof's sum then).
+    pub fn on_event(
+        &mut self,
+        ptr: u64,
+        bytes: i64,
+        site: u32,
+        in_backward: bool,
+        totals: Option<(i64, i64)>,
+    ) {
+        if bytes > 0 {
+            self.allocate(ptr, bytes, site, in_backward, totals);
+        } else if bytes < 0 {
+            self.free(ptr);
+            self.last_total = totals.map_or(self.seen_total, |t| t.0);
+        }
+    }
+
+    fn allocate(
+        &mut self,
+        ptr: u64,
+        bytes: i64,
+        site: u32,
+        in_backward: bool,
+        totals: Option<(i64, i64)>,
+    ) {
+        self.serial += 1;
+        let i = site as usize;
+        if i >= self.site_bytes.len() {
+            self.site_bytes.resize(i + 1, 0);
+            self.site_blocks.resize(i + 1, 0);
+            self.site_allocations.resize(i + 1, 0);
+        }
+        // A block the tracker still holds at this address was freed where it could not see.
+        if self.live.contains_key(&ptr) {
+            self.free(ptr);
+        }
+        self.live.insert(
+            ptr,
+            Block {
+                site,
+                bytes,
+                serial: self.serial,
+                in_backward,
+                gradient: false,
+            },
+        );
+        self.site_bytes[i] += bytes;
+        self.site_blocks[i] += 1;
+        self.site_allocations[i] += 1;
+        self.seen_total += bytes;
+        let (allocated, reserved) = totals.unwrap_or((self.seen_total, self.seen_total));
+        self.last_total = allocated;
+        let moment = Moment {
+            allocated,
+            reserved,
+            site,
+            in_backward,
+            allocation: self.serial,
+            site_allocations: self.site_allocations[i],
+            seconds: self.started.elapsed().as_secs_f64(),
+        };
+        let watches = std::iter::once(&mut self.whole).chain(self.functions.values_mut());
+        for w in watches.filter(|w| w.active > 0) {
+            if allocated > w.max {
+                w.max = allocated;
+                w.moment = moment;
+                w.dirty = true;
+            }
+        }
+    }
+
+    fn free(&mut self, ptr: u64) {
+        // The sites as they were at each maximum reached since the last free.
+        if self.whole.dirty || self.functions.values().any(|w| w.dirty) {
+            self.settle();
+        }
+        if let Some(block) = self.live.remove(&ptr) {
+            self.forget(block);
+        }
+    }
+
+    fn forget(&mut self, block: Block) {
+        let i = block.site as usize;
+        self.site_bytes[i] -= block.bytes;
+        self.site_blocks[i] -= 1;
+        self.seen_total -= block.bytes;
+        if block.gradient {
+            *self.site_gradients.entry(block.site).or_default() -= block.bytes;
+        }
+    }
+
+    /// The serial of the latest allocation (a backward pass notes it when it starts).
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// A backward pass that started after allocation `since` returned: the blocks it allocated
+    /// that are still live are gradients (the leaves' `.grad`, `torch.autograd.grad`'s results).
+    /// The copies already taken of maxima they were live at learn it too.
+    pub fn mark_gradients(&mut self, since: u64) {
+        let copies: Vec<&mut Composition> = std::iter::once(&mut self.whole)
+            .chain(self.functions.values_mut())
+            .filter_map(|w| w.copy.as_mut())
+            .collect();
+        let mut copies = copies;
+        for b in self.live.values_mut() {
+            if b.serial > since && b.in_backward && !b.gradient {
+                b.gradient = true;
+                *self.site_gradients.entry(b.site).or_default() += b.bytes;
+                for c in copies.iter_mut().filter(|c| b.serial <= c.serial) {
+                    *c.gradient_bytes.entry(b.site).or_default() += b.bytes;
+                }
+            }
+        }
+    }
+
+    /// The live sites now.
+    fn composition(&self) -> Composition {
+        let sites = self
+            .site_bytes
+            .iter()
+            .zip(&self.site_blocks)
+            .enumerate()
+            .filter(|(_, (&bytes, &blocks))| bytes != 0 || blocks != 0)
+            .map(|(site, (&bytes, &blocks))| SiteShare {
+                site: site as u32,
+                bytes,
+                blocks,
+            })
+            .collect();
+        Composition {
+            moment: Moment::default(),
+            sites,
+            unseen_bytes: 0,
+            serial: self.serial,
+            gradient_bytes: self
+                .site_gradients
+                .iter()
+                .filter(|(_, &b)| b != 0)
+                .map(|(&s, &b)| (s, b))
+                .collect(),
+        }
+    }
+
+    /// A targeted function's call starts (`id`: the recorder's function id). Its maximum starts
+    /// no lower than what is allocated now.
+    pub fn function_started(&mut self, id: u64) {
+        let allocated_now = self.last_total;
+        let w = self.functions.entry(id).or_default();
+        w.active += 1;
+        if allocated_now > w.max || w.copy.is_none() && !w.dirty {
+            w.max = allocated_now;
+            w.moment = Moment {
+                allocated: allocated_now,
+                reserved: allocated_now,
+                seconds: self.started.elapsed().as_secs_f64(),
+                allocation: self.serial,
+                ..Moment::default()
+            };
+            w.dirty = true;
+        }
+    }
+
+    /// A targeted function's call ended.
+    pub fn function_ended(&mut self, id: u64) {
+        let settle = match self.functions.get_mut(&id) {
+            Some(w) => {
+                w.active = w.active.saturating_sub(1);
+                w.dirty
+            }
+            None => false,
+        };
+        if settle {
+            self.settle();
+        }
+    }
+
+    /// Copies every pending maximum now (the end of a run, of a call).
+    fn settle(&mut self) {
+        let now = self.composition();
+        for w in std::iter::once(&mut self.whole).chain(self.functions.values_mut()) {
+            if w.dirty {
+                w.dirty = false;
+                w.copy = Some(Composition {
+                    moment: w.moment,
+                    unseen_bytes: w.max - self.seen_total,
+                    ..now.clone()
+                });
+            }
+        }
+    }
+
+    /// The run's maximum and its sites (None before any allocation).
+    pub fn peak(&mut self) -> Option<Composition> {
+        self.settle();
+        self.whole.copy.clone()
+    }
+
+    /// A targeted function's maximum and its sites.
+    pub fn function_peak(&mut self, id: u64) -> Option<Composition> {
+        self.settle();
+        self.functions.get(&id).and_then(|w| w.copy.clone())
+    }
+
+    /// The live block at `ptr`, if memprof saw it allocated: (serial, site, bytes, whether it
+    /// is a gradient).
+    pub fn block(&self, ptr: u64) -> Option<(u64, u32, i64, bool)> {
+        self.live
+            .get(&ptr)
+            .map(|b| (b.serial, b.site, b.bytes, b.gradient))
+    }
+}
+
+/// The tracker of the run (None when off).
+pub static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
+/// Whether the reporter hands allocations to the tracker (checked before any lock).
+static ON: AtomicBool = AtomicBool::new(false);
+/// The site of the calling thread's innermost frames: `python::sites` registers it.
+static RESOLVER: AtomicUsize = AtomicUsize::new(0);
+
+/// Registers the function that finds the calling thread's site (UNKNOWN_SITE: none).
+pub fn set_resolver(resolve: fn() -> u32) {
+    RESOLVER.store(resolve as usize, Ordering::Release);
+}
+
+fn resolve() -> u32 {
+    let f = RESOLVER.load(Ordering::Acquire);
+    if f == 0 {
+        return UNKNOWN_SITE;
+    }
+    // SAFETY: only `set_resolver` stores here, and it stores a `fn() -> u32`.
+    let f: fn() -> u32 = unsafe { std::mem::transmute::<usize, fn() -> u32>(f) };
+    f()
+}
+
+/// Starts tracking (a fresh tracker).
+pub fn start() {
+    *lock() = Some(Tracker::default());
+    ON.store(true, Ordering::Release);
+}
+
+/// Stops tracking; what was tracked stays readable.
+pub fn stop() {
+    ON.store(false, Ordering::Release);
+}
+
+/// Whether tracking is on.
+pub fn is_on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// The measured device changed: what was tracked on the old one no longer adds up.
+pub fn restart() {
+    if is_on() {
+        *lock() = Some(Tracker::default());
+    }
+}
+
+/// Runs `f` on the tracker, if there is one.
+pub fn with<T>(f: impl FnOnce(&mut Tracker) -> T) -> Option<T> {
+    lock().as_mut().map(f)
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Tracker>> {
+    TRACKER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Called by the shim's reporter for every allocation and free on the measured device, inside
+/// the allocator (its lock held, on whichever thread allocates): no Python, no panic.
+/// `backward_site`: the site of the backward this allocation works for (0: none); `has_totals`:
+/// whether `total`/`reserved` are the allocator's (CUDA).
+#[no_mangle]
+pub extern "C" fn mp_rust_allocation_event(
+    ptr: u64,
+    bytes: i64,
+    backward_site: u32,
+    has_totals: i32,
+    total: i64,
+    reserved: i64,
+) {
+    if !is_on() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        let site = if bytes > 0 {
+            match resolve() {
+                UNKNOWN_SITE => backward_site,
+                site => site,
+            }
+        } else {
+            UNKNOWN_SITE
+        };
+        let totals = (has_totals != 0).then_some((total, reserved));
+        if let Some(t) = lock().as_mut() {
+            t.on_event(ptr, bytes, site, backward_site != 0, totals);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,112 @@
+//! The tracker's rules on hand-made event sequences.
+use super::*;
+
+fn cpu(t: &mut Tracker, ptr: u64, bytes: i64, site: u32) {
+    t.on_event(ptr, bytes, site, false, None);
+}
+
+fn shares(c: &Composition) -> Vec<(u32, i64, u64)> {
+    c.sites
+        .iter()
+        .map(|s| (s.site, s.bytes, s.blocks))
+        .collect()
+}
+
+#[test]
+fn the_peak_is_the_sites_live_at_the_maximum_and_they_sum_to_it() {
+    let mut t = Tracker::default();
+    cpu(&mut t, 1, 100, 1);
+    cpu(&mut t, 2, 50, 2);
+    cpu(&mut t, 3, 30, 2); // maximum: 180
+    cpu(&mut t, 2, -50, 0);
+    cpu(&mut t, 4, 60, 3); // 190: a new maximum
+    cpu(&mut t, 4, -60, 0);
+    cpu(&mut t, 5, 10, 3); // 140: below it
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.moment.allocated, 190);
+    assert_eq!(peak.moment.site, 3);
+    assert_eq!(peak.moment.allocation, 4);
+    assert_eq!(shares(&peak), vec![(1, 100, 1), (2, 30, 1), (3, 60, 1)]);
+    assert_eq!(peak.sites.iter().map(|s| s.bytes).sum::<i64>(), 190);
+    assert_eq!(peak.unseen_bytes, 0);
+}
+
+#[test]
+fn a_maximum_with_no_free_after_it_is_copied_at_the_end() {
+    let mut t = Tracker::default();
+    cpu(&mut t, 1, 10, 1);
+    cpu(&mut t, 2, 20, 2);
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.moment.allocated, 30);
+    assert_eq!(shares(&peak), vec![(1, 10, 1), (2, 20, 1)]);
+}
+
+#[test]
+fn the_allocators_totals_show_what_memprof_did_not_see() {
+    let mut t = Tracker::default();
+    // CUDA: 1000 bytes were allocated before tracking started.
+    t.on_event(1, 512, 4, true, Some((1512, 2048)));
+    t.on_event(1, -512, 0, false, Some((1000, 2048)));
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.moment.allocated, 1512);
+    assert_eq!(peak.moment.reserved, 2048);
+    assert!(peak.moment.in_backward);
+    assert_eq!(shares(&peak), vec![(4, 512, 1)]);
+    assert_eq!(peak.unseen_bytes, 1000);
+}
+
+#[test]
+fn a_functions_peak_counts_only_while_its_calls_run() {
+    let mut t = Tracker::default();
+    cpu(&mut t, 1, 100, 1);
+    t.function_started(7);
+    cpu(&mut t, 2, 40, 2); // 140 inside the call
+    cpu(&mut t, 2, -40, 0);
+    t.function_ended(7);
+    cpu(&mut t, 3, 500, 3); // 600 outside it
+    let f = t.function_peak(7).expect("the function's peak");
+    assert_eq!(f.moment.allocated, 140);
+    assert_eq!(shares(&f), vec![(1, 100, 1), (2, 40, 1)]);
+    assert_eq!(t.peak().expect("a peak").moment.allocated, 600);
+}
+
+#[test]
+fn a_function_whose_calls_only_free_peaks_at_its_start() {
+    let mut t = Tracker::default();
+    cpu(&mut t, 1, 100, 1);
+    t.function_started(9);
+    cpu(&mut t, 1, -100, 0);
+    t.function_ended(9);
+    let f = t.function_peak(9).expect("the function's peak");
+    assert_eq!(f.moment.allocated, 100);
+    assert_eq!(f.moment.site, UNKNOWN_SITE);
+    assert_eq!(shares(&f), vec![(1, 100, 1)]);
+}
+
+#[test]
+fn a_reused_address_replaces_a_block_freed_unseen() {
+    let mut t = Tracker::default();
+    cpu(&mut t, 1, 100, 1);
+    cpu(&mut t, 1, 30, 2);
+    assert_eq!(t.block(1), Some((2, 2, 30, false)));
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.moment.allocated, 100);
+    assert_eq!(shares(&peak), vec![(1, 100, 1)]);
+}
+
+#[test]
+fn what_a_backward_leaves_live_is_a_gradient_also_in_the_peak_taken_during_it() {
+    let mut t = Tracker::default();
+    cpu(&mut t, 1, 100, 1); // a parameter
+    let since = t.serial();
+    t.on_event(2, 100, 9, true, None); // the gradient
+    t.on_event(3, 400, 9, true, None); // an intermediate: the maximum, 600
+    t.on_event(3, -400, 0, false, None);
+    t.mark_gradients(since);
+    t.on_event(2, -100, 0, false, None); // zero_grad(set_to_none=True)
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.moment.allocated, 600);
+    assert_eq!(shares(&peak), vec![(1, 100, 1), (9, 500, 2)]);
+    assert_eq!(peak.gradient_bytes.get(&9), Some(&100));
+    assert_eq!(peak.gradient_bytes.get(&1), None);
+}

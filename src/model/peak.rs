@@ -1,0 +1,132 @@
+//! The peak record: the highest `allocated_bytes.all.current` of the run (or of one targeted
+//! function's calls) and the live bytes at that moment by the site that allocated them, summing
+//! exactly to it. Part of the report schema (`peak:` at the top, and in each function).
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What the peak record means, written into every report that has one.
+pub const PEAK_SEMANTICS: &str = "The peak is the highest allocated_bytes.all.current of the run on \
+the profiled device (the moment max_memory_allocated() is set, resets by the program aside), or, in \
+a function's report, the highest during that function's calls. Its bytes are split by the site that \
+allocated each block live at that moment (CUDA: the caching allocator's block sizes; CPU: storage \
+bytes): the innermost Python frame outside torch, the standard library and memprof, with the line \
+that led there as its context (the user's own innermost line when the site is a library's, else the \
+site's caller). Allocations made by autograd's threads count at the line that ran the backward \
+(loss.backward(), torch.autograd.grad). The sites, the other sites and unseen_bytes (allocated where \
+memprof saw no allocation: before it started, or on a thread without its reporter) sum to \
+allocated_bytes exactly. categories: bytes of the site's blocks still live when the run ended and \
+found then as parameters, buffers, gradients or optimizer_state of the models and optimizers in \
+memory; the rest is other.";
+
+/// How many sites a peak record lists; the rest are summed in `other_sites`.
+pub const LISTED_SITES: usize = 15;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Peak {
+    /// What the record means (the run's peak only; see `PEAK_SEMANTICS`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub semantics: String,
+    /// allocated_bytes.all.current at its highest.
+    pub allocated_bytes: i64,
+    /// reserved_bytes.all.current at that moment (the allocator's cached and fragmented bytes
+    /// besides; equal to allocated_bytes on the CPU).
+    pub reserved_bytes: i64,
+    /// The allocation that reached it.
+    pub reached: Reached,
+    /// The largest sites, largest first.
+    pub sites: Vec<PeakSite>,
+    /// The sites not listed, summed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_sites: Option<OtherSites>,
+    /// Bytes the allocator counted whose allocation memprof did not see.
+    pub unseen_bytes: i64,
+    /// The functions holding the largest sites, as `-f` arguments for the next run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_targets: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Reached {
+    /// The site of the allocation that reached the peak (absent when a function's peak was at
+    /// the start of a call, before it allocated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<Place>,
+    /// The line it was reached from (the site's context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Place>,
+    /// Whether a backward pass made that allocation.
+    pub in_backward: bool,
+    /// Its number among the allocations on the device (1 = the first).
+    pub allocation: u64,
+    /// The how-many-th allocation of its site it was (the iteration, for a site that allocates
+    /// once per step).
+    pub site_allocation: u64,
+    /// Seconds from the start of the run.
+    pub seconds: f64,
+}
+
+/// A line of code: where, in which function, and its text.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Place {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+    pub source: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PeakSite {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+    pub source: String,
+    /// The line that led there (see the semantics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Place>,
+    /// Live bytes at the peak.
+    pub bytes: i64,
+    /// Their share of the peak, in percent.
+    pub share: f64,
+    /// Live blocks (storages on the CPU).
+    pub blocks: u64,
+    /// Bytes by category (parameters, buffers, gradients, optimizer_state, other).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub categories: BTreeMap<String, i64>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OtherSites {
+    pub sites: u64,
+    pub bytes: i64,
+    pub blocks: u64,
+}
+
+impl PeakSite {
+    /// Where it is, as a key across reports (merge, diff).
+    pub fn key(&self) -> (String, u32, String, Option<(String, u32)>) {
+        (
+            self.file.clone(),
+            self.line,
+            self.function.clone(),
+            self.context.as_ref().map(|c| (c.file.clone(), c.line)),
+        )
+    }
+
+    /// The category holding most of its bytes ("other" when none is known).
+    pub fn main_category(&self) -> &str {
+        self.categories
+            .iter()
+            .max_by_key(|(_, &b)| b)
+            .map(|(c, _)| c.as_str())
+            .unwrap_or("other")
+    }
+}
+
+impl Peak {
+    /// Σ of every part: equal to `allocated_bytes` in a consistent record.
+    pub fn parts_sum(&self) -> i64 {
+        self.sites.iter().map(|s| s.bytes).sum::<i64>()
+            + self.other_sites.as_ref().map_or(0, |o| o.bytes)
+            + self.unseen_bytes
+    }
+}

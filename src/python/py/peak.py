@@ -1,0 +1,83 @@
+# memprof's peak attribution, the Python half, run inside the profiled interpreter: which files
+# are torch's, the standard library's and the user's (the rules the native site finder applies
+# to each code object once), the callable that stands in for torch's backward entry point (so
+# that autograd's threads allocate at the line that ran the backward), and, at the end, which
+# live storages are parameters, buffers, gradients and optimizer state.
+import importlib.util
+import os
+import sys
+import sysconfig
+
+import _memprof
+
+_ENTRY = "_engine_run_backward"
+_patched = []
+
+
+def _package_dir(name):
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return os.path.dirname(spec.origin)
+
+
+def _spellings(path):
+    """A folder as code objects may name it: as given, absolute and with links resolved."""
+    out = set()
+    for p in (path, os.path.abspath(path), os.path.realpath(path)):
+        out.add(p.rstrip(os.sep) + os.sep)
+    return sorted(out)
+
+
+def install(script_path):
+    tools = []
+    for name in ("torch", "triton"):
+        d = _package_dir(name)
+        if d:
+            tools += _spellings(d)
+    library = []
+    for key in ("stdlib", "platstdlib"):
+        d = sysconfig.get_paths().get(key)
+        if d:
+            library += _spellings(d)
+    user_dir = os.path.dirname(script_path) if script_path else os.getcwd()
+    readable = _memprof.sites_start(tools, [os.sep + "torchinductor_"], library, _spellings(user_dir))
+    if not readable:
+        _memprof.warn(
+            "memprof cannot read this Python's frames natively: the peak's sites are unknown "
+            f"(Python {sys.version.split()[0]}; supported: 3.11, 3.12)"
+        )
+        return
+    import _memprof_imports
+
+    _memprof_imports.after_import("torch.autograd", _patch_backward)
+
+
+def _patch_backward(autograd):
+    graph = sys.modules.get("torch.autograd.graph")
+    for module in (autograd, graph):
+        original = getattr(module, _ENTRY, None) if module is not None else None
+        if original is not None and not isinstance(original, _memprof.BackwardEntry):
+            setattr(module, _ENTRY, _memprof.BackwardEntry(original))
+            _patched.append((module, original))
+
+
+def stop():
+    """Puts torch's own backward entry point back."""
+    while _patched:
+        module, original = _patched.pop()
+        setattr(module, _ENTRY, original)
+
+
+def roles(device_type, device_index):
+    """[(storage data_ptr, category)] of the parameters, buffers, gradients and optimizer state
+    on the profiled device, from the models and optimizers in memory now."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    import _memprof_inventory
+
+    return _memprof_inventory.roles(torch, device_type, device_index)

@@ -1,0 +1,198 @@
+//! The Peak section of the table: the run's (or a function's) highest allocated bytes, where it
+//! was reached, the live bytes by the line that allocated them (largest first, summing to the
+//! peak), and the next `-f` to run.
+use super::style::{styled, write};
+use crate::model::peak::{Peak, Place};
+use crate::model::profile::file_name;
+use crate::model::units;
+use std::fmt::Write;
+
+/// Rows a function's peak shows in the table (the run's shows every listed site).
+pub const FUNCTION_ROWS: usize = 5;
+
+/// Writes `peak` under `title`; at most `rows` sites, the rest summed in one row.
+/// `script`: the script's label, for the next command (None: not offered).
+pub fn render(out: &mut String, title: &str, peak: &Peak, rows: usize, script: Option<&str>) {
+    // The CPU has no reserve: its record's reserved bytes are the allocated ones.
+    let reserved = if peak.reserved_bytes > peak.allocated_bytes {
+        format!(
+            ", {} reserved at that moment",
+            units::bytes(peak.reserved_bytes)
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "\n{title}: {} allocated (allocated_bytes.all.peak){reserved}",
+        units::bytes(peak.allocated_bytes),
+    );
+    let r = &peak.reached;
+    match (&r.site, r.in_backward) {
+        (Some(site), true) => {
+            let _ = writeln!(out, "  reached in the backward run by {}", place(site));
+        }
+        (Some(site), false) => {
+            let _ = writeln!(out, "  reached at {}", place(site));
+        }
+        (None, _) if r.allocation == 0 || r.site_allocation == 0 => {
+            let _ = writeln!(out, "  reached when a call started, before it allocated");
+        }
+        (None, _) => {
+            let _ = writeln!(out, "  reached by an allocation with no Python frame");
+        }
+    }
+    if let Some(context) = &r.context {
+        let _ = writeln!(out, "    from {}", place(context));
+    }
+    if r.site_allocation > 0 {
+        let _ = writeln!(
+            out,
+            "  (allocation {} on the device, the {} of that line, {:.1} s into the run)",
+            r.allocation,
+            ordinal(r.site_allocation),
+            r.seconds
+        );
+    }
+    out.push('\n');
+    let mut table = styled(&[
+        "Bytes",
+        "Share",
+        "Blocks",
+        "Category",
+        "Site",
+        "Line Contents",
+    ]);
+    let shown = peak.sites.len().min(rows);
+    for s in &peak.sites[..shown] {
+        table.add_row(vec![
+            units::bytes(s.bytes),
+            format!("{:.1}%", s.share),
+            s.blocks.to_string(),
+            s.main_category().replace('_', " "),
+            where_(&s.file, s.line, &s.function),
+            s.source.clone(),
+        ]);
+        if let Some(c) = &s.context {
+            table.add_row(vec![
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                format!("  from {}", where_(&c.file, c.line, &c.function)),
+                c.source.clone(),
+            ]);
+        }
+    }
+    let hidden = &peak.sites[shown..];
+    let (more_sites, more_bytes, more_blocks) = peak
+        .other_sites
+        .as_ref()
+        .map_or((0, 0, 0), |o| (o.sites, o.bytes, o.blocks));
+    let more_sites = more_sites + hidden.len() as u64;
+    let more_bytes = more_bytes + hidden.iter().map(|s| s.bytes).sum::<i64>();
+    let more_blocks = more_blocks + hidden.iter().map(|s| s.blocks).sum::<u64>();
+    if more_sites > 0 {
+        table.add_row(vec![
+            units::bytes(more_bytes),
+            share(more_bytes, peak.allocated_bytes),
+            more_blocks.to_string(),
+            String::new(),
+            format!("({more_sites} more sites)"),
+            String::new(),
+        ]);
+    }
+    if peak.unseen_bytes != 0 {
+        table.add_row(vec![
+            units::bytes(peak.unseen_bytes),
+            share(peak.unseen_bytes, peak.allocated_bytes),
+            String::new(),
+            String::new(),
+            "(not seen allocated)".into(),
+            "before memprof started, or on a thread without its reporter".into(),
+        ]);
+    }
+    let blocks: u64 = peak.sites.iter().map(|s| s.blocks).sum::<u64>()
+        + peak.other_sites.as_ref().map_or(0, |o| o.blocks);
+    table.add_row(vec![
+        units::bytes(peak.parts_sum()),
+        share(peak.parts_sum(), peak.allocated_bytes),
+        blocks.to_string(),
+        String::new(),
+        "= the peak".into(),
+        String::new(),
+    ]);
+    write(out, table, 0..3);
+    if let (Some(script), false) = (script, peak.next_targets.is_empty()) {
+        let flags: Vec<String> = peak
+            .next_targets
+            .iter()
+            .map(|t| {
+                if t.contains('<') {
+                    format!("-f '{t}'")
+                } else {
+                    format!("-f {t}")
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nline by line, next: memprof run {} {script}",
+            flags.join(" ")
+        );
+    }
+}
+
+fn share(bytes: i64, of: i64) -> String {
+    if of > 0 {
+        format!("{:.1}%", bytes as f64 * 100.0 / of as f64)
+    } else {
+        String::new()
+    }
+}
+
+fn where_(file: &str, line: u32, function: &str) -> String {
+    if file.is_empty() {
+        function.to_string()
+    } else {
+        format!("{}:{line} {function}", file_name(file))
+    }
+}
+
+fn place(p: &Place) -> String {
+    let at = where_(&p.file, p.line, &p.function);
+    if p.source.is_empty() {
+        at
+    } else {
+        format!("{at}: {}", p.source)
+    }
+}
+
+/// 1st, 2nd, 3rd, 4th, 11th, 21st...
+fn ordinal(n: u64) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinals_read_as_english() {
+        let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 102, 111]
+            .into_iter()
+            .map(ordinal)
+            .collect();
+        assert_eq!(
+            got,
+            ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "102nd", "111th"]
+        );
+    }
+}
