@@ -238,6 +238,7 @@ pub fn diff(base: &Profile, new: &Profile, base_name: &str, new_name: &str) -> D
         notes,
         functions,
         modules,
+        peak: super::peaks::diff(base.peak.as_ref(), new.peak.as_ref()),
         largest_increase,
         limits: Vec::new(),
     }

@@ -237,6 +237,12 @@ pub fn merge(mut reports: Vec<(PathBuf, Profile)>) -> Result<Merged> {
         },
         functions,
         modules,
+        peak: super::peaks::merge(
+            &reports
+                .iter()
+                .filter_map(|(_, p)| p.peak.as_ref().map(|k| (rank_of(p), k)))
+                .collect::<Vec<_>>(),
+        ),
         warnings,
     })
 }

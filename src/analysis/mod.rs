@@ -7,3 +7,4 @@ pub mod diff;
 pub mod limits;
 pub mod merge;
 pub mod oom;
+pub mod peaks;

@@ -28,6 +28,8 @@ pub struct RunConfig {
     pub history_max_entries: u64,
     /// `--plot`: the file (absolute).
     pub plot: Option<PathBuf>,
+    /// `--peak-sites`: how many sites the peak lists.
+    pub peak_sites: usize,
     pub program: Program,
     /// `--modules` or `--suggest-checkpoints`.
     pub modules: bool,
@@ -135,6 +137,7 @@ impl RunConfig {
             history,
             history_max_entries: args.history_max_entries,
             plot,
+            peak_sites: args.peak_sites as usize,
             modules: args.modules || args.suggest_checkpoints.is_some(),
             depth: args.depth,
             suggest_checkpoints: args.suggest_checkpoints,

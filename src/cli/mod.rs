@@ -106,6 +106,9 @@ pub struct RunArgs {
     /// may hold the same placeholders as -o
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// How many sites the peak lists, largest first (the rest are summed in one row)
+    #[arg(long, value_name = "N", default_value_t = 15, value_parser = clap::value_parser!(u32).range(1..))]
+    pub peak_sites: u32,
     /// Also profile every torch.nn.Module call, forward and backward: allocated Δ, peak, bytes
     /// saved for backward, parameters, as a tree of qualified names (works without -f)
     #[arg(long)]

@@ -23,6 +23,9 @@ pub struct Diff {
     pub functions: Vec<FunctionDiff>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modules: Vec<ModuleDiff>,
+    /// The two runs' peaks and their sites, when both reports have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<PeakDiff>,
     /// The largest increase of any compared byte count of any function (its net Δ per call, or
     /// the highest level or peak over its lines).
     pub largest_increase: Option<Increase>,
@@ -84,6 +87,30 @@ pub struct ModuleDiff {
     pub peak_bytes: Change,
     pub peak_increase_bytes: Change,
     pub saved_bytes: Change,
+}
+
+/// The peaks of both runs, and per site (matched by file name, function, source text and the
+/// context's source text, so that shifted lines still match) its live bytes at each peak.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PeakDiff {
+    pub allocated_bytes: Change,
+    pub reserved_bytes: Change,
+    /// Largest change first; a site only one peak listed counts 0 in the other.
+    pub sites: Vec<PeakSiteDiff>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PeakSiteDiff {
+    /// `both`, `added` (only in NEW's peak) or `removed`.
+    pub status: String,
+    pub file: String,
+    /// NEW's line, else BASE's.
+    pub line: u32,
+    pub function: String,
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<super::peak::Place>,
+    pub bytes: Change,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -20,7 +20,46 @@ pub struct Merged {
     pub functions: Vec<MergedFunction>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modules: Vec<MergedModule>,
+    /// The ranks' peaks, when their reports have them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<MergedPeak>,
     pub warnings: Vec<String>,
+}
+
+/// The ranks' peaks: each rank's, and per site its live bytes at each rank's peak, max and min
+/// over the ranks that listed it (sites match by file name, line, function and context).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct MergedPeak {
+    pub allocated_bytes: Spread,
+    pub reserved_bytes: Spread,
+    pub ranks: Vec<RankPeak>,
+    /// Largest max first.
+    pub sites: Vec<MergedPeakSite>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RankPeak {
+    pub rank: u32,
+    pub allocated_bytes: i64,
+    pub reserved_bytes: i64,
+    /// `file:line function` of the allocation that reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reached: Option<String>,
+    pub in_backward: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct MergedPeakSite {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<super::peak::Place>,
+    /// Ranks whose peak listed the site, when not every rank's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u32>,
+    pub bytes: Spread,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -18,9 +18,6 @@ allocated_bytes exactly. categories: bytes of the site's blocks still live when 
 found then as parameters, buffers, gradients or optimizer_state of the models and optimizers in \
 memory; the rest is other.";
 
-/// How many sites a peak record lists; the rest are summed in `other_sites`.
-pub const LISTED_SITES: usize = 15;
-
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Peak {
     /// What the record means (the run's peak only; see `PEAK_SEMANTICS`).
@@ -102,16 +99,6 @@ pub struct OtherSites {
 }
 
 impl PeakSite {
-    /// Where it is, as a key across reports (merge, diff).
-    pub fn key(&self) -> (String, u32, String, Option<(String, u32)>) {
-        (
-            self.file.clone(),
-            self.line,
-            self.function.clone(),
-            self.context.as_ref().map(|c| (c.file.clone(), c.line)),
-        )
-    }
-
     /// The category holding most of its bytes ("other" when none is known).
     pub fn main_category(&self) -> &str {
         self.categories

@@ -146,6 +146,9 @@ fn table(d: &Diff, width: Option<usize>) -> String {
         }
         write(&mut out, t, 2..header.len());
     }
+    if let Some(peak) = &d.peak {
+        peak_table(&mut out, peak);
+    }
     if !d.limits.is_empty() {
         out.push('\n');
     }
@@ -174,4 +177,42 @@ fn table(d: &Diff, width: Option<usize>) -> String {
         }
     }
     out
+}
+
+/// The two peaks, then per site its bytes at each, largest change first.
+fn peak_table(out: &mut String, peak: &PeakDiff) {
+    let cell = |v: Option<i64>| v.map(units::bytes).unwrap_or_default();
+    let change = |v: Option<i64>| v.map(units::signed_bytes).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\nPeak: allocated_bytes.all.peak {} → {} ({}); reserved then {} → {}",
+        cell(peak.allocated_bytes.base),
+        cell(peak.allocated_bytes.new),
+        change(peak.allocated_bytes.change),
+        cell(peak.reserved_bytes.base),
+        cell(peak.reserved_bytes.new),
+    );
+    out.push('\n');
+    let header = ["Base", "New", "Change", "Site", "Line Contents"];
+    let mut t = styled(&header);
+    for s in &peak.sites {
+        let mark = match s.status.as_str() {
+            "added" => "+ ",
+            "removed" => "- ",
+            _ => "  ",
+        };
+        t.add_row(vec![
+            cell(s.bytes.base),
+            cell(s.bytes.new),
+            change(s.bytes.change),
+            format!(
+                "{}:{} {}",
+                crate::model::profile::file_name(&s.file),
+                s.line,
+                s.function
+            ),
+            format!("{mark}{}", s.source),
+        ]);
+    }
+    write(out, t, 0..3);
 }

@@ -154,10 +154,61 @@ fn table(m: &Merged, width: Option<usize>) -> String {
     if !m.modules.is_empty() {
         modules_table(&mut out, &m.modules);
     }
+    if let Some(peak) = &m.peak {
+        peak_table(&mut out, peak);
+    }
     for w in &m.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
     out
+}
+
+/// The ranks' peaks, then per site its bytes at the peaks: max (rank), min, imbalance.
+fn peak_table(out: &mut String, peak: &MergedPeak) {
+    let _ = writeln!(
+        out,
+        "\nPeak over the ranks: allocated_bytes.all.peak {} (max, r{}), {} (min), imbalance {}",
+        units::bytes(peak.allocated_bytes.max),
+        peak.allocated_bytes.max_rank,
+        units::bytes(peak.allocated_bytes.min),
+        units::bytes(peak.allocated_bytes.imbalance)
+    );
+    for r in &peak.ranks {
+        let _ = writeln!(
+            out,
+            "  rank {}: {} allocated, {} reserved, reached {}{}",
+            r.rank,
+            units::bytes(r.allocated_bytes),
+            units::bytes(r.reserved_bytes),
+            if r.in_backward {
+                "in the backward run by "
+            } else {
+                "at "
+            },
+            r.reached.as_deref().unwrap_or("(no Python frame)")
+        );
+    }
+    out.push('\n');
+    let mut header: Vec<String> = headers("Bytes at the peak").into();
+    header.extend(["Ranks".to_string(), "Site".into(), "Line Contents".into()]);
+    let mut t = styled(&header);
+    for s in &peak.sites {
+        let mut row: Vec<String> = cells(Some(&s.bytes), true, false).into();
+        row.push(
+            s.ranks
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "all".into()),
+        );
+        row.push(format!(
+            "{}:{} {}",
+            crate::model::profile::file_name(&s.file),
+            s.line,
+            s.function
+        ));
+        row.push(s.source.clone());
+        t.add_row(row);
+    }
+    write(out, t, 0..4);
 }
 
 fn modules_table(out: &mut String, modules: &[MergedModule]) {

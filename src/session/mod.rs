@@ -50,7 +50,7 @@ pub fn run(config: &RunConfig) -> Result<Finished> {
     let ctx = context(config, facts, device_name);
     let mut profile =
         recorder::with(|r| build::build(r, ctx)).expect("the recorder exists during a run");
-    add_peaks(&mut profile, roles);
+    add_peaks(&mut profile, roles, config.peak_sites);
     if let Some(collected) = collected {
         add_sections(&mut profile, collected, config);
     }
@@ -76,14 +76,14 @@ fn install_recorder(config: &RunConfig) {
 
 /// The run's peak and each targeted function's, from the tracker; with a peak, a run that
 /// targeted nothing has its report (no warning).
-fn add_peaks(profile: &mut Profile, roles: Vec<(u64, String)>) {
+fn add_peaks(profile: &mut Profile, roles: Vec<(u64, String)>, listed: usize) {
     let ids = recorder::with(|r| r.function_list()).unwrap_or_default();
     let targeted: Vec<String> = profile
         .functions
         .iter()
         .map(|f| f.qualname.clone())
         .collect();
-    let mut namer = peak::Namer::new(roles);
+    let mut namer = peak::Namer::new(roles, listed);
     crate::capture::peak::with(|t| {
         if let Some(c) = t.peak() {
             profile.peak = Some(namer.record(&c, t, &targeted, true));

@@ -3,9 +3,7 @@
 //! program held at its end, the largest sites listed and the rest summed, and the next `-f`
 //! to run.
 use crate::capture::peak::{Composition, Tracker, UNKNOWN_SITE};
-use crate::model::peak::{
-    OtherSites, Peak, PeakSite, Place, Reached, LISTED_SITES, PEAK_SEMANTICS,
-};
+use crate::model::peak::{OtherSites, Peak, PeakSite, Place, Reached, PEAK_SEMANTICS};
 use crate::python::sites::{self, Site};
 use std::collections::{BTreeMap, HashMap};
 
@@ -19,14 +17,17 @@ pub struct Namer {
     files: HashMap<String, Vec<String>>,
     /// data_ptr -> category, as the program's models and optimizers held them at the end.
     roles: HashMap<u64, String>,
+    /// How many sites a record lists.
+    listed: usize,
 }
 
 impl Namer {
-    pub fn new(roles: Vec<(u64, String)>) -> Namer {
+    pub fn new(roles: Vec<(u64, String)>, listed: usize) -> Namer {
         Namer {
             sites: sites::sites(),
             files: HashMap::new(),
             roles: roles.into_iter().collect(),
+            listed,
         }
     }
 
@@ -76,7 +77,7 @@ impl Namer {
                 0.0
             }
         };
-        let listed = shares.len().min(LISTED_SITES);
+        let listed = shares.len().min(self.listed);
         let mut out_sites = Vec::new();
         for s in &shares[..listed] {
             let (place, context) = match self.site(s.site).cloned() {

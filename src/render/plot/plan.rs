@@ -1,4 +1,5 @@
-//! The plot's panels and what each shows, taken from the reports: the step over module calls,
+//! The plot's panels and what each shows, taken from the reports: the peak by site, the step
+//! over module calls,
 //! bytes saved and parameter bytes per module, each targeted line's peak and Δ; drawn by draw.rs.
 use super::Source;
 use crate::model::profile::{ModuleEntry, Profile};
@@ -64,6 +65,10 @@ pub struct BarRow {
 pub fn plan(sources: &[Source<'_>]) -> super::Plan {
     let mut panels = Vec::new();
     let mut notes = Vec::new();
+    match peak_bars(sources) {
+        Some(p) => panels.push(p),
+        None => notes.push("the peak by site: the report has no peak record".to_string()),
+    }
     let with_modules: Vec<&Source<'_>> = sources
         .iter()
         .filter(|s| {
@@ -114,6 +119,54 @@ pub fn plan(sources: &[Source<'_>]) -> super::Plan {
         with_data,
         notes,
     }
+}
+
+/// The first report's peak sites, largest first, with each report's bytes at its own peak.
+fn peak_bars(sources: &[Source<'_>]) -> Option<Panel> {
+    let first = sources.iter().find_map(|s| s.profile.peak.as_ref())?;
+    let key = |s: &crate::model::peak::PeakSite| {
+        (
+            crate::model::profile::file_name(&s.file).to_string(),
+            s.line,
+            s.function.clone(),
+            s.context.as_ref().map(|c| c.line),
+        )
+    };
+    let rows: Vec<BarRow> = first
+        .sites
+        .iter()
+        .take(MOST_BARS)
+        .map(|site| BarRow {
+            label: format!(
+                "{}:{} {}",
+                crate::model::profile::file_name(&site.file),
+                site.line,
+                site.function
+            ),
+            bars: sources
+                .iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    let bytes = s
+                        .profile
+                        .peak
+                        .as_ref()
+                        .and_then(|p| p.sites.iter().find(|o| key(o) == key(site)))
+                        .map_or(0, |o| o.bytes);
+                    (bytes, color_for(sources.len(), k, PEAK))
+                })
+                .collect(),
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let title = format!(
+        "The peak by the line that allocated it: live bytes at allocated_bytes.all.peak ({})",
+        crate::model::units::bytes(first.allocated_bytes)
+    );
+    let refs: Vec<&Source<'_>> = sources.iter().collect();
+    Some(bar_panel(title, rows, legend(&refs, None)))
 }
 
 /// `layer1.0.conv2 (Conv2d)`: a module's name in its root, and its type when the report has it.

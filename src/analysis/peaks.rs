@@ -1,0 +1,128 @@
+//! The peak record across reports: the ranks' peaks merged (per site max and min over the
+//! ranks) for `memprof merge`, and two runs' peaks compared (per site) for `memprof diff`.
+use crate::model::diff::{Change, PeakDiff, PeakSiteDiff};
+use crate::model::merged::{MergedPeak, MergedPeakSite, RankPeak, Spread};
+use crate::model::peak::{Peak, PeakSite};
+use crate::model::profile::file_name;
+
+/// A site across ranks: file name, line, function and the context's file name and line.
+type RankKey = (String, u32, String, Option<(String, u32)>);
+
+fn rank_key(s: &PeakSite) -> RankKey {
+    (
+        file_name(&s.file).to_string(),
+        s.line,
+        s.function.clone(),
+        s.context
+            .as_ref()
+            .map(|c| (file_name(&c.file).to_string(), c.line)),
+    )
+}
+
+/// The ranks' peaks, `(rank, peak)` in rank order; None when no report has one.
+pub fn merge(peaks: &[(u32, &Peak)]) -> Option<MergedPeak> {
+    let allocated_bytes = Spread::of(peaks.iter().map(|(r, p)| (*r, p.allocated_bytes)))?;
+    let reserved_bytes = Spread::of(peaks.iter().map(|(r, p)| (*r, p.reserved_bytes)))?;
+    let ranks = peaks
+        .iter()
+        .map(|(rank, p)| RankPeak {
+            rank: *rank,
+            allocated_bytes: p.allocated_bytes,
+            reserved_bytes: p.reserved_bytes,
+            reached: p
+                .reached
+                .site
+                .as_ref()
+                .map(|s| format!("{}:{} {}", file_name(&s.file), s.line, s.function)),
+            in_backward: p.reached.in_backward,
+        })
+        .collect();
+    let mut keys: Vec<RankKey> = Vec::new();
+    for (_, p) in peaks {
+        for s in &p.sites {
+            let k = rank_key(s);
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+    }
+    let n = peaks.len() as u32;
+    let mut sites: Vec<MergedPeakSite> = keys
+        .into_iter()
+        .filter_map(|k| {
+            let found: Vec<(u32, &PeakSite)> = peaks
+                .iter()
+                .filter_map(|(r, p)| p.sites.iter().find(|s| rank_key(s) == k).map(|s| (*r, s)))
+                .collect();
+            let (_, first) = *found.first()?;
+            Some(MergedPeakSite {
+                file: first.file.clone(),
+                line: first.line,
+                function: first.function.clone(),
+                source: first.source.clone(),
+                context: first.context.clone(),
+                ranks: ((found.len() as u32) < n).then_some(found.len() as u32),
+                bytes: Spread::of(found.iter().map(|(r, s)| (*r, s.bytes)))?,
+            })
+        })
+        .collect();
+    sites.sort_by(|a, b| b.bytes.max.cmp(&a.bytes.max));
+    Some(MergedPeak {
+        allocated_bytes,
+        reserved_bytes,
+        ranks,
+        sites,
+    })
+}
+
+/// A site across runs: file name, function, source text and the context's source text (line
+/// numbers shift when code is edited).
+type RunKey = (String, String, String, Option<String>);
+
+fn run_key(s: &PeakSite) -> RunKey {
+    (
+        file_name(&s.file).to_string(),
+        s.function.clone(),
+        s.source.clone(),
+        s.context.as_ref().map(|c| c.source.clone()),
+    )
+}
+
+/// Two runs' peaks compared; None unless both have one.
+pub fn diff(base: Option<&Peak>, new: Option<&Peak>) -> Option<PeakDiff> {
+    let (base, new) = (base?, new?);
+    let mut sites: Vec<PeakSiteDiff> = Vec::new();
+    for n in &new.sites {
+        let b = base.sites.iter().find(|b| run_key(b) == run_key(n));
+        sites.push(site_diff(b, Some(n)));
+    }
+    for b in &base.sites {
+        if !new.sites.iter().any(|n| run_key(n) == run_key(b)) {
+            sites.push(site_diff(Some(b), None));
+        }
+    }
+    sites.sort_by_key(|s| std::cmp::Reverse(s.bytes.change.unwrap_or(0).abs()));
+    Some(PeakDiff {
+        allocated_bytes: Change::of(Some(base.allocated_bytes), Some(new.allocated_bytes), false),
+        reserved_bytes: Change::of(Some(base.reserved_bytes), Some(new.reserved_bytes), false),
+        sites,
+    })
+}
+
+fn site_diff(base: Option<&PeakSite>, new: Option<&PeakSite>) -> PeakSiteDiff {
+    let s = new.or(base).expect("one side at least");
+    PeakSiteDiff {
+        status: match (base, new) {
+            (Some(_), Some(_)) => "both",
+            (None, _) => "added",
+            _ => "removed",
+        }
+        .to_string(),
+        file: s.file.clone(),
+        line: s.line,
+        function: s.function.clone(),
+        source: s.source.clone(),
+        context: s.context.clone(),
+        bytes: Change::of(base.map(|b| b.bytes), new.map(|n| n.bytes), true),
+    }
+}
