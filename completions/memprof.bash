@@ -343,7 +343,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --function --format --output --history --history-max-entries --plot --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --device --stat --help --version"
+            opts="-f -m -o -h -V --function --format --output --history --history-max-entries --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --device --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -378,6 +378,10 @@ _memprof() {
                     return 0
                     ;;
                 --plot)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --peak-sites)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

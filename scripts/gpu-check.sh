@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU acceptance run, in one device call (after scripts/build-device.sh here):
 #   the whole integration suite on cuda:0, the GPU-only agreement checks, the OOM forensics
-#   check, and the demo.
+#   check, the peak against torch's own history (scripts/peak_check.py), and the demo.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH
@@ -14,6 +14,8 @@ for t in .device/tests/*; do
   echo "== $(basename "$t") on cuda:0"
   "$t" --test-threads 4 || status=1
 done
+echo "== demo (the README's first example): memprof run examples/gpt2_train.py"
+.device/memprof run examples/gpt2_train.py || status=1
 echo "== demo: memprof run -f train_step examples/train.py --steps 3"
 .device/memprof run -f train_step examples/train.py --steps 3 || status=1
 # The module and tensor reports, saved (YAML, for the README's schema) and shown as tables.
@@ -28,5 +30,7 @@ echo "== OOM forensics: scripts/oom_check.py (fixtures/oom_cuda.py, capped at 3 
 python3 scripts/oom_check.py "$MEMPROF_BIN" "$out" || status=1
 echo "== --history: scripts/history_check.py (examples/train.py, memory_viz's replay)"
 python3 scripts/history_check.py "$MEMPROF_BIN" "$out" || status=1
+echo "== the peak: scripts/peak_check.py (examples/gpt2_train.py, torch's history replayed)"
+python3 scripts/peak_check.py "$MEMPROF_BIN" "$out" || status=1
 echo "gpu-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

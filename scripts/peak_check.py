@@ -40,6 +40,7 @@ peak = json.load(open(report))["peak"]
 # blocks live at memprof's moment (its peak was its Nth allocation on the device; the trace holds
 # the same allocations in the same order) and checks, per site, the number of blocks exactly and
 # the bytes against the requests rounded as the allocator rounds them.
+trace = pickle.load(open(history, "rb"))["device_traces"][0]
 n = peak["reached"]["allocation"]
 live, seen, total, best, best_at_alloc = {}, 0, 0, 0, 0
 for e in trace:

@@ -13,6 +13,7 @@ mod module_level;
 mod modules;
 mod oom;
 mod output;
+mod peak;
 mod plot;
 mod ranks;
 mod running;

@@ -66,7 +66,7 @@ pub fn merge(peaks: &[(u32, &Peak)]) -> Option<MergedPeak> {
             })
         })
         .collect();
-    sites.sort_by(|a, b| b.bytes.max.cmp(&a.bytes.max));
+    sites.sort_by_key(|s| std::cmp::Reverse(s.bytes.max));
     Some(MergedPeak {
         allocated_bytes,
         reserved_bytes,

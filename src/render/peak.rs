@@ -1,6 +1,7 @@
 //! The Peak section of the table: the run's (or a function's) highest allocated bytes, where it
 //! was reached, the live bytes by the line that allocated them (largest first, summing to the
 //! peak), and the next `-f` to run.
+use super::fit::cut;
 use super::style::{styled, write};
 use crate::model::peak::{Peak, Place};
 use crate::model::profile::file_name;
@@ -9,10 +10,20 @@ use std::fmt::Write;
 
 /// Rows a function's peak shows in the table (the run's shows every listed site).
 pub const FUNCTION_ROWS: usize = 5;
+/// Terminals narrower than this get the table without its Blocks and Category columns.
+const WIDE: usize = 160;
 
-/// Writes `peak` under `title`; at most `rows` sites, the rest summed in one row.
-/// `script`: the script's label, for the next command (None: not offered).
-pub fn render(out: &mut String, title: &str, peak: &Peak, rows: usize, script: Option<&str>) {
+/// Writes `peak` under `title`; at most `rows` sites, the rest summed in one row; the table cut
+/// to `width` when given (a terminal). `script`: the script's label, for the next command (None:
+/// not offered).
+pub fn render(
+    out: &mut String,
+    title: &str,
+    peak: &Peak,
+    rows: usize,
+    width: Option<usize>,
+    script: Option<&str>,
+) {
     // The CPU has no reserve: its record's reserved bytes are the allocated ones.
     let reserved = if peak.reserved_bytes > peak.allocated_bytes {
         format!(
@@ -28,60 +39,79 @@ pub fn render(out: &mut String, title: &str, peak: &Peak, rows: usize, script: O
         units::bytes(peak.allocated_bytes),
     );
     let r = &peak.reached;
+    // Text lines (no leading space): the report wraps them to a terminal's width.
     match (&r.site, r.in_backward) {
         (Some(site), true) => {
-            let _ = writeln!(out, "  reached in the backward run by {}", place(site));
+            let _ = writeln!(out, "reached in the backward run by {}", place(site));
         }
         (Some(site), false) => {
-            let _ = writeln!(out, "  reached at {}", place(site));
+            let _ = writeln!(out, "reached at {}", place(site));
         }
         (None, _) if r.allocation == 0 || r.site_allocation == 0 => {
-            let _ = writeln!(out, "  reached when a call started, before it allocated");
+            let _ = writeln!(out, "reached when a call started, before it allocated");
         }
         (None, _) => {
-            let _ = writeln!(out, "  reached by an allocation with no Python frame");
+            let _ = writeln!(out, "reached by an allocation with no Python frame");
         }
     }
     if let Some(context) = &r.context {
-        let _ = writeln!(out, "    from {}", place(context));
+        let _ = writeln!(out, "from {}", place(context));
     }
     if r.site_allocation > 0 {
+        // The time stays in the YAML: a table is the same for the same run.
         let _ = writeln!(
             out,
-            "  (allocation {} on the device, the {} of that line, {:.1} s into the run)",
+            "(allocation {} on the device, the {} of that line)",
             r.allocation,
             ordinal(r.site_allocation),
-            r.seconds
         );
     }
     out.push('\n');
-    let mut table = styled(&[
-        "Bytes",
-        "Share",
-        "Blocks",
-        "Category",
-        "Site",
-        "Line Contents",
-    ]);
+    // A narrow terminal gets the sites and their text; blocks and categories are in the YAML.
+    let narrow = width.is_some_and(|w| w < WIDE);
+    let mut table = styled(if narrow {
+        &["Bytes", "Share", "Site", "Line Contents"][..]
+    } else {
+        &[
+            "Bytes",
+            "Share",
+            "Blocks",
+            "Category",
+            "Site",
+            "Line Contents",
+        ][..]
+    });
+    let mut row = |bytes: String,
+                   share: String,
+                   blocks: String,
+                   category: String,
+                   site: String,
+                   text: String| {
+        table.add_row(if narrow {
+            vec![bytes, share, site, text]
+        } else {
+            vec![bytes, share, blocks, category, site, text]
+        });
+    };
     let shown = peak.sites.len().min(rows);
     for s in &peak.sites[..shown] {
-        table.add_row(vec![
+        row(
             units::bytes(s.bytes),
             format!("{:.1}%", s.share),
             s.blocks.to_string(),
             s.main_category().replace('_', " "),
             where_(&s.file, s.line, &s.function),
             s.source.clone(),
-        ]);
+        );
         if let Some(c) = &s.context {
-            table.add_row(vec![
+            row(
                 String::new(),
                 String::new(),
                 String::new(),
                 String::new(),
                 format!("  from {}", where_(&c.file, c.line, &c.function)),
                 c.source.clone(),
-            ]);
+            );
         }
     }
     let hidden = &peak.sites[shown..];
@@ -93,36 +123,44 @@ pub fn render(out: &mut String, title: &str, peak: &Peak, rows: usize, script: O
     let more_bytes = more_bytes + hidden.iter().map(|s| s.bytes).sum::<i64>();
     let more_blocks = more_blocks + hidden.iter().map(|s| s.blocks).sum::<u64>();
     if more_sites > 0 {
-        table.add_row(vec![
+        row(
             units::bytes(more_bytes),
             share(more_bytes, peak.allocated_bytes),
             more_blocks.to_string(),
             String::new(),
             format!("({more_sites} more sites)"),
             String::new(),
-        ]);
+        );
     }
     if peak.unseen_bytes != 0 {
-        table.add_row(vec![
+        row(
             units::bytes(peak.unseen_bytes),
             share(peak.unseen_bytes, peak.allocated_bytes),
             String::new(),
             String::new(),
             "(not seen allocated)".into(),
             "before memprof started, or on a thread without its reporter".into(),
-        ]);
+        );
     }
     let blocks: u64 = peak.sites.iter().map(|s| s.blocks).sum::<u64>()
         + peak.other_sites.as_ref().map_or(0, |o| o.blocks);
-    table.add_row(vec![
+    row(
         units::bytes(peak.parts_sum()),
         share(peak.parts_sum(), peak.allocated_bytes),
         blocks.to_string(),
         String::new(),
         "= the peak".into(),
         String::new(),
-    ]);
-    write(out, table, 0..3);
+    );
+    let mut text = String::new();
+    write(&mut text, table, 0..if narrow { 2 } else { 3 });
+    match width {
+        // Every line at the edge: the site's text is the one to lose.
+        Some(w) => text.lines().for_each(|l| {
+            let _ = writeln!(out, "{}", cut(l, w));
+        }),
+        None => out.push_str(&text),
+    }
     if let (Some(script), false) = (script, peak.next_targets.is_empty()) {
         let flags: Vec<String> = peak
             .next_targets

@@ -70,13 +70,40 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
     for f in &p.functions {
         out.push('\n');
         super::table::render_function(&mut out, p, f, fit);
-        if let Some(peak) = &f.peak {
-            let title = format!("Peak of {}'s calls", f.qualname);
-            super::peak::render(&mut out, &title, peak, super::peak::FUNCTION_ROWS, None);
+        let width = fit.map(|f| f.width);
+        match (&f.peak, &p.peak) {
+            // The same moment as the run's peak: said once, below.
+            (Some(own), Some(run)) if own.reached.allocation == run.reached.allocation => {
+                let _ = writeln!(
+                    out,
+                    "\nPeak of {}'s calls: the run's peak, below",
+                    f.qualname
+                );
+            }
+            (Some(own), _) => {
+                let title = format!("Peak of {}'s calls", f.qualname);
+                super::peak::render(
+                    &mut out,
+                    &title,
+                    own,
+                    super::peak::FUNCTION_ROWS,
+                    width,
+                    None,
+                );
+            }
+            _ => {}
         }
     }
     if let Some(peak) = &p.peak {
-        super::peak::render(&mut out, "Peak", peak, usize::MAX, m.script.as_deref());
+        let width = fit.map(|f| f.width);
+        super::peak::render(
+            &mut out,
+            "Peak",
+            peak,
+            usize::MAX,
+            width,
+            m.script.as_deref(),
+        );
     }
     if p.functions.is_empty() && p.modules.is_none() && p.oom.is_none() && p.peak.is_none() {
         let _ = writeln!(out, "\nno targeted function ran");

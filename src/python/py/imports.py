@@ -21,13 +21,17 @@ def after_import(name, callback):
             if spec is None or spec.loader is None:
                 return None
             real_exec = spec.loader.exec_module
+            finder = self
 
             def exec_module(module):
+                # Gone once the module is really loaded: a mere lookup
+                # (importlib.util.find_spec) must not use it up.
+                if finder in sys.meta_path:
+                    sys.meta_path.remove(finder)
                 real_exec(module)
                 callback(module)
 
             spec.loader.exec_module = exec_module
-            sys.meta_path.remove(self)
             return spec
 
     sys.meta_path.insert(0, Finder())

@@ -106,6 +106,8 @@ def _collect(torch, objects, device_type, device_index, frames, fallback_frames=
     def storage_of(t):
         nonlocal skipped
         try:
+            if fake is not None and issubclass(type(t), fake):
+                return None
             if not on_device(t):
                 return None
             st = t.untyped_storage()
@@ -142,13 +144,16 @@ def _collect(torch, objects, device_type, device_index, frames, fallback_frames=
     # isinstance(): isinstance may read `__class__`, which runs arbitrary code (deprecation
     # warnings, proxies of dead objects). A DTensor is skipped here: gc finds its local shard.
     dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
-    # Kinds after this shift: 0 DTensor (skipped), 1 tensor, 2 module, 3 optimizer.
-    bases, shift = ((dtensor,), 1) if dtensor is not None else ((), 0)
+    # torch.compile's fake tensors have no memory, and reading their data pointer warns.
+    fake = getattr(sys.modules.get("torch._subclasses.fake_tensor"), "FakeTensor", None)
+    # Kinds after this shift: <= 0 skipped (DTensor, FakeTensor), 1 tensor, 2 module, 3 optimizer.
+    bases = tuple(t for t in (dtensor, fake) if t is not None)
+    shift = len(bases)
     kinds = _Kinds(*bases, Tensor, Module, Optimizer)
     for o in compress(objects, map(kinds.__getitem__, map(type, objects))):
         try:
             kind = kinds[type(o)] - shift
-            if kind == 0:
+            if kind <= 0:
                 continue
             if kind == 1:
                 s = storage_of(o)

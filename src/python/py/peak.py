@@ -3,7 +3,7 @@
 # to each code object once), the callable that stands in for torch's backward entry point (so
 # that autograd's threads allocate at the line that ran the backward), and, at the end, which
 # live storages are parameters, buffers, gradients and optimizer state.
-import importlib.util
+import importlib.machinery
 import os
 import sys
 import sysconfig
@@ -15,8 +15,10 @@ _patched = []
 
 
 def _package_dir(name):
+    # PathFinder itself, not importlib.util.find_spec: the lookup must not reach memprof's
+    # import hooks (sys.meta_path), nor import the package.
     try:
-        spec = importlib.util.find_spec(name)
+        spec = importlib.machinery.PathFinder.find_spec(name)
     except Exception:
         return None
     if spec is None or not spec.origin:

@@ -1,0 +1,299 @@
+//! The peak, always (issue 22): with no flags, the run's highest allocated bytes split by the
+//! lines that allocated what was live then, exactly; gradients at the line that ran the
+//! backward; a targeted function's own peak; and the record through show, merge, diff and plot.
+use crate::common::*;
+use serde_json::Value;
+
+/// A site as (file name, line, function, bytes, blocks).
+type SiteRow = (String, u64, String, i64, u64);
+
+/// The peak record of a report, and its sites.
+fn sites(report: &Value) -> (&Value, Vec<SiteRow>) {
+    let peak = &report["peak"];
+    assert!(peak.is_object(), "no peak record: {report}");
+    let sites = peak["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .map(|s| {
+            (
+                s["file"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+                s["line"].as_u64().unwrap(),
+                s["function"].as_str().unwrap().to_string(),
+                s["bytes"].as_i64().unwrap(),
+                s["blocks"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    (peak, sites)
+}
+
+/// Σ sites + the other sites + the unseen bytes: the peak, exactly.
+fn assert_sums_to_the_peak(peak: &Value) {
+    let listed: i64 = peak["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["bytes"].as_i64().unwrap())
+        .sum();
+    let other = peak["other_sites"]["bytes"].as_i64().unwrap_or(0);
+    let unseen = peak["unseen_bytes"].as_i64().unwrap();
+    assert_eq!(
+        listed + other + unseen,
+        peak["allocated_bytes"].as_i64().unwrap(),
+        "{peak}"
+    );
+    assert_eq!(unseen, 0, "memprof saw every allocation: {peak}");
+}
+
+fn site<'a>(peak: &'a Value, needle: &str) -> &'a Value {
+    peak["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source"].as_str().unwrap().contains(needle))
+        .unwrap_or_else(|| panic!("no site `{needle}` in {peak}"))
+}
+
+#[test]
+fn with_no_flags_the_peak_is_split_by_the_lines_that_allocated_it_exactly() {
+    let (r, report) = profile(&[], &["peak_sites.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (peak, got) = sites(&report);
+    let m = |file: &str, line, function: &str, bytes, blocks| {
+        (file.to_string(), line, function.to_string(), bytes, blocks)
+    };
+    assert_eq!(
+        got,
+        vec![
+            m("peak_sites.py", 35, "<module>", 4 * MIB, 1),
+            m("peak_sites.py", 29, "worker", 3 * MIB, 1),
+            m("peak_sites.py", 15, "<module>", 2 * MIB, 1),
+            // The helper's line, the caller's as context (below); the generator's two blocks.
+            m("peak_helper.py", 11, "make", MIB, 1),
+            m("peak_sites.py", 21, "chunks", MIB, 2),
+        ]
+    );
+    assert_eq!(peak["allocated_bytes"], 11 * MIB);
+    assert_sums_to_the_peak(peak);
+    let helper = site(peak, "return torch.empty(n");
+    assert_eq!(helper["context"]["line"], 16);
+    assert_eq!(helper["context"]["source"], "held = make(MiB)");
+    assert_eq!(site(peak, "yield torch.empty")["context"]["line"], 24);
+    // A thread's target started by threading: no caller outside the standard library.
+    assert!(site(peak, "box.append")["context"].is_null());
+    let reached = &peak["reached"];
+    assert_eq!(reached["site"]["line"], 35);
+    assert_eq!(reached["in_backward"], false);
+    assert_eq!(reached["site_allocation"], 1);
+    assert_eq!(
+        peak["next_targets"],
+        serde_json::json!(["<module>", "worker", "make"])
+    );
+    // Nothing targeted is no longer news: the peak is the report.
+    assert_eq!(report["warnings"], serde_json::json!([]), "{}", r.stderr);
+    assert!(report["functions"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn the_table_of_a_run_with_no_flags_is_its_peak_and_the_next_command() {
+    let r = run(&["peak_sites.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = &r.stdout;
+    assert!(
+        out.contains("Peak: 11.00 MiB allocated (allocated_bytes.all.peak)"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "reached at peak_sites.py:35 <module>: spike = torch.empty(4 * MiB, dtype=torch.uint8, device=DEV)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("from peak_sites.py:16 <module>"), "{out}");
+    assert!(out.contains(" 11.00 MiB   100.0%"), "{out}");
+    assert!(
+        out.contains("next: memprof run -f '<module>' -f worker -f make peak_sites.py"),
+        "{out}"
+    );
+    assert!(!out.contains("no targeted function ran"), "{out}");
+    assert!(!r.stderr.contains("nothing was targeted"), "{}", r.stderr);
+}
+
+#[test]
+fn a_peak_inside_backward_is_at_the_line_that_ran_it() {
+    let (r, report) = profile(&[], &["peak_backward.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (peak, _) = sites(&report);
+    assert_sums_to_the_peak(peak);
+    let reached = &peak["reached"];
+    assert_eq!(reached["in_backward"], true, "{peak}");
+    assert_eq!(reached["site"]["source"], "loss.backward()");
+    // The backward's own gradients (on the GPU, autograd's device thread made them).
+    assert!(site(peak, "loss.backward()")["bytes"].as_i64().unwrap() >= 2 * MIB);
+    assert_eq!(site(peak, "w = torch.ones")["bytes"], MIB);
+}
+
+#[test]
+fn what_a_backward_leaves_is_a_gradient_at_its_line() {
+    let (r, report) = profile(&[], &["peak_backward.py", "--spike"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (peak, _) = sites(&report);
+    assert_sums_to_the_peak(peak);
+    assert_eq!(peak["reached"]["site"]["line"], 20);
+    let backward = site(peak, "loss.backward()");
+    assert_eq!(backward["bytes"], MIB);
+    assert_eq!(
+        backward["categories"],
+        serde_json::json!({ "gradients": MIB })
+    );
+}
+
+#[test]
+fn a_targeted_functions_peak_is_its_own() {
+    let (r, report) = profile(
+        &["allocated_bytes.all.peak"],
+        &["-f", "step", "peak_function.py"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let f = function(&report, "step");
+    // The second call: the first call's 1 MiB, its own 1 MiB and the 2 MiB temporary.
+    assert_eq!(f["peak"]["allocated_bytes"], 4 * MIB);
+    assert_eq!(f["peak_allocated_bytes"], f["peak"]["allocated_bytes"]);
+    let (fp, got) = sites(f);
+    assert_sums_to_the_peak(fp);
+    let lines: Vec<(u64, i64, u64)> = got.iter().map(|s| (s.1, s.3, s.4)).collect();
+    assert_eq!(lines, vec![(12, 2 * MIB, 2), (13, 2 * MIB, 1)]);
+    // The run's peak is elsewhere: the 5 MiB after the calls.
+    let (run_peak, _) = sites(&report);
+    assert_eq!(run_peak["allocated_bytes"], 7 * MIB);
+    assert_eq!(run_peak["reached"]["site"]["line"], 19);
+}
+
+#[test]
+fn show_merge_diff_and_plot_read_the_peak() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    for rank in [0, 1] {
+        let mut cmd = as_rank(rank, 2);
+        let out = cmd
+            .args([
+                "--device",
+                device_flag(),
+                "run",
+                "-o",
+                &path("r{rank}.json"),
+                "peak_sites.py",
+            ])
+            .output()
+            .expect("memprof starts");
+        let r = finish(out);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let show = finish(memprof().args(["show", &path("r0.json")]).output().unwrap());
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(
+        show.stdout.contains("Peak: 11.00 MiB allocated"),
+        "{}",
+        show.stdout
+    );
+
+    let merged = finish(
+        memprof()
+            .args([
+                "merge",
+                &path("r0.json"),
+                &path("r1.json"),
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let m = merged.json();
+    assert_eq!(m["peak"]["allocated_bytes"]["max"], 11 * MIB);
+    assert_eq!(m["peak"]["ranks"].as_array().unwrap().len(), 2);
+    let spike = &m["peak"]["sites"][0];
+    assert_eq!(spike["line"], 35);
+    assert_eq!(spike["bytes"]["min"], 4 * MIB);
+    assert_eq!(spike["bytes"]["imbalance"], 0);
+    let table = finish(
+        memprof()
+            .args(["merge", &path("r0.json"), &path("r1.json")])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        table.stdout.contains("Peak over the ranks"),
+        "{}",
+        table.stdout
+    );
+
+    let other = path("other.json");
+    let r = run(&["-o", &other, "peak_backward.py", "--spike"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let diff = finish(
+        memprof()
+            .args(["diff", &path("r0.json"), &other, "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    let d = diff.json();
+    assert_eq!(d["peak"]["allocated_bytes"]["base"], 11 * MIB);
+    let removed = d["peak"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["line"] == 35)
+        .expect("the spike's site");
+    assert_eq!(removed["status"], "removed");
+    assert_eq!(removed["bytes"]["change"], -4 * MIB);
+
+    let svg = path("peak.svg");
+    let plot = finish(
+        memprof()
+            .args(["plot", &path("r0.json"), &path("r1.json"), "-o", &svg])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(plot.code, 0, "{}", plot.stderr);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("The peak by the line that allocated it"),
+        "{text}"
+    );
+    assert!(
+        text.contains("peak_sites.py:35 &lt;module&gt;")
+            || text.contains("peak_sites.py:35 <module>")
+    );
+}
+
+#[test]
+fn compiled_code_is_attributed_to_the_line_that_called_it_never_to_generated_files() {
+    let (r, report) = profile(&[], &["compiled_model.py", "--backend", "inductor"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // What the program prints, and nothing of memprof's own work (no warning of torch's).
+    assert!(
+        r.stdout.contains("out -2.2544 grad 13.3949"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stderr.contains("Warning"), "{}", r.stderr);
+    let (peak, got) = sites(&report);
+    assert_sums_to_the_peak(peak);
+    for s in peak["sites"].as_array().unwrap() {
+        let file = s["file"].as_str().unwrap();
+        assert!(!file.contains("torchinductor"), "a generated file: {s}");
+        assert!(file.ends_with("compiled_model.py"), "{s}");
+    }
+    assert_eq!(got[0].1, 18, "the compiled call's line first: {got:?}");
+    assert_eq!(peak["reached"]["site"]["source"], "out = compiled(x)");
+}
