@@ -15,7 +15,8 @@ for t in .device/tests/*; do
   "$t" --test-threads 4 || status=1
 done
 echo "== demo (the README's first example): memprof run examples/gpt2_train.py"
-.device/memprof run examples/gpt2_train.py || status=1
+.device/memprof run examples/gpt2_train.py 2>&1 | tee "${OUT:-/tmp}/gpt2_demo.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 echo "== demo: memprof run -f train_step examples/train.py --steps 3"
 .device/memprof run -f train_step examples/train.py --steps 3 || status=1
 # The module and tensor reports, saved (YAML, for the README's schema) and shown as tables.

@@ -96,6 +96,8 @@ fn with_no_flags_the_peak_is_split_by_the_lines_that_allocated_it_exactly() {
         peak["next_targets"],
         serde_json::json!(["<module>", "worker", "make"])
     );
+    // No line event reached memprof: nothing was targeted.
+    assert_eq!(report["metadata"]["hook_events"], 0);
     // Nothing targeted is no longer news: the peak is the report.
     assert_eq!(report["warnings"], serde_json::json!([]), "{}", r.stderr);
     assert!(report["functions"].as_array().unwrap().is_empty());

@@ -9,6 +9,10 @@
 use pyo3::ffi;
 use std::os::raw::c_int;
 
+/// The versions whose layout this file knows: on any other the frames are never read (every
+/// site is unknown, and the bootstrap says so).
+const KNOWN_LAYOUT: bool = cfg!(all(Py_3_11, not(Py_3_13)));
+
 /// `PyThreadState.cframe` (both versions: three pointers, then 3.11's seven ints or 3.12's
 /// status word and six ints).
 const THREAD_CFRAME: usize = 56;
@@ -69,7 +73,7 @@ unsafe fn read<T: Copy>(base: usize, offset: usize) -> T {
 /// The thread state must be the calling thread's (or one whose thread is blocked), and the
 /// layout checked.
 pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFrame) -> bool) {
-    if tstate.is_null() {
+    if !KNOWN_LAYOUT || tstate.is_null() {
         return;
     }
     // SAFETY: the layout was checked; the frames are the thread's own, alive while it waits.
@@ -184,6 +188,9 @@ pub unsafe fn text_of(s: usize) -> String {
 /// Whether the native reading agrees with the public frame API on the calling thread (GIL held):
 /// the same code objects and lines, innermost first.
 pub fn matches_public_api(_py: pyo3::Python<'_>) -> bool {
+    if !KNOWN_LAYOUT {
+        return false;
+    }
     let mut raw = Vec::new();
     // SAFETY: this thread's own state, GIL held; the public API below checks the result.
     unsafe {
