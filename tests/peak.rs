@@ -299,3 +299,29 @@ fn compiled_code_is_attributed_to_the_line_that_called_it_never_to_generated_fil
     assert_eq!(got[0].1, 18, "the compiled call's line first: {got:?}");
     assert_eq!(peak["reached"]["site"]["source"], "out = compiled(x)");
 }
+
+#[test]
+fn an_optimizers_step_names_its_parameters_and_state_though_they_are_gone_at_the_end() {
+    let (r, report) = profile(&[], &["peak_optimizer.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (peak, _) = sites(&report);
+    assert_sums_to_the_peak(peak);
+    assert_eq!(
+        peak["reached"]["site"]["source"],
+        "spike = torch.empty(16 * MiB, dtype=torch.uint8, device=DEV)"
+    );
+    // Linear(512, 512): a 1 MiB weight and a 2 KiB bias.
+    let params = site(peak, "torch.nn.Linear(512, 512)");
+    assert_eq!(params["bytes"], MIB + 2 * KIB);
+    assert_eq!(
+        params["categories"],
+        serde_json::json!({ "parameters": MIB + 2 * KIB })
+    );
+    // Adam's exp_avg and exp_avg_sq of both (and, on the CPU, its step counters).
+    let state = site(peak, "opt.step()");
+    assert!(state["bytes"].as_i64().unwrap() >= 2 * (MIB + 2 * KIB));
+    assert_eq!(
+        state["categories"],
+        serde_json::json!({ "optimizer_state": state["bytes"] })
+    );
+}

@@ -22,8 +22,40 @@ struct Block {
     serial: u64,
     /// Allocated by a backward pass.
     in_backward: bool,
-    /// Still live when that backward returned: a gradient (see `mark_gradients`).
-    gradient: bool,
+    /// What the program uses it as, where known (`mark_gradients`, `mark_role`).
+    role: Role,
+}
+
+/// What a block is to the program, where memprof learns it while the block is live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Role {
+    #[default]
+    Other,
+    Parameters,
+    Gradients,
+    OptimizerState,
+}
+
+impl Role {
+    /// The category's name in the report (as `--tensors` names them).
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Other => "other",
+            Role::Parameters => "parameters",
+            Role::Gradients => "gradients",
+            Role::OptimizerState => "optimizer_state",
+        }
+    }
+
+    /// From the bootstrap's code: 1 parameters, 2 gradients, 3 optimizer state.
+    pub fn from_code(code: u8) -> Role {
+        match code {
+            1 => Role::Parameters,
+            2 => Role::Gradients,
+            3 => Role::OptimizerState,
+            _ => Role::Other,
+        }
+    }
 }
 
 /// The allocation that set a maximum.
@@ -58,9 +90,10 @@ pub struct Composition {
     /// The allocation serial at the maximum: a block still live later with a serial at most this
     /// was live then (how categories are matched afterwards).
     pub serial: u64,
-    /// Bytes per site of the blocks that were gradients (allocated by a backward pass and live
-    /// when it returned), as far as known by now.
-    pub gradient_bytes: IntMap<u32, i64>,
+    /// Bytes per site and role of the blocks whose role memprof learnt while they were live
+    /// (gradients: allocated by a backward pass and live when it returned; parameters and
+    /// optimizer state: named by an optimizer's step), as far as known by now.
+    pub role_bytes: IntMap<(u32, Role), i64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -88,8 +121,8 @@ pub struct Tracker {
     site_bytes: Vec<i64>,
     site_blocks: Vec<u64>,
     site_allocations: Vec<u64>,
-    /// Live bytes of gradients per site.
-    site_gradients: IntMap<u32, i64>,
+    /// Live bytes per site and known role.
+    site_roles: IntMap<(u32, Role), i64>,
     /// Σ live bytes seen: the total on the CPU, where libtorch passes none.
     seen_total: i64,
     /// allocated_bytes.all.current after the latest event.
@@ -108,7 +141,7 @@ impl Default for Tracker {
             site_bytes: Vec::new(),
             site_blocks: Vec::new(),
             site_allocations: Vec::new(),
-            site_gradients: IntMap::default(),
+            site_roles: IntMap::default(),
             seen_total: 0,
             last_total: 0,
             serial: 0,
@@ -167,7 +200,7 @@ impl Tracker {
                 bytes,
                 serial: self.serial,
                 in_backward,
-                gradient: false,
+                role: Role::Other,
             },
         );
         self.site_bytes[i] += bytes;
@@ -210,8 +243,8 @@ impl Tracker {
         self.site_bytes[i] -= block.bytes;
         self.site_blocks[i] -= 1;
         self.seen_total -= block.bytes;
-        if block.gradient {
-            *self.site_gradients.entry(block.site).or_default() -= block.bytes;
+        if block.role != Role::Other {
+            *self.site_roles.entry((block.site, block.role)).or_default() -= block.bytes;
         }
     }
 
@@ -222,21 +255,38 @@ impl Tracker {
 
     /// A backward pass that started after allocation `since` returned: the blocks it allocated
     /// that are still live are gradients (the leaves' `.grad`, `torch.autograd.grad`'s results).
-    /// The copies already taken of maxima they were live at learn it too.
     pub fn mark_gradients(&mut self, since: u64) {
-        let copies: Vec<&mut Composition> = std::iter::once(&mut self.whole)
+        let blocks: Vec<u64> = self
+            .live
+            .iter()
+            .filter(|(_, b)| b.serial > since && b.in_backward && b.role == Role::Other)
+            .map(|(&ptr, _)| ptr)
+            .collect();
+        for ptr in blocks {
+            self.mark_role(ptr, Role::Gradients);
+        }
+    }
+
+    /// The live block at `ptr` is used as `role` (an unknown address is ignored). The copies
+    /// already taken of maxima it was live at learn it too.
+    pub fn mark_role(&mut self, ptr: u64, role: Role) {
+        let Some(b) = self.live.get_mut(&ptr) else {
+            return;
+        };
+        if b.role == role {
+            return;
+        }
+        let (old, site, bytes, serial) = (b.role, b.site, b.bytes, b.serial);
+        b.role = role;
+        let copies = std::iter::once(&mut self.whole)
             .chain(self.functions.values_mut())
             .filter_map(|w| w.copy.as_mut())
-            .collect();
-        let mut copies = copies;
-        for b in self.live.values_mut() {
-            if b.serial > since && b.in_backward && !b.gradient {
-                b.gradient = true;
-                *self.site_gradients.entry(b.site).or_default() += b.bytes;
-                for c in copies.iter_mut().filter(|c| b.serial <= c.serial) {
-                    *c.gradient_bytes.entry(b.site).or_default() += b.bytes;
-                }
+            .filter(|c| serial <= c.serial);
+        for map in std::iter::once(&mut self.site_roles).chain(copies.map(|c| &mut c.role_bytes)) {
+            if old != Role::Other {
+                *map.entry((site, old)).or_default() -= bytes;
             }
+            *map.entry((site, role)).or_default() += bytes;
         }
     }
 
@@ -259,11 +309,11 @@ impl Tracker {
             sites,
             unseen_bytes: 0,
             serial: self.serial,
-            gradient_bytes: self
-                .site_gradients
+            role_bytes: self
+                .site_roles
                 .iter()
                 .filter(|(_, &b)| b != 0)
-                .map(|(&s, &b)| (s, b))
+                .map(|(&k, &b)| (k, b))
                 .collect(),
         }
     }
@@ -328,12 +378,11 @@ impl Tracker {
         self.functions.get(&id).and_then(|w| w.copy.clone())
     }
 
-    /// The live block at `ptr`, if memprof saw it allocated: (serial, site, bytes, whether it
-    /// is a gradient).
-    pub fn block(&self, ptr: u64) -> Option<(u64, u32, i64, bool)> {
+    /// The live block at `ptr`, if memprof saw it allocated: (serial, site, bytes, its role).
+    pub fn block(&self, ptr: u64) -> Option<(u64, u32, i64, Role)> {
         self.live
             .get(&ptr)
-            .map(|b| (b.serial, b.site, b.bytes, b.gradient))
+            .map(|b| (b.serial, b.site, b.bytes, b.role))
     }
 }
 

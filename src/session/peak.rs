@@ -2,7 +2,7 @@
 //! site table (`python::sites`), with source text, categories matched from the storages the
 //! program held at its end, the largest sites listed and the rest summed, and the next `-f`
 //! to run.
-use crate::capture::peak::{Composition, Tracker, UNKNOWN_SITE};
+use crate::capture::peak::{Composition, Role, Tracker, UNKNOWN_SITE};
 use crate::model::peak::{OtherSites, Peak, PeakSite, Place, Reached, PEAK_SEMANTICS};
 use crate::python::sites::{self, Site};
 use std::collections::{BTreeMap, HashMap};
@@ -144,24 +144,26 @@ impl Namer {
         }
     }
 
-    /// Bytes by category per site: the gradients the tracker marked, and the blocks live at the
-    /// maximum that the program still held, under a role, when it ended (a block whose serial is
-    /// at most the maximum's was live then).
+    /// Bytes by category per site: the roles the tracker learnt while the blocks were live, and
+    /// for the rest, the blocks live at the maximum that the program still held, under a role,
+    /// when it ended (a block whose serial is at most the maximum's was live then).
     fn categories(
         &self,
         c: &Composition,
         tracker: &Tracker,
     ) -> HashMap<u32, BTreeMap<String, i64>> {
         let mut out: HashMap<u32, BTreeMap<String, i64>> = HashMap::new();
-        for (&site, &bytes) in &c.gradient_bytes {
-            *out.entry(site)
-                .or_default()
-                .entry("gradients".into())
-                .or_default() += bytes;
+        for (&(site, role), &bytes) in &c.role_bytes {
+            if bytes != 0 {
+                *out.entry(site)
+                    .or_default()
+                    .entry(role.name().into())
+                    .or_default() += bytes;
+            }
         }
         for (&ptr, role) in &self.roles {
-            if let Some((serial, site, bytes, gradient)) = tracker.block(ptr) {
-                if serial <= c.serial && !(gradient && role == "gradients") {
+            if let Some((serial, site, bytes, known)) = tracker.block(ptr) {
+                if serial <= c.serial && known == Role::Other {
                     *out.entry(site)
                         .or_default()
                         .entry(role.clone())

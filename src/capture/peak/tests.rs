@@ -88,7 +88,7 @@ fn a_reused_address_replaces_a_block_freed_unseen() {
     let mut t = Tracker::default();
     cpu(&mut t, 1, 100, 1);
     cpu(&mut t, 1, 30, 2);
-    assert_eq!(t.block(1), Some((2, 2, 30, false)));
+    assert_eq!(t.block(1), Some((2, 2, 30, Role::Other)));
     let peak = t.peak().expect("a peak");
     assert_eq!(peak.moment.allocated, 100);
     assert_eq!(shares(&peak), vec![(1, 100, 1)]);
@@ -107,6 +107,26 @@ fn what_a_backward_leaves_live_is_a_gradient_also_in_the_peak_taken_during_it() 
     let peak = t.peak().expect("a peak");
     assert_eq!(peak.moment.allocated, 600);
     assert_eq!(shares(&peak), vec![(1, 100, 1), (9, 500, 2)]);
-    assert_eq!(peak.gradient_bytes.get(&9), Some(&100));
-    assert_eq!(peak.gradient_bytes.get(&1), None);
+    assert_eq!(peak.role_bytes.get(&(9, Role::Gradients)), Some(&100));
+    assert_eq!(peak.role_bytes.get(&(1, Role::Gradients)), None);
+}
+
+#[test]
+fn a_role_learnt_later_reaches_the_copies_of_maxima_the_block_was_live_at() {
+    let mut t = Tracker::default();
+    cpu(&mut t, 1, 100, 1); // a parameter
+    cpu(&mut t, 2, 300, 2); // the maximum, 400
+    cpu(&mut t, 2, -300, 0);
+    cpu(&mut t, 3, 50, 3); // optimizer state, after the maximum
+    t.mark_role(1, Role::Parameters);
+    t.mark_role(3, Role::OptimizerState);
+    t.mark_role(99, Role::Parameters); // not a block memprof knows: ignored
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.role_bytes.get(&(1, Role::Parameters)), Some(&100));
+    assert_eq!(peak.role_bytes.get(&(3, Role::OptimizerState)), None);
+    // A role changes: the bytes move.
+    t.mark_role(1, Role::Gradients);
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.role_bytes.get(&(1, Role::Parameters)), Some(&0));
+    assert_eq!(peak.role_bytes.get(&(1, Role::Gradients)), Some(&100));
 }

@@ -1,8 +1,9 @@
 # memprof's peak attribution, the Python half, run inside the profiled interpreter: which files
 # are torch's, the standard library's and the user's (the rules the native site finder applies
 # to each code object once), the callable that stands in for torch's backward entry point (so
-# that autograd's threads allocate at the line that ran the backward), and, at the end, which
-# live storages are parameters, buffers, gradients and optimizer state.
+# that autograd's threads allocate at the line that ran the backward), a global optimizer
+# step hook that names parameters and optimizer state (each optimizer's first steps only), and,
+# at the end, which live storages are parameters, buffers, gradients and optimizer state.
 import importlib.machinery
 import os
 import sys
@@ -12,6 +13,11 @@ import _memprof
 
 _ENTRY = "_engine_run_backward"
 _patched = []
+# Steps of each optimizer whose tensors are named: its state exists from its first step, and
+# what it names stays the same blocks after that.
+_NAMED_STEPS = 2
+_steps = {}
+_step_hook = None
 
 
 def _package_dir(name):
@@ -56,6 +62,42 @@ def install(script_path):
     import _memprof_imports
 
     _memprof_imports.after_import("torch.autograd", _patch_backward)
+    _memprof_imports.after_import("torch.optim.optimizer", _hook_optimizers)
+
+
+def _hook_optimizers(optimizer_module):
+    global _step_hook
+    register = getattr(optimizer_module, "register_optimizer_step_post_hook", None)
+    if register is not None:
+        _step_hook = register(_after_step)
+
+
+def _after_step(optimizer, args, kwargs):
+    """After an optimizer's step: its parameters and state, as the peak's categories."""
+    try:
+        n = _steps.get(id(optimizer), 0)
+        if n >= _NAMED_STEPS:
+            return
+        _steps[id(optimizer)] = n + 1
+        torch = sys.modules["torch"]
+        Tensor = torch.Tensor
+        roles = []
+
+        def add(t, role):
+            local = getattr(t, "_local_tensor", None)  # a DTensor's shard
+            t = local if local is not None else t
+            if issubclass(type(t), Tensor) and not t.is_meta:
+                roles.append((t.untyped_storage().data_ptr(), role))
+
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                add(p, 1)
+                for v in optimizer.state.get(p, {}).values():
+                    if issubclass(type(v), Tensor):
+                        add(v, 3)
+        _memprof.mark_roles(roles)
+    except Exception:
+        pass  # the categories are a nicety; the program's step must not notice
 
 
 def _patch_backward(autograd):
@@ -68,7 +110,11 @@ def _patch_backward(autograd):
 
 
 def stop():
-    """Puts torch's own backward entry point back."""
+    """Puts torch's own backward entry point back, and removes the optimizer hook."""
+    global _step_hook
+    if _step_hook is not None:
+        _step_hook.remove()
+        _step_hook = None
     while _patched:
         module, original = _patched.pop()
         setattr(module, _ENTRY, original)

@@ -240,6 +240,17 @@ pub fn sites_start(
     readable
 }
 
+/// What an optimizer's step says its tensors are: (storage data_ptr, 1 parameters, 3 optimizer
+/// state), for the peak's categories (`capture::peak::Role`).
+#[pyfunction]
+pub fn mark_roles(roles: Vec<(u64, u8)>) {
+    peak::with(|t| {
+        for (ptr, code) in roles {
+            t.mark_role(ptr, peak::Role::from_code(code));
+        }
+    });
+}
+
 /// The sites seen so far, by id (id 1 first).
 pub fn sites() -> Vec<Site> {
     TABLE
