@@ -98,8 +98,13 @@ print(f"peak: memprof {peak['allocated_bytes']} B, max_memory_allocated() {max_a
       f"memprof's sites sum {sites_sum} B (unseen {peak['unseen_bytes']})")
 print(f"history at memprof's moment (allocation {n}): {len(live)} live blocks, requested "
       f"{sum(r for _, r, _, _ in replay.values())} B, rounded to 512 B {replay_rounded} B; "
-      f"the history's largest requested total {best} B was at allocation {best_at_alloc}")
+      f"the history's largest requested total {best} B was first reached at allocation {best_at_alloc}")
 ok &= peak["allocated_bytes"] == max_allocated == sites_sum
+# memprof's moment is one where the history's own live total (of requests) is at its largest too.
+at_moment = sum(r for _, r, _, _ in replay.values())
+print(f"the history's live requests at memprof's moment {'equal' if at_moment == best else 'differ from'} "
+      f"its largest live total ({at_moment} B, {best} B)")
+ok &= at_moment == best
 ok &= len(live) == sum(b for b, _ in mine.values())
 print(f"{'memprof':>14} {'blocks':>7} {'history':>14} {'rounded':>14} {'blocks':>7}  site")
 exact = 0
