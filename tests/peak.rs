@@ -298,7 +298,13 @@ fn compiled_code_is_attributed_to_the_line_that_called_it_never_to_generated_fil
         assert!(file.ends_with("compiled_model.py"), "{s}");
     }
     assert_eq!(got[0].1, 18, "the compiled call's line first: {got:?}");
-    assert_eq!(peak["reached"]["site"]["source"], "out = compiled(x)");
+    // Reached in the compiled forward, or (on a GPU) in its compiled backward, which autograd's
+    // threads run for the line that called backward().
+    let reached = peak["reached"]["site"]["source"].as_str().unwrap();
+    assert!(
+        ["out = compiled(x)", "out.sum().backward()"].contains(&reached),
+        "{reached}"
+    );
 }
 
 #[test]

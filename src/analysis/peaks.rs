@@ -9,11 +9,12 @@ use crate::model::profile::file_name;
 type RankKey = (String, u32, String, Option<(String, u32)>);
 
 fn rank_key(s: &PeakSite) -> RankKey {
+    let p = &s.at.place;
     (
-        file_name(&s.file).to_string(),
-        s.line,
-        s.function.clone(),
-        s.context
+        file_name(&p.file).to_string(),
+        p.line,
+        p.function.clone(),
+        s.at.context
             .as_ref()
             .map(|c| (file_name(&c.file).to_string(), c.line)),
     )
@@ -56,11 +57,7 @@ pub fn merge(peaks: &[(u32, &Peak)]) -> Option<MergedPeak> {
                 .collect();
             let (_, first) = *found.first()?;
             Some(MergedPeakSite {
-                file: first.file.clone(),
-                line: first.line,
-                function: first.function.clone(),
-                source: first.source.clone(),
-                context: first.context.clone(),
+                at: first.at.clone(),
                 ranks: ((found.len() as u32) < n).then_some(found.len() as u32),
                 bytes: Spread::of(found.iter().map(|(r, s)| (*r, s.bytes)))?,
             })
@@ -80,11 +77,12 @@ pub fn merge(peaks: &[(u32, &Peak)]) -> Option<MergedPeak> {
 type RunKey = (String, String, String, Option<String>);
 
 fn run_key(s: &PeakSite) -> RunKey {
+    let p = &s.at.place;
     (
-        file_name(&s.file).to_string(),
-        s.function.clone(),
-        s.source.clone(),
-        s.context.as_ref().map(|c| c.source.clone()),
+        file_name(&p.file).to_string(),
+        p.function.clone(),
+        p.source.clone(),
+        s.at.context.as_ref().map(|c| c.source.clone()),
     )
 }
 
@@ -118,11 +116,7 @@ fn site_diff(base: Option<&PeakSite>, new: Option<&PeakSite>) -> PeakSiteDiff {
             _ => "removed",
         }
         .to_string(),
-        file: s.file.clone(),
-        line: s.line,
-        function: s.function.clone(),
-        source: s.source.clone(),
-        context: s.context.clone(),
+        at: s.at.clone(),
         bytes: Change::of(base.map(|b| b.bytes), new.map(|n| n.bytes), true),
     }
 }

@@ -103,13 +103,9 @@ pub struct PeakDiff {
 pub struct PeakSiteDiff {
     /// `both`, `added` (only in NEW's peak) or `removed`.
     pub status: String,
-    pub file: String,
-    /// NEW's line, else BASE's.
-    pub line: u32,
-    pub function: String,
-    pub source: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<super::peak::Place>,
+    /// Where, as NEW has it, else BASE.
+    #[serde(flatten)]
+    pub at: super::peak::SiteAt,
     pub bytes: Change,
 }
 

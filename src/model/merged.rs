@@ -50,12 +50,8 @@ pub struct RankPeak {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct MergedPeakSite {
-    pub file: String,
-    pub line: u32,
-    pub function: String,
-    pub source: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<super::peak::Place>,
+    #[serde(flatten)]
+    pub at: super::peak::SiteAt,
     /// Ranks whose peak listed the site, when not every rank's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranks: Option<u32>,

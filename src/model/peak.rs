@@ -71,15 +71,43 @@ pub struct Place {
     pub source: String,
 }
 
+/// Where a site is: its line, and the line that led there (see the semantics). Flattened into
+/// each record that names a site (`file`, `line`, `function`, `source`, `context`).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct PeakSite {
-    pub file: String,
-    pub line: u32,
-    pub function: String,
-    pub source: String,
-    /// The line that led there (see the semantics).
+pub struct SiteAt {
+    #[serde(flatten)]
+    pub place: Place,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Place>,
+}
+
+impl SiteAt {
+    /// `gpt2_model.py:97 GPT.forward`: how tables and pictures name it.
+    pub fn label(&self) -> String {
+        self.place.label()
+    }
+}
+
+impl Place {
+    /// `train.py:31 train_step` (the function alone when the file is unknown).
+    pub fn label(&self) -> String {
+        if self.file.is_empty() {
+            self.function.clone()
+        } else {
+            format!(
+                "{}:{} {}",
+                super::profile::file_name(&self.file),
+                self.line,
+                self.function
+            )
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PeakSite {
+    #[serde(flatten)]
+    pub at: SiteAt,
     /// Live bytes at the peak.
     pub bytes: i64,
     /// Their share of the peak, in percent.

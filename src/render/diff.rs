@@ -205,13 +205,8 @@ fn peak_table(out: &mut String, peak: &PeakDiff) {
             cell(s.bytes.base),
             cell(s.bytes.new),
             change(s.bytes.change),
-            format!(
-                "{}:{} {}",
-                crate::model::profile::file_name(&s.file),
-                s.line,
-                s.function
-            ),
-            format!("{mark}{}", s.source),
+            s.at.label(),
+            format!("{mark}{}", s.at.place.source),
         ]);
     }
     write(out, t, 0..3);

@@ -199,13 +199,8 @@ fn peak_table(out: &mut String, peak: &MergedPeak) {
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "all".into()),
         );
-        row.push(format!(
-            "{}:{} {}",
-            crate::model::profile::file_name(&s.file),
-            s.line,
-            s.function
-        ));
-        row.push(s.source.clone());
+        row.push(s.at.label());
+        row.push(s.at.place.source.clone());
         t.add_row(row);
     }
     write(out, t, 0..4);

@@ -4,7 +4,6 @@
 use super::fit::cut;
 use super::style::{styled, write};
 use crate::model::peak::{Peak, Place};
-use crate::model::profile::file_name;
 use crate::model::units;
 use std::fmt::Write;
 
@@ -100,16 +99,16 @@ pub fn render(
             format!("{:.1}%", s.share),
             s.blocks.to_string(),
             s.main_category().replace('_', " "),
-            where_(&s.file, s.line, &s.function),
-            s.source.clone(),
+            s.at.label(),
+            s.at.place.source.clone(),
         );
-        if let Some(c) = &s.context {
+        if let Some(c) = &s.at.context {
             row(
                 String::new(),
                 String::new(),
                 String::new(),
                 String::new(),
-                format!("  from {}", where_(&c.file, c.line, &c.function)),
+                format!("  from {}", c.label()),
                 c.source.clone(),
             );
         }
@@ -189,16 +188,8 @@ fn share(bytes: i64, of: i64) -> String {
     }
 }
 
-fn where_(file: &str, line: u32, function: &str) -> String {
-    if file.is_empty() {
-        function.to_string()
-    } else {
-        format!("{}:{line} {function}", file_name(file))
-    }
-}
-
 fn place(p: &Place) -> String {
-    let at = where_(&p.file, p.line, &p.function);
+    let at = p.label();
     if p.source.is_empty() {
         at
     } else {

@@ -3,7 +3,7 @@
 //! program held at its end, the largest sites listed and the rest summed, and the next `-f`
 //! to run.
 use crate::capture::peak::{Composition, Role, Tracker, UNKNOWN_SITE};
-use crate::model::peak::{OtherSites, Peak, PeakSite, Place, Reached, PEAK_SEMANTICS};
+use crate::model::peak::{OtherSites, Peak, PeakSite, Place, Reached, SiteAt, PEAK_SEMANTICS};
 use crate::python::sites::{self, Site};
 use std::collections::{BTreeMap, HashMap};
 
@@ -88,11 +88,7 @@ impl Namer {
                 None => (unknown_place(), None),
             };
             out_sites.push(PeakSite {
-                file: place.file,
-                line: place.line,
-                function: place.function,
-                source: place.source,
-                context,
+                at: SiteAt { place, context },
                 bytes: s.bytes,
                 share: percent(s.bytes),
                 blocks: s.blocks,

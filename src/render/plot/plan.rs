@@ -124,25 +124,14 @@ pub fn plan(sources: &[Source<'_>]) -> super::Plan {
 /// The first report's peak sites, largest first, with each report's bytes at its own peak.
 fn peak_bars(sources: &[Source<'_>]) -> Option<Panel> {
     let first = sources.iter().find_map(|s| s.profile.peak.as_ref())?;
-    let key = |s: &crate::model::peak::PeakSite| {
-        (
-            crate::model::profile::file_name(&s.file).to_string(),
-            s.line,
-            s.function.clone(),
-            s.context.as_ref().map(|c| c.line),
-        )
-    };
+    let key =
+        |s: &crate::model::peak::PeakSite| (s.at.label(), s.at.context.as_ref().map(|c| c.line));
     let rows: Vec<BarRow> = first
         .sites
         .iter()
         .take(MOST_BARS)
         .map(|site| BarRow {
-            label: format!(
-                "{}:{} {}",
-                crate::model::profile::file_name(&site.file),
-                site.line,
-                site.function
-            ),
+            label: site.at.label(),
             bars: sources
                 .iter()
                 .enumerate()
