@@ -4,12 +4,13 @@
 # autocast, fused AdamW, batch 12 x 1024) and on the resnet50 batch-32 step
 # (benches/workloads.py), the variants interleaved, ROUNDS rounds (default 3). BEFORE (default
 # .device/memprof-prev, a build without the peak) runs too, as a control of memprof's other
-# costs. One device call:
+# costs. CASES="gpt2" or "resnet" runs one of the two. One device call:
 #   run(command="benches/peak_cost.sh", carry=[".device"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/memprof-peak-cost}
 rounds=${ROUNDS:-3}
+cases=${CASES:-gpt2 resnet}
 before=${BEFORE:-.device/memprof-prev}
 after=${AFTER:-.device/memprof}
 mkdir -p "$out" && rm -f "$out"/*.txt
@@ -26,12 +27,16 @@ g="examples/gpt2_train.py --steps 12 --bench"
 w="benches/workloads.py resnet"
 for round in $(seq "$rounds"); do
   echo "round $round"
-  one gpt2-python python3 $g
-  one gpt2-before "$before" run -o "$out/g0.json" $g
-  one gpt2-after "$after" run -o "$out/g1.json" $g
-  one resnet-python python3 $w
-  one resnet-before "$before" run -o "$out/r0.json" $w
-  one resnet-after "$after" run -o "$out/r1.json" $w
+  if [[ " $cases " == *" gpt2 "* ]]; then
+    one gpt2-python python3 $g
+    one gpt2-before "$before" run -o "$out/g0.json" $g
+    one gpt2-after "$after" run -o "$out/g1.json" $g
+  fi
+  if [[ " $cases " == *" resnet "* ]]; then
+    one resnet-python python3 $w
+    one resnet-before "$before" run -o "$out/r0.json" $w
+    one resnet-after "$after" run -o "$out/r1.json" $w
+  fi
 done
 python3 - "$out" <<'PY'
 import json, os, statistics, sys
