@@ -4,6 +4,7 @@
 pub mod device;
 pub mod diff;
 pub mod merged;
+pub mod paths;
 pub mod peak;
 pub mod profile;
 pub mod saved;

@@ -96,7 +96,7 @@ impl Place {
         } else {
             format!(
                 "{}:{} {}",
-                super::profile::file_name(&self.file),
+                super::paths::file_name(&self.file),
                 self.line,
                 self.function
             )

@@ -560,11 +560,8 @@ pub fn collective_kinds_in<'a, V: 'a>(
     kinds
 }
 
-/// The file name without its directories (`train.py` for `/long/path/train.py`): how tables name
-/// a function's file, and how merged reports match functions across ranks' machines.
-pub fn file_name(path: &str) -> &str {
-    path.rsplit_once('/').map(|(_, f)| f).unwrap_or(path)
-}
+/// The file name without its directories (where every report path is shown short).
+pub use super::paths::file_name;
 
 /// How a module row is named: its qualified name in the root model, or `Net (root)` for the root.
 pub fn module_label(root: &str, module: &str) -> String {
