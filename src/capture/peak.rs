@@ -209,22 +209,21 @@ impl Tracker {
         self.seen_total += bytes;
         let (allocated, reserved) = totals.unwrap_or((self.seen_total, self.seen_total));
         self.last_total = allocated;
-        let moment = Moment {
-            allocated,
-            reserved,
-            site,
-            in_backward,
-            allocation: self.serial,
-            site_allocations: self.site_allocations[i],
-            seconds: self.started.elapsed().as_secs_f64(),
-        };
+        // Most allocations set no maximum: the moment (and its clock read) only when one does.
+        let mut moment: Option<Moment> = None;
         let watches = std::iter::once(&mut self.whole).chain(self.functions.values_mut());
-        for w in watches.filter(|w| w.active > 0) {
-            if allocated > w.max {
-                w.max = allocated;
-                w.moment = moment;
-                w.dirty = true;
-            }
+        for w in watches.filter(|w| w.active > 0 && allocated > w.max) {
+            w.max = allocated;
+            w.moment = *moment.get_or_insert_with(|| Moment {
+                allocated,
+                reserved,
+                site,
+                in_backward,
+                allocation: self.serial,
+                site_allocations: self.site_allocations[i],
+                seconds: self.started.elapsed().as_secs_f64(),
+            });
+            w.dirty = true;
         }
     }
 
