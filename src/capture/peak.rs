@@ -121,6 +121,9 @@ pub struct Tracker {
     site_bytes: Vec<i64>,
     site_blocks: Vec<u64>,
     site_allocations: Vec<u64>,
+    /// Bytes allocated per site over the run, and of them by backward passes.
+    site_allocated: Vec<i64>,
+    site_backward_allocated: Vec<i64>,
     /// Live bytes per site and known role.
     site_roles: IntMap<(u32, Role), i64>,
     /// Σ live bytes seen: the total on the CPU, where libtorch passes none.
@@ -141,6 +144,8 @@ impl Default for Tracker {
             site_bytes: Vec::new(),
             site_blocks: Vec::new(),
             site_allocations: Vec::new(),
+            site_allocated: Vec::new(),
+            site_backward_allocated: Vec::new(),
             site_roles: IntMap::default(),
             seen_total: 0,
             last_total: 0,
@@ -188,6 +193,8 @@ impl Tracker {
             self.site_bytes.resize(i + 1, 0);
             self.site_blocks.resize(i + 1, 0);
             self.site_allocations.resize(i + 1, 0);
+            self.site_allocated.resize(i + 1, 0);
+            self.site_backward_allocated.resize(i + 1, 0);
         }
         // A block the tracker still holds at this address was freed where it could not see.
         if self.live.contains_key(&ptr) {
@@ -206,6 +213,10 @@ impl Tracker {
         self.site_bytes[i] += bytes;
         self.site_blocks[i] += 1;
         self.site_allocations[i] += 1;
+        self.site_allocated[i] += bytes;
+        if in_backward {
+            self.site_backward_allocated[i] += bytes;
+        }
         self.seen_total += bytes;
         let (allocated, reserved) = totals.unwrap_or((self.seen_total, self.seen_total));
         self.last_total = allocated;
@@ -245,6 +256,17 @@ impl Tracker {
         if block.role != Role::Other {
             *self.site_roles.entry((block.site, block.role)).or_default() -= block.bytes;
         }
+    }
+
+    /// What `site` allocated over the run: (allocations, bytes, of those bytes by backward
+    /// passes).
+    pub fn site_totals(&self, site: u32) -> (u64, i64, i64) {
+        let i = site as usize;
+        (
+            self.site_allocations.get(i).copied().unwrap_or(0),
+            self.site_allocated.get(i).copied().unwrap_or(0),
+            self.site_backward_allocated.get(i).copied().unwrap_or(0),
+        )
     }
 
     /// The serial of the latest allocation (a backward pass notes it when it starts).

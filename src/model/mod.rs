@@ -1,6 +1,7 @@
 //! The model: what a run measured and what memprof writes (the report, a merged report, a diff),
 //! the catalogue of stats, the device chosen, and sizes as people write them. The bottom layer:
 //! it uses nothing of memprof's but `error`.
+pub mod compiled;
 pub mod device;
 pub mod diff;
 pub mod merged;

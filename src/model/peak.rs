@@ -53,6 +53,9 @@ pub struct Reached {
     pub context: Option<Place>,
     /// Whether a backward pass made that allocation.
     pub in_backward: bool,
+    /// Whether a compiled graph made it (the site is where its FX node came from).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compiled: bool,
     /// Its number among the allocations on the device (1 = the first).
     pub allocation: u64,
     /// The how-many-th allocation of its site it was (the iteration, for a site that allocates
@@ -79,12 +82,21 @@ pub struct SiteAt {
     pub place: Place,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Place>,
+    /// The bytes were allocated by a compiled graph (torch.compile) and attributed to the line
+    /// its FX node came from: the graph's buffers, not that line's own execution.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compiled: bool,
 }
 
 impl SiteAt {
-    /// `gpt2_model.py:97 GPT.forward`: how tables and pictures name it.
+    /// `gpt2_model.py:97 GPT.forward` (`... [compiled]` for a compiled graph's attribution):
+    /// how tables and pictures name it.
     pub fn label(&self) -> String {
-        self.place.label()
+        if self.compiled {
+            format!("{} [compiled]", self.place.label())
+        } else {
+            self.place.label()
+        }
     }
 }
 

@@ -227,6 +227,9 @@ pub struct FunctionProfile {
     /// Where the function's own peak (the highest allocated bytes during its calls) came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak: Option<super::peak::Peak>,
+    /// Its lines' share of compiled graphs' memory, where it ran compiled (torch.compile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled: Option<super::compiled::CompiledLines>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -20,6 +20,7 @@ const INVENTORY: &str = include_str!("py/inventory.py");
 const OOM: &str = include_str!("py/oom.py");
 const HISTORY: &str = include_str!("py/history.py");
 const PEAK: &str = include_str!("py/peak.py");
+const COMPILED: &str = include_str!("py/compiled.py");
 
 /// What to run.
 pub struct Program {
@@ -284,6 +285,8 @@ fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     PyModule::from_code(py, &history, c"<memprof history>", c"_memprof_history")?;
     let oom = CString::new(OOM).expect("no NUL");
     PyModule::from_code(py, &oom, c"<memprof oom>", c"_memprof_oom")?;
+    let compiled = CString::new(COMPILED).expect("no NUL");
+    PyModule::from_code(py, &compiled, c"<memprof compiled>", c"_memprof_compiled")?;
     let peak = CString::new(PEAK).expect("no NUL");
     PyModule::from_code(py, &peak, c"<memprof peak>", c"_memprof_peak")?;
     let code = CString::new(BOOTSTRAP).expect("bootstrap has no NUL");

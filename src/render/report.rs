@@ -69,8 +69,17 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
     }
     for f in &p.functions {
         out.push('\n');
-        super::table::render_function(&mut out, p, f, fit);
         let width = fit.map(|f| f.width);
+        let ran_eagerly = f.calls > 0;
+        if ran_eagerly || f.compiled.is_none() {
+            super::table::render_function(&mut out, p, f, fit);
+        } else {
+            let _ = writeln!(out, "File: {}", f.file);
+            let _ = writeln!(out, "Function: {} at line {}", f.qualname, f.first_line);
+        }
+        if let Some(compiled) = &f.compiled {
+            super::compiled::render(&mut out, &f.qualname, compiled, ran_eagerly, width);
+        }
         match (&f.peak, &p.peak) {
             // The same moment as the run's peak: said once, below.
             (Some(own), Some(run)) if own.reached.allocation == run.reached.allocation => {

@@ -1,5 +1,6 @@
 //! Assembles the report model from the recorder's aggregates and the run's facts.
 use crate::capture::recorder::{FunctionRecord, Recorder};
+use crate::model::compiled::CompiledLines;
 use crate::model::profile::{
     DeviceInfo, FunctionProfile, LineProfile, Metadata, Outcome, ProcessInfo, Profile, Schedule,
     StatColumn, COLLECTIVES_SEMANTICS, SCHEMA, SEMANTICS,
@@ -21,7 +22,12 @@ pub struct RunContext {
 }
 
 /// Builds the report. Source lines are read from the functions' files (empty if unreadable).
-pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
+/// `compiled`: each recorder function's compiled lines, in its order (`session::compiled`).
+pub fn build(
+    recorder: &Recorder,
+    ctx: RunContext,
+    compiled: Vec<Option<CompiledLines>>,
+) -> Profile {
     let columns = recorder.sampler().shown_columns();
     let stats = columns
         .iter()
@@ -38,7 +44,15 @@ pub fn build(recorder: &Recorder, ctx: RunContext) -> Profile {
         .collect();
     let mut warnings = ctx.warnings;
     let mut functions = Vec::new();
+    let mut compiled = compiled.into_iter();
     for f in &recorder.functions {
+        let compiled_lines = compiled.next().flatten();
+        if compiled_lines.is_some() {
+            let mut profile = function_profile(recorder, f, ctx.schedule.is_some());
+            profile.compiled = compiled_lines;
+            functions.push(profile);
+            continue;
+        }
         if f.calls == 0 && f.lines.is_empty() {
             warnings.push(format!(
                 "{} ({}:{}) was targeted by {} but never ran",
@@ -140,6 +154,7 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord, schedule: bool) -> 
         peak_allocated_bytes: total_peak,
         lines,
         peak: None,
+        compiled: None,
     }
 }
 

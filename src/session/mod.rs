@@ -2,6 +2,7 @@
 //! and the report model built from what both gathered. Uses `python`, `capture`, `analysis`,
 //! `cli`'s `RunConfig`, `model`, `torch` and `error`.
 pub mod build;
+mod compiled;
 mod peak;
 pub mod sections;
 
@@ -48,8 +49,12 @@ pub fn run(config: &RunConfig) -> Result<Finished> {
     facts.warnings.extend(run_warnings(config));
     let exit_code = facts.outcome.exit_code;
     let ctx = context(config, facts, device_name);
-    let mut profile =
-        recorder::with(|r| build::build(r, ctx)).expect("the recorder exists during a run");
+    let mut profile = recorder::with(|r| {
+        let compiled = crate::capture::peak::with(|t| compiled::lines_by_function(&r.functions, t))
+            .unwrap_or_default();
+        build::build(r, ctx, compiled)
+    })
+    .expect("the recorder exists during a run");
     add_peaks(&mut profile, roles, config.peak_sites);
     if let Some(collected) = collected {
         add_sections(&mut profile, collected, config);
@@ -247,5 +252,5 @@ pub fn report_so_far(ending: &Ending, config: &RunConfig) -> Option<Profile> {
         schedule: None,
         hook_events: crate::python::tracing::hook_events(),
     };
-    Some(build::build(r, ctx))
+    Some(build::build(r, ctx, Vec::new()))
 }

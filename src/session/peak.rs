@@ -80,15 +80,20 @@ impl Namer {
         let listed = shares.len().min(self.listed);
         let mut out_sites = Vec::new();
         for s in &shares[..listed] {
-            let (place, context) = match self.site(s.site).cloned() {
+            let (place, context, compiled) = match self.site(s.site).cloned() {
                 Some(site) => (
                     self.place(&site.place),
                     site.context.as_ref().map(|c| self.place(c)),
+                    site.compiled,
                 ),
-                None => (unknown_place(), None),
+                None => (unknown_place(), None, false),
             };
             out_sites.push(PeakSite {
-                at: SiteAt { place, context },
+                at: SiteAt {
+                    place,
+                    context,
+                    compiled,
+                },
                 bytes: s.bytes,
                 share: percent(s.bytes),
                 blocks: s.blocks,
@@ -119,6 +124,7 @@ impl Namer {
                 .and_then(|s| s.context.as_ref())
                 .map(|p| self.place(p)),
             in_backward: c.moment.in_backward,
+            compiled: reached_site.as_ref().is_some_and(|s| s.compiled),
             allocation: c.moment.allocation,
             site_allocation: c.moment.site_allocations,
             seconds: (c.moment.seconds * 1000.0).round() / 1000.0,

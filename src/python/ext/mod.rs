@@ -165,6 +165,10 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(inventory::set_inventory, &m)?)?;
     m.add_function(wrap_pyfunction!(crate::python::sites::sites_start, &m)?)?;
     m.add_function(wrap_pyfunction!(crate::python::sites::mark_roles, &m)?)?;
+    m.add_function(wrap_pyfunction!(
+        crate::python::sites::register_compiled,
+        &m
+    )?)?;
     m.add_class::<crate::python::sites::BackwardEntry>()?;
     m.add_function(wrap_pyfunction!(history::history_cpu_events, &m)?)?;
     m.add_function(wrap_pyfunction!(history::targeted_functions, &m)?)?;

@@ -2,8 +2,9 @@
 # are torch's, the standard library's and the user's (the rules the native site finder applies
 # to each code object once), the callable that stands in for torch's backward entry point (so
 # that autograd's threads allocate at the line that ran the backward), a global optimizer
-# step hook that names parameters and optimizer state (each optimizer's first steps only), and,
-# at the end, which live storages are parameters, buffers, gradients and optimizer state.
+# step hook that names parameters and optimizer state (each optimizer's first steps only), the
+# line maps of compiled graphs (compiled.py), and, at the end, which live storages are
+# parameters, buffers, gradients and optimizer state.
 import importlib.machinery
 import os
 import sys
@@ -63,6 +64,9 @@ def install(script_path):
 
     _memprof_imports.after_import("torch.autograd", _patch_backward)
     _memprof_imports.after_import("torch.optim.optimizer", _hook_optimizers)
+    import _memprof_compiled
+
+    _memprof_compiled.install()
 
 
 def _hook_optimizers(optimizer_module):
@@ -110,8 +114,12 @@ def _patch_backward(autograd):
 
 
 def stop():
-    """Puts torch's own backward entry point back, and removes the optimizer hook."""
+    """Puts torch's own backward entry point and inductor's loader back, and removes the
+    optimizer hook."""
     global _step_hook
+    import _memprof_compiled
+
+    _memprof_compiled.stop()
     if _step_hook is not None:
         _step_hook.remove()
         _step_hook = None

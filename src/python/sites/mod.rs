@@ -6,17 +6,20 @@
 //! each code object classified once and each (site, context) instruction pair cached; strings
 //! are copied when a site is first seen, so the table outlives the code objects. Registered with
 //! `capture::peak` as its resolver; `backward` gives autograd's threads the line that runs the
-//! backward. Uses `capture` and `torch`.
+//! backward; `compiled` maps the lines of torch.compile's generated code back to the source
+//! lines their FX nodes came from. Uses `capture` and `torch`.
 mod backward;
+pub(crate) mod compiled;
 pub mod layout;
 
 use crate::capture::int_hash::IntMap;
 use crate::capture::peak;
+use compiled::{Chain, LineMap};
 use layout::{CodeIdentity, RawFrame};
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub use backward::BackwardEntry;
 
@@ -35,6 +38,9 @@ pub struct Site {
     pub context: Option<Place>,
     /// Whether `place` is the user's own code (the script's directory, outside installed packages).
     pub user_code: bool,
+    /// Whether `place` (and `context`, when it comes from the same graph) is where a compiled
+    /// graph's FX node came from: an attribution of the graph's buffer, not a line that ran.
+    pub compiled: bool,
 }
 
 /// What a code object's file makes it.
@@ -46,6 +52,9 @@ enum Class {
     Library,
     /// The script's own code.
     User,
+    /// Code inductor generated for a compiled graph, with a line map: each line stands for the
+    /// source frames of the FX node it came from.
+    Compiled,
 }
 
 /// Which files are which (set by the bootstrap from the interpreter's paths).
@@ -91,6 +100,68 @@ struct CodeInfo {
     /// Renewed when the address is reused by another code object, so cached sites keyed by it
     /// are not taken for the new one's.
     generation: u32,
+    /// The line map of a compiled graph's file.
+    line_map: Option<Arc<LineMap>>,
+    /// `function_key` of its file and qualified name.
+    function: u64,
+}
+
+/// What names a function across real and compiled frames: its file and name, hashed. The name
+/// alone, not the qualified one: dynamo runs the part of a function after a graph break as
+/// `torch_dynamo_resume_in_<name>_at_<line>`, whose qualified name has no class.
+pub(crate) fn function_key(file: &str, qualname: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let name = qualname.rsplit('.').next().unwrap_or(qualname);
+    let name = name
+        .strip_prefix("torch_dynamo_resume_in_")
+        .and_then(|rest| rest.rsplit_once("_at_"))
+        .map_or(name, |(inner, _)| inner);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (file, name).hash(&mut h);
+    h.finish()
+}
+
+/// A frame as the site finder weighs it: one that ran, or one a compiled line stands for.
+#[derive(Clone)]
+enum Frame {
+    Real(RawFrame),
+    Virtual(Chain, usize),
+}
+
+/// What identifies a frame for the cache: its code's generation, its instruction, and for a
+/// compiled line's frames 1 + the index in its chain (0: the frame itself).
+type FrameKey = (u32, i32, u32);
+
+/// The site and its context, as the walk outward finds them.
+#[derive(Default)]
+struct Pick {
+    site: Option<(Frame, Class, FrameKey)>,
+    context: Option<(Frame, FrameKey)>,
+    compiled: bool,
+    /// The function whose frame the last compiled chain began in: dynamo runs it as transformed
+    /// code, a real frame standing at its first line, which the chain's frames already stand for.
+    compiled_root: Option<u64>,
+}
+
+impl Pick {
+    /// Weighs the next frame outward; false once the context is found.
+    fn offer(&mut self, class: Class, key: FrameKey, frame: impl FnOnce() -> Frame) -> bool {
+        if class == Class::Skip {
+            return true;
+        }
+        match self.site {
+            None => {
+                self.site = Some((frame(), class, key));
+                true
+            }
+            // A library's site: the user's innermost line is its context.
+            Some((_, Class::Library, _)) if class != Class::User => true,
+            Some(_) => {
+                self.context = Some((frame(), key));
+                false
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -98,8 +169,14 @@ struct Table {
     rules: Rules,
     codes: IntMap<usize, CodeInfo>,
     generations: u32,
-    /// (site code generation, offset, context code generation, offset) -> site id.
-    by_instruction: IntMap<(u32, i32, u32, i32), u32>,
+    /// (site frame, context frame) -> site id.
+    by_instruction: IntMap<(FrameKey, FrameKey), u32>,
+    /// Generated files of compiled graphs -> their line maps (`register_compiled`).
+    line_maps: HashMap<String, Arc<LineMap>>,
+    /// (generation, offset) of a compiled graph's instruction -> the frames its line stands for.
+    compiled_lines: IntMap<(u32, i32), Option<Chain>>,
+    /// Site id -> the compiled chains it was found in (for attributing to outer frames).
+    chains: IntMap<u32, Vec<Chain>>,
     by_site: HashMap<Site, u32>,
     /// Site id - 1 -> site (id 0 is `peak::UNKNOWN_SITE`).
     sites: Vec<Site>,
@@ -110,65 +187,101 @@ static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 static READABLE: AtomicBool = AtomicBool::new(false);
 
 impl Table {
-    fn code(&mut self, code: usize) -> (Class, u32) {
+    fn code(&mut self, code: usize) -> (Class, u32, u64) {
         // SAFETY: `code` belongs to a frame of the thread being read: alive.
         let identity = unsafe { layout::identity(code) };
         if let Some(info) = self.codes.get(&code) {
             if info.identity == identity {
-                return (info.class, info.generation);
+                return (info.class, info.generation, info.function);
             }
         }
         // SAFETY: the code's file name is a live str.
         let file = unsafe { layout::text_of(identity.filename) };
         self.generations += 1;
+        let line_map = self.line_maps.get(&file).cloned();
+        // SAFETY: as the file name.
+        let qualname = unsafe { layout::text_of(identity.qualname) };
         let info = CodeInfo {
+            function: function_key(&file, &qualname),
             identity,
-            class: self.rules.classify(&file),
+            class: if line_map.is_some() {
+                Class::Compiled
+            } else {
+                self.rules.classify(&file)
+            },
             generation: self.generations,
+            line_map,
         };
-        let out = (info.class, info.generation);
+        let out = (info.class, info.generation, info.function);
         self.codes.insert(code, info);
         out
     }
 
+    /// The frames a compiled graph's instruction stands for (cached: reading a line is a walk
+    /// of the line table, and a graph's `call` is long).
+    fn compiled_chain(&mut self, f: RawFrame, generation: u32) -> Option<Chain> {
+        if let Some(chain) = self.compiled_lines.get(&(generation, f.offset)) {
+            return chain.clone();
+        }
+        let map = self.codes.get(&f.code)?.line_map.clone()?;
+        // SAFETY: the frame's code object is alive while its thread is in the allocator.
+        let chain = unsafe { layout::line_of(f.code, f.offset) }.and_then(|l| map.chain_at(l));
+        self.compiled_lines
+            .insert((generation, f.offset), chain.clone());
+        chain
+    }
+
     /// The site of the frames `visit` is given, innermost first (UNKNOWN_SITE if none counts).
+    /// A compiled graph's frame counts as the source frames its line stands for, in their place.
     fn resolve(&mut self, frames: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> u32 {
-        let mut site: Option<(RawFrame, Class, u32)> = None;
-        let mut context: Option<(RawFrame, u32)> = None;
+        let mut pick = Pick::default();
         frames(&mut |f| {
-            let (class, generation) = self.code(f.code);
-            if class == Class::Skip {
+            let (class, generation, function) = self.code(f.code);
+            if class != Class::Compiled {
+                // The compiled region's own function, as dynamo runs it (the part before a
+                // graph break and the resumed rest alike): its frames stand at the call of the
+                // graph, whose frames came first.
+                if class != Class::Skip && pick.compiled_root.is_some() {
+                    if pick.compiled_root == Some(function) {
+                        return true;
+                    }
+                    pick.compiled_root = None;
+                }
+                return pick.offer(class, (generation, f.offset, 0), || Frame::Real(f));
+            }
+            let Some(chain) = self.compiled_chain(f, generation) else {
                 return true;
-            }
-            match site {
-                None => {
-                    site = Some((f, class, generation));
-                    true
+            };
+            pick.compiled_root = chain.last().map(|v| v.function);
+            for (i, v) in chain.iter().enumerate() {
+                let key = (generation, f.offset, i as u32 + 1);
+                let had_site = pick.site.is_some();
+                let more = pick.offer(v.class, key, || Frame::Virtual(chain.clone(), i));
+                if !had_site && pick.site.is_some() {
+                    pick.compiled = true;
                 }
-                // A library's site: the user's innermost line is its context.
-                Some((_, Class::Library, _)) if class != Class::User => true,
-                Some(_) => {
-                    context = Some((f, generation));
-                    false
+                if !more {
+                    return false;
                 }
             }
+            true
         });
-        let Some((f, class, generation)) = site else {
+        let Some((f, class, site_key)) = pick.site else {
             return peak::UNKNOWN_SITE;
         };
-        let key = (
-            generation,
-            f.offset,
-            context.map_or(0, |c| c.1),
-            context.map_or(-1, |c| c.0.offset),
-        );
+        let key = (site_key, pick.context.as_ref().map_or((0, -1, 0), |c| c.1));
         if let Some(&id) = self.by_instruction.get(&key) {
             return id;
         }
+        let chain = match &f {
+            Frame::Virtual(chain, _) => Some(chain.clone()),
+            Frame::Real(_) => None,
+        };
         let site = Site {
-            place: place(f),
-            context: context.map(|(c, _)| place(c)),
+            place: place(&f),
+            context: pick.context.map(|(c, _)| place(&c)),
             user_code: class == Class::User,
+            compiled: pick.compiled,
         };
         let id = match self.by_site.get(&site) {
             Some(&id) => id,
@@ -179,12 +292,25 @@ impl Table {
                 id
             }
         };
+        if let Some(chain) = chain {
+            let known = self.chains.entry(id).or_default();
+            if !known
+                .iter()
+                .any(|c| Arc::ptr_eq(c, &chain) || **c == *chain)
+            {
+                known.push(chain);
+            }
+        }
         self.by_instruction.insert(key, id);
         id
     }
 }
 
-fn place(f: RawFrame) -> Place {
+fn place(f: &Frame) -> Place {
+    let f = match f {
+        Frame::Real(f) => *f,
+        Frame::Virtual(chain, i) => return chain[*i].place.clone(),
+    };
     // SAFETY: the frame's code object is alive while its thread is in the allocator.
     unsafe {
         let id = layout::identity(f.code);
@@ -240,6 +366,21 @@ pub fn sites_start(
     readable
 }
 
+/// A compiled graph's generated file as inductor loaded it, with torch's map of its lines:
+/// (first line, the FX node's frames innermost first as (file, line, qualified name)).
+#[pyfunction]
+pub fn register_compiled(path: String, entries: Vec<compiled::Entry>) {
+    let mut table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(table) = table.as_mut() else {
+        return;
+    };
+    let map = Arc::new(LineMap::new(entries, &table.rules));
+    table.line_maps.insert(path, map);
+    // The file's code objects may have been classified before the map came (its module's own
+    // lines run while it loads); generations keep growing, so cached sites stay apart.
+    table.codes.clear();
+}
+
 /// What an optimizer's step says its tensors are: (storage data_ptr, 1 parameters, 3 optimizer
 /// state), for the peak's categories (`capture::peak::Role`).
 #[pyfunction]
@@ -249,6 +390,49 @@ pub fn mark_roles(roles: Vec<(u64, u8)>) {
             t.mark_role(ptr, peak::Role::from_code(code));
         }
     });
+}
+
+/// The source frames of each compiled site, innermost first, by site id: every chain of
+/// frames it was found in (a line of a function may be reached from several callers).
+pub fn compiled_chains() -> Vec<(u32, Vec<Vec<Place>>)> {
+    TABLE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|t| {
+            let mut out: Vec<_> = t
+                .chains
+                .iter()
+                .map(|(&id, chains)| {
+                    let chains = chains
+                        .iter()
+                        .map(|c| c.iter().map(|v| v.place.clone()).collect())
+                        .collect();
+                    (id, chains)
+                })
+                .collect();
+            out.sort_by_key(|(id, _)| *id);
+            out
+        })
+        .unwrap_or_default()
+}
+
+/// Every source line that an FX node of a loaded compiled graph came from, as (file, qualified
+/// name, line), per torch's line maps (a node whose kernel was fused into a later node's is not
+/// among them).
+pub fn compiled_node_lines() -> std::collections::BTreeSet<(String, String, u32)> {
+    TABLE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|t| {
+            t.line_maps
+                .values()
+                .flat_map(|m| m.frames())
+                .map(|v| (v.place.file.clone(), v.place.function.clone(), v.place.line))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The sites seen so far, by id (id 1 first).

@@ -1,0 +1,158 @@
+# memprof's view into torch.compile's generated code, run inside the profiled interpreter. Each
+# graph that inductor loads (PyCodeCache.load_by_key_path: after a fresh compile and on a cache
+# hit alike) comes with torch's own map from the generated wrapper's lines to the stack traces of
+# the FX nodes they came from (PyCodeCache.linemaps, which torch keeps for its profiler and
+# error messages). memprof hands each map to the native site finder, with the functions'
+# qualified names, so an allocation made by a compiled graph is attributed to the source line
+# its buffer came from. Nothing of the compile changes: same config, same cache keys, same code.
+import ast
+import functools
+import os
+import re
+import sys
+
+import _memprof
+
+# The frames of an FX node's `stack_trace` (traceback.format_list's text, outermost first).
+_FRAME = re.compile(r'File "(.+)", line (\d+), in (.+)\n')
+# The function dynamo resumes after a graph break: the rest of `name`, from its line on.
+_RESUME = re.compile(r"torch_dynamo_resume_in_(.+)_at_\d+")
+_patched = []
+_registered = set()
+_stale_warned = False
+# file -> [(first line, last line, name, qualified name)] of its functions, from its source.
+_functions = {}
+
+
+def install():
+    import _memprof_imports
+
+    _memprof_imports.after_import("torch._inductor.codecache", _wrap_loader)
+
+
+def stop():
+    """Puts inductor's loader back."""
+    while _patched:
+        cache, original = _patched.pop()
+        cache.load_by_key_path = original
+
+
+def _wrap_loader(codecache):
+    cache = getattr(codecache, "PyCodeCache", None)
+    original = cache.__dict__.get("load_by_key_path") if cache is not None else None
+    if not isinstance(original, classmethod):
+        return
+    load = original.__func__
+
+    @functools.wraps(load)
+    def load_by_key_path(cls, *args, **kwargs):
+        module = load(cls, *args, **kwargs)
+        try:
+            _register(cls, module)
+        except Exception:
+            pass  # the attribution is memprof's; the program's compile must not notice
+        return module
+
+    cache.load_by_key_path = classmethod(load_by_key_path)
+    _patched.append((cache, original))
+
+
+def _register(cache, module):
+    path = getattr(module, "__file__", None)
+    if not path or path in _registered:
+        return
+    linemap = cache.linemaps.get(path)
+    if not linemap:
+        return
+    _registered.add(path)
+    starts, traces = linemap
+    if not _traces_are_this_programs(traces):
+        _warn_stale()
+        return
+    parsed = {}
+    entries = []
+    for start, trace in zip(starts, traces):
+        if not isinstance(trace, str):
+            entries.append((int(start), []))
+            continue
+        frames = parsed.get(trace)
+        if frames is None:
+            frames = [
+                (f, int(line), _qualname(f, int(line), name))
+                for f, line, name in reversed(_FRAME.findall(trace))
+            ]
+            parsed[trace] = frames
+        entries.append((int(start), frames))
+    _memprof.register_compiled(path, entries)
+
+
+def _traces_are_this_programs(traces):
+    """Whether the stack traces name files this process has loaded. A graph that inductor's
+    cache had from another program's compile of the same graph keeps that program's traces
+    (they are not part of the cache key): its lines would be another program's."""
+    files = set()
+    for trace in traces:
+        if isinstance(trace, str):
+            files.update(f for f, _, _ in _FRAME.findall(trace))
+    if not files:
+        return True
+    loaded = {os.path.abspath(sys.argv[0])} if sys.argv and sys.argv[0] else set()
+    for module in list(sys.modules.values()):
+        f = getattr(module, "__file__", None)
+        if f:
+            loaded.add(f)
+            loaded.add(os.path.abspath(f))
+    return files <= loaded
+
+
+def _warn_stale():
+    global _stale_warned
+    if not _stale_warned:
+        _stale_warned = True
+        _memprof.warn(
+            "a compiled graph came from inductor's cache with the source lines of another "
+            "program's compile of the same graph: its buffers are at the line that called it "
+            "(a fresh TORCHINDUCTOR_CACHE_DIR gives their own lines)"
+        )
+
+
+def _qualname(file, line, name):
+    """The qualified name of the function `name` around `line` of `file` (what a code object's
+    co_qualname would say; stack traces give only the name). The part of a function that
+    dynamo resumes after a graph break is named as the function."""
+    resumed = _RESUME.fullmatch(name)
+    if resumed:
+        name = resumed.group(1)
+    functions = _functions.get(file)
+    if functions is None:
+        functions = _functions[file] = _read_functions(file)
+    best = None
+    for first, last, fname, qualname in functions:
+        if fname == name and first <= line <= last:
+            if best is None or first >= best[0]:
+                best = (first, qualname)
+    return best[1] if best else name
+
+
+def _read_functions(file):
+    try:
+        with open(file, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except Exception:
+        return []
+    out = []
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qualname = prefix + child.name
+                first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                out.append((first, child.end_lineno or child.lineno, child.name, qualname))
+                visit(child, qualname + ".<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return out

@@ -1,0 +1,103 @@
+//! The compiled lines of targeted functions: the tracker's allocations at compiled sites
+//! (`python::sites` attributes a compiled graph's buffers to the FX nodes' source frames) summed
+//! onto the lines of each targeted function those frames pass through.
+use crate::capture::peak::Tracker;
+use crate::capture::recorder::FunctionRecord;
+use crate::model::compiled::{CompiledLine, CompiledLines, COMPILED_SEMANTICS};
+use crate::python::sites::{self, Place};
+use std::collections::{BTreeMap, HashMap};
+
+/// What one line of a targeted function got from compiled graphs.
+#[derive(Default)]
+struct Sums {
+    allocations: u64,
+    allocated: i64,
+    backward: i64,
+    live_at_peak: i64,
+}
+
+/// Whether `p` is a frame of `f`: its file, within its lines, of a function of its name (the
+/// frames of a stack trace give a function's name, its code object the qualified one).
+fn in_function(p: &Place, f: &FunctionRecord) -> bool {
+    let short = |q: &str| q.rsplit('.').next().unwrap_or(q).to_string();
+    p.file == f.file
+        && (f.first_line..=f.last_line.max(f.first_line)).contains(&p.line)
+        && short(&p.function) == short(&f.qualname)
+}
+
+/// Each targeted function's compiled lines (None for those no compiled graph reached), by the
+/// recorder's function order.
+pub fn lines_by_function(
+    functions: &[FunctionRecord],
+    tracker: &mut Tracker,
+) -> Vec<Option<CompiledLines>> {
+    let chains = sites::compiled_chains();
+    if chains.is_empty() {
+        return functions.iter().map(|_| None).collect();
+    }
+    let node_lines = sites::compiled_node_lines();
+    let live: HashMap<u32, i64> = tracker
+        .peak()
+        .map(|c| c.sites.iter().map(|s| (s.site, s.bytes)).collect())
+        .unwrap_or_default();
+    let mut files: HashMap<String, Vec<String>> = HashMap::new();
+    functions
+        .iter()
+        .map(|f| {
+            let mut by_line: BTreeMap<u32, Sums> = BTreeMap::new();
+            for (site, site_chains) in &chains {
+                // The first chain through the function decides the line (a site's chains differ
+                // only in callers beyond its context).
+                let Some(p) = site_chains
+                    .iter()
+                    .find_map(|c| c.iter().find(|p| in_function(p, f)))
+                else {
+                    continue;
+                };
+                let (allocations, allocated, backward) = tracker.site_totals(*site);
+                let sums = by_line.entry(p.line).or_default();
+                sums.allocations += allocations;
+                sums.allocated += allocated;
+                sums.backward += backward;
+                sums.live_at_peak += live.get(site).copied().unwrap_or(0);
+            }
+            for (file, function, line) in &node_lines {
+                let p = Place {
+                    file: file.clone(),
+                    line: *line,
+                    function: function.clone(),
+                };
+                if in_function(&p, f) {
+                    by_line.entry(*line).or_default();
+                }
+            }
+            if by_line.is_empty() {
+                return None;
+            }
+            let text = files.entry(f.file.clone()).or_insert_with(|| {
+                std::fs::read_to_string(&f.file)
+                    .map(|t| t.lines().map(str::to_string).collect())
+                    .unwrap_or_default()
+            });
+            let lines = by_line
+                .into_iter()
+                .map(|(line, s)| CompiledLine {
+                    line,
+                    source: text
+                        .get((line as usize).saturating_sub(1))
+                        .map(|l| l.to_string())
+                        .unwrap_or_default(),
+                    allocations: s.allocations,
+                    allocated_bytes: s.allocated,
+                    backward_allocated_bytes: s.backward,
+                    peak_live_bytes: s.live_at_peak,
+                    fused: s.allocations == 0,
+                })
+                .collect();
+            Some(CompiledLines {
+                semantics: COMPILED_SEMANTICS.to_string(),
+                lines,
+            })
+        })
+        .collect()
+}
