@@ -9,7 +9,7 @@
 //! backward; `compiled` maps the lines of torch.compile's generated code back to the source
 //! lines their FX nodes came from. Uses `capture` and `torch`.
 mod backward;
-pub(crate) mod compiled;
+mod compiled;
 pub mod layout;
 
 use crate::capture::int_hash::IntMap;
