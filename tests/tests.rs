@@ -4,6 +4,7 @@
 mod common;
 
 mod budgets;
+mod compiled;
 mod errors;
 mod first_hour;
 mod gpu;

@@ -7,14 +7,16 @@
 # its buffer came from. Nothing of the compile changes: same config, same cache keys, same code.
 import ast
 import functools
+import linecache
 import os
 import re
 import sys
 
 import _memprof
 
-# The frames of an FX node's `stack_trace` (traceback.format_list's text, outermost first).
-_FRAME = re.compile(r'File "(.+)", line (\d+), in (.+)\n')
+# The frames of an FX node's `stack_trace` (traceback.format_list's text, outermost first):
+# file, line, function and the line's text when the source was readable.
+_FRAME = re.compile(r'File "(.+)", line (\d+), in (.+)\n(?:    (.*)\n)?')
 # The function dynamo resumes after a graph break: the rest of `name`, from its line on.
 _RESUME = re.compile(r"torch_dynamo_resume_in_(.+)_at_\d+")
 _patched = []
@@ -77,11 +79,7 @@ def _register(cache, module):
             continue
         frames = parsed.get(trace)
         if frames is None:
-            frames = [
-                (f, int(line), _qualname(f, int(line), name))
-                for f, line, name in reversed(_FRAME.findall(trace))
-            ]
-            parsed[trace] = frames
+            frames = parsed[trace] = _frames(trace)
         entries.append((int(start), frames))
     _memprof.register_compiled(path, entries)
 
@@ -93,7 +91,7 @@ def _traces_are_this_programs(traces):
     files = set()
     for trace in traces:
         if isinstance(trace, str):
-            files.update(f for f, _, _ in _FRAME.findall(trace))
+            files.update(f for f, _, _, _ in _FRAME.findall(trace))
     if not files:
         return True
     loaded = {os.path.abspath(sys.argv[0])} if sys.argv and sys.argv[0] else set()
@@ -114,6 +112,41 @@ def _warn_stale():
             "program's compile of the same graph: its buffers are at the line that called it "
             "(a fresh TORCHINDUCTOR_CACHE_DIR gives their own lines)"
         )
+
+
+def _frames(trace):
+    """A stack trace's frames, innermost first, as (file, line, qualified name), each line
+    checked against the file as it is now: a graph from inductor's cache keeps the traces of
+    the compile that wrote it (they are not part of the cache key), so after an edit above a
+    line its number is stale. A frame whose text moved is found by its text in its function;
+    a chain with a frame that cannot be found is left out (its buffers stay at the caller)."""
+    out = []
+    for file, line, name, text in reversed(_FRAME.findall(trace)):
+        line = int(line)
+        if text and linecache.getline(file, line).strip() != text.strip():
+            line = _moved(file, line, name, text.strip())
+            if line is None:
+                return []
+        out.append((file, line, _qualname(file, line, name)))
+    return out
+
+
+def _moved(file, line, name, text):
+    """Where the line `text` of function `name` is now (the nearest to `line`), or None."""
+    resumed = _RESUME.fullmatch(name)
+    if resumed:
+        name = resumed.group(1)
+    functions = _functions.get(file)
+    if functions is None:
+        functions = _functions[file] = _read_functions(file)
+    found = [
+        n
+        for first, last, fname, _ in functions
+        if fname == name
+        for n in range(first, last + 1)
+        if linecache.getline(file, n).strip() == text
+    ]
+    return min(found, key=lambda n: abs(n - line)) if found else None
 
 
 def _qualname(file, line, name):

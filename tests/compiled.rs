@@ -1,0 +1,167 @@
+//! Compiled code (issue 25): a torch.compile'd graph's buffers at the source lines their FX
+//! nodes came from, in the peak and in `-f` tables of functions that ran compiled, forward and
+//! backward, across a graph break, after an edit above the compiled code (inductor's cache
+//! keeps the old line numbers), and with the program's output unchanged.
+use crate::common::*;
+use serde_json::Value;
+
+/// A 128x128 float32 matrix: every buffer of the fixture's matmuls.
+const MATRIX: i64 = 128 * 128 * 4;
+
+fn compiled_lines(report: &Value, qualname: &str) -> Vec<(u64, u64, i64, i64)> {
+    function(report, qualname)["compiled"]["lines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{qualname} has no compiled lines: {report:#}"))
+        .iter()
+        .map(|l| {
+            (
+                l["line"].as_u64().unwrap(),
+                l["allocations"].as_u64().unwrap(),
+                l["allocated_bytes"].as_i64().unwrap(),
+                l["backward_allocated_bytes"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_compiled_graphs_buffers_are_at_the_lines_their_nodes_came_from_exactly() {
+    let (r, report) = profile(&[], &["compiled_lines.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let peak = &report["peak"];
+    let at = |line: u64| {
+        peak["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["line"] == line && s["function"] == "chain")
+            .unwrap_or_else(|| panic!("no site at chain's line {line}: {peak:#}"))
+    };
+    // x, y and z of `chain`, live when the compiled call returned: one buffer each, at its own
+    // line, marked compiled, reached from the line that called the compiled function.
+    for (line, text) in [(16, "x = a @ b"), (17, "y = x @ b"), (18, "z = y @ b")] {
+        let s = at(line);
+        assert_eq!(s["source"], text, "{s}");
+        assert_eq!(s["compiled"], true, "{s}");
+        assert_eq!(s["context"]["line"], 53, "{s}");
+        assert_eq!(s["context"]["source"], "kept = compiled_chain(a, b)", "{s}");
+        if line > 16 || device_flag() == "cpu" {
+            // (On a GPU the first matmul's line may also hold cuBLAS's workspace.)
+            assert_eq!((s["bytes"].as_i64(), s["blocks"].as_u64()), (Some(MATRIX), Some(1)));
+        }
+    }
+    for s in peak["sites"].as_array().unwrap() {
+        assert!(!s["file"].as_str().unwrap().contains("torchinductor"), "{s}");
+    }
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+}
+
+#[test]
+fn a_function_that_ran_compiled_gets_its_lines_forward_backward_and_across_a_graph_break() {
+    let args = [
+        "-f",
+        "chain",
+        "-f",
+        "broken",
+        "-f",
+        "Net.forward",
+        "compiled_lines.py",
+        "--graph-break",
+        "--module",
+    ];
+    let (r, report) = profile(&[], &args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // No "targeted but never ran": they ran compiled.
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
+    let chain = compiled_lines(&report, "chain");
+    let lines: Vec<u64> = chain.iter().map(|l| l.0).collect();
+    assert_eq!(lines, [16, 17, 18]);
+    for l in &chain[1..] {
+        assert_eq!(*l, (l.0, 1, MATRIX, 0), "{chain:?}");
+    }
+    assert_eq!(function(&report, "chain")["calls"], 0, "no eager call");
+    // Both graphs of `broken`, before and after its graph break.
+    let broken = compiled_lines(&report, "broken");
+    let lines: Vec<u64> = broken.iter().map(|l| l.0).collect();
+    assert_eq!(lines, [23, 25, 26], "{broken:?}");
+    assert_eq!(broken[1].2, MATRIX, "the matmul (tanh fused into it): {broken:?}");
+    // Net.forward, compiled whole with its blocks: each line holds its block's buffers,
+    // forward and backward (the backward graph's buffers at the forward line they
+    // differentiate), in whole matrices.
+    let net = compiled_lines(&report, "Net.forward");
+    let lines: Vec<u64> = net.iter().map(|l| l.0).collect();
+    assert_eq!(lines, [45, 46], "{net:?}");
+    for (line, _, allocated, backward) in &net {
+        assert!(*backward > 0 && *allocated > *backward, "line {line}: {net:?}");
+        assert_eq!(backward % MATRIX, 0, "line {line}: {net:?}");
+    }
+    // The table says what they are.
+    let table = run(&args);
+    assert!(
+        table.stdout.contains("chain ran compiled (torch.compile)")
+            && table.stdout.contains("compiled_lines.py:35 Block.forward [compiled]"),
+        "{}",
+        table.stdout
+    );
+}
+
+#[test]
+fn the_program_prints_the_same_under_memprof() {
+    let args = ["compiled_lines.py", "--graph-break", "--module"];
+    let plain = python_output(&root().join("fixtures").join(args[0]), &args[1..]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    for flags in [&[][..], &["-f", "Net.forward"], &["--modules"]] {
+        let mut all: Vec<&str> = flags.to_vec();
+        all.extend(args);
+        let r = run(&all);
+        assert_eq!(r.code, 0, "{flags:?}: {}", r.stderr);
+        assert!(
+            r.stdout.starts_with(&plain.stdout),
+            "{flags:?}:\n{}\nvs\n{}",
+            r.stdout,
+            plain.stdout
+        );
+    }
+}
+
+#[test]
+fn lines_moved_by_an_edit_are_found_though_inductors_cache_keeps_the_old_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("inductor-cache");
+    let script = dir.path().join("moved.py");
+    let body = "import torch\n\
+                \n\
+                def two(a, b):\n\
+                \x20   x = a @ b\n\
+                \x20   return x, torch.sin(x @ b)\n\
+                \n\
+                a = torch.randn(64, 64)\n\
+                kept = torch.compile(two)(a, a)\n";
+    let report_of = |text: &str| {
+        std::fs::write(&script, text).unwrap();
+        let out = dir.path().join("r.json");
+        let r = finish(
+            memprof()
+                .env("TORCHINDUCTOR_CACHE_DIR", &cache)
+                .args(["--device", "cpu", "run", "-o"])
+                .arg(&out)
+                .arg("-f")
+                .arg("two")
+                .arg(&script)
+                .output()
+                .expect("memprof starts"),
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        compiled_lines(&v, "two")
+            .iter()
+            .map(|l| (l.0, l.2))
+            .collect::<Vec<_>>()
+    };
+    let before = report_of(body);
+    // (sin is computed into the second matmul's buffer.)
+    assert_eq!(before, [(4, 64 * 64 * 4), (5, 64 * 64 * 4)], "compiled fresh");
+    // Three lines above: the same graph, from the cache, with the old numbers in its map.
+    let after = report_of(&format!("# one\n# two\n# three\n{body}"));
+    assert_eq!(after, [(7, 64 * 64 * 4), (8, 64 * 64 * 4)], "from the cache");
+}
