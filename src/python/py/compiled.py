@@ -63,11 +63,10 @@ def _register(cache, module):
     path = getattr(module, "__file__", None)
     if not path or path in _registered:
         return
-    linemap = cache.linemaps.get(path)
-    if not linemap:
-        return
     _registered.add(path)
-    starts, traces = linemap
+    # A file without a map (a CUDA-graph partition's wrapper has none) is still inductor's:
+    # looked through, so its buffers are at the line that called the graph.
+    starts, traces = cache.linemaps.get(path) or ((), ())
     if not _traces_are_this_programs(traces):
         _warn_stale()
         return

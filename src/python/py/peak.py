@@ -53,7 +53,13 @@ def install(script_path):
         if d:
             library += _spellings(d)
     user_dir = os.path.dirname(script_path) if script_path else os.getcwd()
-    readable = _memprof.sites_start(tools, [os.sep + "torchinductor_"], library, _spellings(user_dir))
+    # Inductor's generated files, wherever its cache is (they are also named to the site
+    # finder one by one as they load: compiled.py).
+    generated = [os.sep + "torchinductor_"]
+    cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache_dir:
+        generated += _spellings(cache_dir)
+    readable = _memprof.sites_start(tools, generated, library, _spellings(user_dir))
     if not readable:
         _memprof.warn(
             "memprof cannot read this Python's frames natively: the peak's sites are unknown "

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# What memprof costs on compiled training steps (issue 25), on the GPU machine: python3 against
+# memprof with no flags and with -f train_step, on examples/compiled_step.py (a compiled GPT-2
+# 124M step, bf16 autocast, fused AdamW, batch 8 x 1024; a compiled resnet50 step, batch 64), 15
+# steps of which the last 12 are timed, on a warm inductor cache (one bare run fills it first),
+# the variants interleaved, ROUNDS rounds (default 3). One device call:
+#   run(command="benches/compiled_cost.sh", carry=[".device"])
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/memprof-compiled-cost}
+rounds=${ROUNDS:-3}
+cases=${CASES:-gpt2 resnet50}
+memprof=${MEMPROF:-$PWD/.device/memprof}
+mkdir -p "$out" && rm -f "$out"/*.txt
+export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH PYTHONUNBUFFERED=1
+export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$out/inductor-cache}
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; python3 --version
+  echo "memprof: $("$memprof" --version)"; } | tee "$out/machine.txt"
+cd examples
+one() { # name, then the command: appends the process's BENCH line to $out/name.txt
+  local name=$1; shift
+  "$@" >"$out/$name.log" 2>&1 || echo "$name failed: $(tail -3 "$out/$name.log")"
+  grep -h '^BENCH' "$out/$name.log" >>"$out/$name.txt"
+}
+for c in $cases; do python3 compiled_step.py --model "$c" --steps 2 >/dev/null 2>&1; done
+for round in $(seq "$rounds"); do
+  echo "round $round"
+  for c in $cases; do
+    s="compiled_step.py --model $c --steps 15 --bench"
+    one "$c-python" python3 $s
+    one "$c-memprof" "$memprof" run -o "$out/$c.json" $s
+    one "$c-memprof-f" "$memprof" run -f train_step -o "$out/$c-f.json" $s
+  done
+done
+python3 - "$out" "$cases" <<'PY'
+import json, os, statistics, sys
+out, cases = sys.argv[1], sys.argv[2].split()
+def medians(name):
+    path = os.path.join(out, name + ".txt")
+    rows = [json.loads(l.split("BENCH ", 1)[1]) for l in open(path)] if os.path.exists(path) else []
+    return [statistics.median(r["times"]) * 1e3 for r in rows]
+print("| step | variant | ms per step: min / median / max over rounds | ratio to python3 per round: median (min, max) |")
+print("| --- | --- | --- | --- |")
+for case in cases:
+    base = medians(case + "-python")
+    for variant, label in (("python", "python3"), ("memprof", "memprof (no flags)"), ("memprof-f", "memprof -f train_step")):
+        ms = medians(f"{case}-{variant}")
+        if not ms:
+            print(f"| {case} | {label} | (no data) | |")
+            continue
+        ratios = [m / b for m, b in zip(ms, base)]
+        print(f"| {case} | {label} | {min(ms):.2f} / {statistics.median(ms):.2f} / {max(ms):.2f} | "
+              f"{statistics.median(ratios):.3f}x ({min(ratios):.3f}, {max(ratios):.3f}) |")
+PY
