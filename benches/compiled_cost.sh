@@ -14,7 +14,7 @@ memprof=${MEMPROF:-$PWD/.device/memprof}
 mkdir -p "$out" && rm -f "$out"/*.txt
 export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
-export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$out/inductor-cache}
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/memprof-compiled-cost-cache}
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; python3 --version
   echo "memprof: $("$memprof" --version)"; } | tee "$out/machine.txt"
 cd examples
