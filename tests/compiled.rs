@@ -47,11 +47,17 @@ fn a_compiled_graphs_buffers_are_at_the_lines_their_nodes_came_from_exactly() {
         assert_eq!(s["context"]["source"], "kept = compiled_chain(a, b)", "{s}");
         if line > 16 || device_flag() == "cpu" {
             // (On a GPU the first matmul's line may also hold cuBLAS's workspace.)
-            assert_eq!((s["bytes"].as_i64(), s["blocks"].as_u64()), (Some(MATRIX), Some(1)));
+            assert_eq!(
+                (s["bytes"].as_i64(), s["blocks"].as_u64()),
+                (Some(MATRIX), Some(1))
+            );
         }
     }
     for s in peak["sites"].as_array().unwrap() {
-        assert!(!s["file"].as_str().unwrap().contains("torchinductor"), "{s}");
+        assert!(
+            !s["file"].as_str().unwrap().contains("torchinductor"),
+            "{s}"
+        );
     }
     assert_eq!(report["warnings"], serde_json::json!([]), "{report:#}");
 }
@@ -84,7 +90,10 @@ fn a_function_that_ran_compiled_gets_its_lines_forward_backward_and_across_a_gra
     let broken = compiled_lines(&report, "broken");
     let lines: Vec<u64> = broken.iter().map(|l| l.0).collect();
     assert_eq!(lines, [23, 25, 26], "{broken:?}");
-    assert_eq!(broken[1].2, MATRIX, "the matmul (tanh fused into it): {broken:?}");
+    assert_eq!(
+        broken[1].2, MATRIX,
+        "the matmul (tanh fused into it): {broken:?}"
+    );
     // Net.forward, compiled whole with its blocks: each line holds its block's buffers,
     // forward and backward (the backward graph's buffers at the forward line they
     // differentiate), in whole matrices.
@@ -92,14 +101,19 @@ fn a_function_that_ran_compiled_gets_its_lines_forward_backward_and_across_a_gra
     let lines: Vec<u64> = net.iter().map(|l| l.0).collect();
     assert_eq!(lines, [45, 46], "{net:?}");
     for (line, _, allocated, backward) in &net {
-        assert!(*backward > 0 && *allocated > *backward, "line {line}: {net:?}");
+        assert!(
+            *backward > 0 && *allocated > *backward,
+            "line {line}: {net:?}"
+        );
         assert_eq!(backward % MATRIX, 0, "line {line}: {net:?}");
     }
     // The table says what they are.
     let table = run(&args);
     assert!(
         table.stdout.contains("chain ran compiled (torch.compile)")
-            && table.stdout.contains("compiled_lines.py:35 Block.forward [compiled]"),
+            && table
+                .stdout
+                .contains("compiled_lines.py:35 Block.forward [compiled]"),
         "{}",
         table.stdout
     );
@@ -160,8 +174,16 @@ fn lines_moved_by_an_edit_are_found_though_inductors_cache_keeps_the_old_numbers
     };
     let before = report_of(body);
     // (sin is computed into the second matmul's buffer.)
-    assert_eq!(before, [(4, 64 * 64 * 4), (5, 64 * 64 * 4)], "compiled fresh");
+    assert_eq!(
+        before,
+        [(4, 64 * 64 * 4), (5, 64 * 64 * 4)],
+        "compiled fresh"
+    );
     // Three lines above: the same graph, from the cache, with the old numbers in its map.
     let after = report_of(&format!("# one\n# two\n# three\n{body}"));
-    assert_eq!(after, [(7, 64 * 64 * 4), (8, 64 * 64 * 4)], "from the cache");
+    assert_eq!(
+        after,
+        [(7, 64 * 64 * 4), (8, 64 * 64 * 4)],
+        "from the cache"
+    );
 }
