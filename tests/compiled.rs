@@ -85,7 +85,19 @@ fn a_function_that_ran_compiled_gets_its_lines_forward_backward_and_across_a_gra
     for l in &chain[1..] {
         assert_eq!(*l, (l.0, 1, MATRIX, 0), "{chain:?}");
     }
-    assert_eq!(function(&report, "chain")["calls"], 0, "no eager call");
+    let chain_fn = function(&report, "chain");
+    assert_eq!(chain_fn["calls"], 0, "no eager call");
+    // Its own peak: reached when its last buffer was allocated, all three live then.
+    let reached = &chain_fn["peak"]["reached"];
+    assert_eq!(
+        (&reached["site"]["line"], &reached["compiled"]),
+        (&18.into(), &true.into())
+    );
+    for l in chain_fn["compiled"]["lines"].as_array().unwrap() {
+        if l["line"] != 16 || device_flag() == "cpu" {
+            assert_eq!(l["peak_live_bytes"], MATRIX, "{l}");
+        }
+    }
     // Both graphs of `broken`, before and after its graph break.
     let broken = compiled_lines(&report, "broken");
     let lines: Vec<u64> = broken.iter().map(|l| l.0).collect();

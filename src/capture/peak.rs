@@ -134,6 +134,10 @@ pub struct Tracker {
     whole: Watch,
     /// Targeted functions' watches, by the recorder's function id.
     functions: IntMap<u64, Watch>,
+    /// Sites of compiled graphs' buffers -> the targeted functions whose lines they came from:
+    /// an allocation there counts towards those functions' maxima (they run as generated code,
+    /// with no call of their own to watch).
+    site_functions: IntMap<u32, Vec<u64>>,
     started: Instant,
 }
 
@@ -155,6 +159,7 @@ impl Default for Tracker {
                 ..Watch::default()
             },
             functions: IntMap::default(),
+            site_functions: IntMap::default(),
             started: Instant::now(),
         }
     }
@@ -222,8 +227,14 @@ impl Tracker {
         self.last_total = allocated;
         // Most allocations set no maximum: the moment (and its clock read) only when one does.
         let mut moment: Option<Moment> = None;
-        let watches = std::iter::once(&mut self.whole).chain(self.functions.values_mut());
-        for w in watches.filter(|w| w.active > 0 && allocated > w.max) {
+        let compiled_in = self.site_functions.get(&site);
+        let watches = std::iter::once(&mut self.whole).chain(
+            self.functions
+                .iter_mut()
+                .filter(|(id, w)| w.active > 0 || compiled_in.is_some_and(|ids| ids.contains(id)))
+                .map(|(_, w)| w),
+        );
+        for w in watches.filter(|w| allocated > w.max) {
             w.max = allocated;
             w.moment = *moment.get_or_insert_with(|| Moment {
                 allocated,
@@ -339,6 +350,18 @@ impl Tracker {
         }
     }
 
+    /// Allocations at `site` are made for the targeted functions `ids` (a compiled graph's
+    /// buffers, attributed to their lines).
+    pub fn attribute_site(&mut self, site: u32, ids: &[u64]) {
+        let known = self.site_functions.entry(site).or_default();
+        for &id in ids {
+            if !known.contains(&id) {
+                known.push(id);
+                self.functions.entry(id).or_default();
+            }
+        }
+    }
+
     /// A targeted function's call starts (`id`: the recorder's function id). Its maximum starts
     /// no lower than what is allocated now.
     pub fn function_started(&mut self, id: u64) {
@@ -429,8 +452,49 @@ fn resolve() -> u32 {
     f()
 }
 
+/// A targeted function as the site finder matches compiled frames to it.
+#[derive(Clone, Debug)]
+pub struct TargetRange {
+    /// The recorder's function id.
+    pub id: u64,
+    pub file: String,
+    pub qualname: String,
+    pub first_line: u32,
+    pub last_line: u32,
+}
+
+/// The targeted functions so far (the recorder adds each as it registers it).
+static TARGETS: Mutex<Vec<TargetRange>> = Mutex::new(Vec::new());
+/// Site attributions found by the site finder, for the tracker to take at its next event (the
+/// finder runs before the tracker's lock is taken, and must not take it).
+static PENDING: Mutex<Vec<(u32, Vec<u64>)>> = Mutex::new(Vec::new());
+static HAS_PENDING: AtomicBool = AtomicBool::new(false);
+
+/// A targeted function, registered.
+pub fn add_target(target: TargetRange) {
+    TARGETS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(target);
+}
+
+/// The targeted functions registered so far.
+pub fn targets() -> Vec<TargetRange> {
+    TARGETS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Allocations at `site` are made for the targeted functions `ids` (taken at the next event).
+pub fn attribute_later(site: u32, ids: Vec<u64>) {
+    PENDING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((site, ids));
+    HAS_PENDING.store(true, Ordering::Release);
+}
+
 /// Starts tracking (a fresh tracker).
 pub fn start() {
+    TARGETS.lock().unwrap_or_else(|e| e.into_inner()).clear();
     *lock() = Some(Tracker::default());
     ON.store(true, Ordering::Release);
 }
@@ -488,6 +552,13 @@ pub extern "C" fn mp_rust_allocation_event(
         };
         let totals = (has_totals != 0).then_some((total, reserved));
         if let Some(t) = lock().as_mut() {
+            if HAS_PENDING.swap(false, Ordering::AcqRel) {
+                let pending =
+                    std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner()));
+                for (s, ids) in pending {
+                    t.attribute_site(s, &ids);
+                }
+            }
             t.on_event(ptr, bytes, site, backward_site != 0, totals);
         }
     });

@@ -1,6 +1,6 @@
 //! A targeted function's compiled lines as a table: each line's share of the compiled graphs'
-//! buffers (over the run, of which backward, and live at the run's peak), lines whose nodes were
-//! fused away marked.
+//! buffers (over the run, of which backward, and live at the function's peak), lines whose nodes
+//! were fused away marked.
 use super::style::{styled, write_fitted};
 use crate::model::compiled::CompiledLines;
 use crate::model::units;

@@ -38,13 +38,22 @@ pub fn render(
         units::bytes(peak.allocated_bytes),
     );
     let r = &peak.reached;
+    let compiled = if r.compiled {
+        " (a compiled graph's buffer, at its FX node's line)"
+    } else {
+        ""
+    };
     // Text lines (no leading space): the report wraps them to a terminal's width.
     match (&r.site, r.in_backward) {
         (Some(site), true) => {
-            let _ = writeln!(out, "reached in the backward run by {}", place(site));
+            let _ = writeln!(
+                out,
+                "reached in the backward run by {}{compiled}",
+                place(site)
+            );
         }
         (Some(site), false) => {
-            let _ = writeln!(out, "reached at {}", place(site));
+            let _ = writeln!(out, "reached at {}{compiled}", place(site));
         }
         (None, _) if r.allocation == 0 || r.site_allocation == 0 => {
             let _ = writeln!(out, "reached when a call started, before it allocated");

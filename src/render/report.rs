@@ -83,14 +83,10 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
         match (&f.peak, &p.peak) {
             // The same moment as the run's peak: said once, below.
             (Some(own), Some(run)) if own.reached.allocation == run.reached.allocation => {
-                let _ = writeln!(
-                    out,
-                    "\nPeak of {}'s calls: the run's peak, below",
-                    f.qualname
-                );
+                let _ = writeln!(out, "\n{}: the run's peak, below", peak_title(f));
             }
             (Some(own), _) => {
-                let title = format!("Peak of {}'s calls", f.qualname);
+                let title = peak_title(f);
                 super::peak::render(
                     &mut out,
                     &title,
@@ -166,5 +162,15 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
             .map(|l| l + "\n")
             .collect(),
         None => out,
+    }
+}
+
+/// What a function's own peak is the peak of: its calls, or (a function that ran only compiled)
+/// the allocations of its compiled buffers.
+fn peak_title(f: &crate::model::profile::FunctionProfile) -> String {
+    if f.calls == 0 && f.compiled.is_some() {
+        format!("Peak of {}'s compiled buffers", f.qualname)
+    } else {
+        format!("Peak of {}'s calls", f.qualname)
     }
 }

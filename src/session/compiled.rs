@@ -1,7 +1,7 @@
 //! The compiled lines of targeted functions: the tracker's allocations at compiled sites
 //! (`python::sites` attributes a compiled graph's buffers to the FX nodes' source frames) summed
 //! onto the lines of each targeted function those frames pass through.
-use crate::capture::peak::Tracker;
+use crate::capture::peak::{TargetRange, Tracker};
 use crate::capture::recorder::FunctionRecord;
 use crate::model::compiled::{CompiledLine, CompiledLines, COMPILED_SEMANTICS};
 use crate::python::sites::{self, Place};
@@ -16,13 +16,15 @@ struct Sums {
     live_at_peak: i64,
 }
 
-/// Whether `p` is a frame of `f`: its file, within its lines, of a function of its name (the
-/// frames of a stack trace give a function's name, its code object the qualified one).
-fn in_function(p: &Place, f: &FunctionRecord) -> bool {
-    let short = |q: &str| q.rsplit('.').next().unwrap_or(q).to_string();
-    p.file == f.file
-        && (f.first_line..=f.last_line.max(f.first_line)).contains(&p.line)
-        && short(&p.function) == short(&f.qualname)
+/// `f` as the site finder matches compiled frames to it.
+fn target(id: usize, f: &FunctionRecord) -> TargetRange {
+    TargetRange {
+        id: id as u64,
+        file: f.file.clone(),
+        qualname: f.qualname.clone(),
+        first_line: f.first_line,
+        last_line: f.last_line,
+    }
 }
 
 /// Each targeted function's compiled lines (None for those no compiled graph reached), by the
@@ -36,21 +38,25 @@ pub fn lines_by_function(
         return functions.iter().map(|_| None).collect();
     }
     let node_lines = sites::compiled_node_lines();
-    let live: HashMap<u32, i64> = tracker
-        .peak()
-        .map(|c| c.sites.iter().map(|s| (s.site, s.bytes)).collect())
-        .unwrap_or_default();
     let mut files: HashMap<String, Vec<String>> = HashMap::new();
     functions
         .iter()
-        .map(|f| {
+        .enumerate()
+        .map(|(id, f)| {
+            let t = target(id, f);
+            // Live at the function's own peak: the highest allocated bytes at its calls or at
+            // an allocation of its compiled buffers.
+            let live: HashMap<u32, i64> = tracker
+                .function_peak(id as u64)
+                .map(|c| c.sites.iter().map(|s| (s.site, s.bytes)).collect())
+                .unwrap_or_default();
             let mut by_line: BTreeMap<u32, Sums> = BTreeMap::new();
             for (site, site_chains) in &chains {
                 // The first chain through the function decides the line (a site's chains differ
                 // only in callers beyond its context).
                 let Some(p) = site_chains
                     .iter()
-                    .find_map(|c| c.iter().find(|p| in_function(p, f)))
+                    .find_map(|c| c.iter().find(|p| sites::in_target(p, &t)))
                 else {
                     continue;
                 };
@@ -67,7 +73,7 @@ pub fn lines_by_function(
                     line: *line,
                     function: function.clone(),
                 };
-                if in_function(&p, f) {
+                if sites::in_target(&p, &t) {
                     by_line.entry(*line).or_default();
                 }
             }

@@ -130,3 +130,22 @@ fn a_role_learnt_later_reaches_the_copies_of_maxima_the_block_was_live_at() {
     assert_eq!(peak.role_bytes.get(&(1, Role::Parameters)), Some(&0));
     assert_eq!(peak.role_bytes.get(&(1, Role::Gradients)), Some(&100));
 }
+
+#[test]
+fn a_function_that_runs_compiled_peaks_at_the_allocations_of_its_buffers() {
+    let mut t = Tracker::default();
+    // Function 7 has no call of its own: site 1 holds its compiled buffers.
+    t.attribute_site(1, &[7]);
+    cpu(&mut t, 1, 100, 2); // another site: not the function's
+    cpu(&mut t, 2, 40, 1); // 140: the function's maximum so far
+    cpu(&mut t, 3, 20, 1); // 160
+    cpu(&mut t, 2, -40, 0);
+    cpu(&mut t, 4, 500, 2); // 620: the run's, not the function's
+    cpu(&mut t, 4, -500, 0);
+    cpu(&mut t, 5, 10, 1); // 130: below its maximum
+    let own = t.function_peak(7).expect("its peak");
+    assert_eq!((own.moment.allocated, own.moment.site), (160, 1));
+    assert_eq!(shares(&own), vec![(1, 60, 2), (2, 100, 1)]);
+    assert_eq!(t.peak().unwrap().moment.allocated, 620);
+    assert_eq!(t.site_totals(1), (3, 70, 0));
+}

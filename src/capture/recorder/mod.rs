@@ -242,6 +242,13 @@ impl<R: Runtime> Recorder<R> {
             return false;
         }
         self.codes.insert(code, self.functions.len() as u32);
+        crate::capture::peak::add_target(crate::capture::peak::TargetRange {
+            id: self.functions.len() as u64,
+            file: file.clone(),
+            qualname: qualname.clone(),
+            first_line: lines.0,
+            last_line: lines.1,
+        });
         self.functions.push(FunctionRecord {
             qualname,
             file,

@@ -121,6 +121,15 @@ pub(crate) fn function_key(file: &str, qualname: &str) -> u64 {
     h.finish()
 }
 
+/// Whether `p` is a frame of the targeted function `t`: its file, within its lines, of a function
+/// of its name (a stack trace names a function, a code object qualifies it; dynamo's resumed rest
+/// after a graph break is the function's own).
+pub fn in_target(p: &Place, t: &peak::TargetRange) -> bool {
+    p.file == t.file
+        && (t.first_line..=t.last_line.max(t.first_line)).contains(&p.line)
+        && function_key("", &p.function) == function_key("", &t.qualname)
+}
+
 /// A frame as the site finder weighs it: one that ran, or one a compiled line stands for.
 #[derive(Clone)]
 enum Frame {
@@ -298,6 +307,14 @@ impl Table {
                 .iter()
                 .any(|c| Arc::ptr_eq(c, &chain) || **c == *chain)
             {
+                let targets: Vec<u64> = peak::targets()
+                    .iter()
+                    .filter(|t| chain.iter().any(|v| in_target(&v.place, t)))
+                    .map(|t| t.id)
+                    .collect();
+                if !targets.is_empty() {
+                    peak::attribute_later(id, targets);
+                }
                 known.push(chain);
             }
         }
