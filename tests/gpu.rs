@@ -87,3 +87,40 @@ fn a_peak_that_needs_resets_says_so_in_the_header() {
     let step = function(&report, "train_step");
     assert!(max_stat(step, "active_bytes.all.peak") > 0);
 }
+
+#[test]
+fn a_cuda_graphs_private_pool_is_its_own_category_at_the_line_that_captured_it() {
+    if !on_cuda() {
+        eprintln!("skipped: set MEMPROF_TEST_DEVICE=cuda on a GPU machine");
+        return;
+    }
+    let plain = python_output(std::path::Path::new("cuda_graph.py"), &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let (r, report) = profile(&[], &["cuda_graph.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, plain.stdout, "the program's own readings differ");
+    let sites = report["peak"]["sites"].as_array().unwrap();
+    let captured = sites
+        .iter()
+        .find(|s| s["source"] == "static_out = static_in * 3  # 4 MiB in the graph's private pool")
+        .unwrap_or_else(|| panic!("no site for the captured line: {sites:#?}"));
+    assert_eq!(captured["bytes"], 4 * MIB, "{captured}");
+    assert_eq!(
+        captured["categories"]["cuda_graph_pool"],
+        4 * MIB,
+        "{captured}"
+    );
+    let warm = sites
+        .iter()
+        .find(|s| {
+            s["source"]
+                .as_str()
+                .unwrap()
+                .starts_with("warm = static_in * 2")
+        })
+        .unwrap();
+    assert!(
+        warm["categories"].get("cuda_graph_pool").is_none(),
+        "{warm}"
+    );
+}

@@ -16,7 +16,7 @@ site's caller). Allocations made by autograd's threads count at the line that ra
 memprof saw no allocation: before it started, or on a thread without its reporter) sum to \
 allocated_bytes exactly. categories: bytes of the site's blocks still live when the run ended and \
 found then as parameters, buffers, gradients or optimizer_state of the models and optimizers in \
-memory; the rest is other.";
+memory, or as blocks of a CUDA graph's private pool (cuda_graph_pool); the rest is other.";
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Peak {
@@ -126,7 +126,8 @@ pub struct PeakSite {
     pub share: f64,
     /// Live blocks (storages on the CPU).
     pub blocks: u64,
-    /// Bytes by category (parameters, buffers, gradients, optimizer_state, other).
+    /// Bytes by category (parameters, buffers, gradients, optimizer_state, cuda_graph_pool,
+    /// other).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub categories: BTreeMap<String, i64>,
 }

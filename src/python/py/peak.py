@@ -136,10 +136,41 @@ def stop():
 
 def roles(device_type, device_index):
     """[(storage data_ptr, category)] of the parameters, buffers, gradients and optimizer state
-    on the profiled device, from the models and optimizers in memory now."""
+    on the profiled device, from the models and optimizers in memory now; and the blocks that
+    CUDA graphs' private pools hold (cuda_graph_pool)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return []
     import _memprof_inventory
 
-    return _memprof_inventory.roles(torch, device_type, device_index)
+    named = _memprof_inventory.roles(torch, device_type, device_index)
+    if device_type == "cuda":
+        known = {ptr for ptr, _ in named}
+        named += [(ptr, "cuda_graph_pool") for ptr in _graph_pool_blocks(torch, device_index)
+                  if ptr not in known]
+    return named
+
+
+def _graph_pool_blocks(torch, device_index):
+    """Addresses of the allocated blocks in CUDA graphs' private pools now (torch.cuda.graph,
+    cudagraph trees under mode="reduce-overhead"): the allocator's own snapshot, read once at the
+    end (it allocates nothing)."""
+    try:
+        if not torch.cuda.is_initialized():
+            return []
+        enabled = getattr(torch._C, "_cuda_isHistoryEnabled", None)
+        if enabled is not None and enabled():
+            # The snapshot would copy the whole recorded history (millions of events): the
+            # pool's blocks stay "other" then.
+            return []
+        snapshot = torch.cuda.memory._snapshot(device_index)
+    except Exception:
+        return []
+    out = []
+    for segment in snapshot.get("segments", ()):
+        if segment.get("device", device_index) != device_index:
+            continue
+        if tuple(segment.get("segment_pool_id", (0, 0))) == (0, 0):
+            continue
+        out += [b["address"] for b in segment.get("blocks", ()) if b.get("state") == "active_allocated"]
+    return out
