@@ -24,7 +24,12 @@ p.add_argument("--steps", type=int, default=3)
 p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
 p.add_argument("--compiled-autograd", action="store_true", help="compile the backward too")
 p.add_argument("--bench", action="store_true", help="print the step times after the first 3")
+p.add_argument("--history", default=None,
+               help="record torch's allocation history and dump it here, with the source frames "
+                    "of each generated line in it (PATH.frames.json; scripts/peak_check.py)")
 args = p.parse_args()
+if args.history:
+    torch.cuda.memory._record_memory_history(max_entries=4_000_000, stacks="python")
 if args.compiled_autograd:
     torch._dynamo.config.compiled_autograd = True
 device = args.device
@@ -93,3 +98,24 @@ if cuda:
         memory_reserved=torch.cuda.memory_reserved(),
     )
 print("readings", json.dumps(readings, sort_keys=True))
+if args.history:
+    # torch's own map of inductor's generated lines to their FX nodes' frames, for the lines in
+    # the history (it lives in this process only).
+    from torch._inductor.codecache import PyCodeCache
+
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    frames = {}
+    for trace in snapshot["device_traces"]:
+        for event in trace:
+            for f in event.get("frames") or ():
+                key = f"{f['filename']}:{f['line']}"
+                if key not in frames and f["filename"] in PyCodeCache.linemaps:
+                    mapped = PyCodeCache.stack_frames_for_code(f["filename"], f["line"]) or []
+                    frames[key] = [[m["filename"], m["line"], m["name"]] for m in mapped]
+    import pickle
+
+    with open(args.history, "wb") as out:
+        pickle.dump(snapshot, out)
+    with open(args.history + ".frames.json", "w") as out:
+        json.dump(frames, out)

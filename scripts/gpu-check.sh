@@ -35,6 +35,8 @@ echo "== --history: scripts/history_check.py (examples/train.py, memory_viz's re
 python3 scripts/history_check.py "$MEMPROF_BIN" "$out" || status=1
 echo "== the peak: scripts/peak_check.py (examples/gpt2_train.py, torch's history replayed)"
 python3 scripts/peak_check.py "$MEMPROF_BIN" "$out" || status=1
+echo "== the peak of compiled code: scripts/peak_check.py --compiled (compiled GPT-2, torch's history and its line maps)"
+python3 scripts/peak_check.py "$MEMPROF_BIN" "$out" --compiled || status=1
 if [ -z "${SKIP_COMPILED:-}" ]; then
   echo "== compiled models: scripts/compiled_check.py (examples/compiled_step.py: GPT-2, resnet50, reduce-overhead)"
   python3 scripts/compiled_check.py "$MEMPROF_BIN" "$out" || status=1

@@ -10,6 +10,12 @@ the replay's largest total and the program's max_memory_allocated(), and every s
 the replay's.
 
     python3 scripts/peak_check.py MEMPROF_BIN OUT_DIR [script args...]
+    python3 scripts/peak_check.py MEMPROF_BIN OUT_DIR --compiled
+
+--compiled checks compiled code instead (issue 25): examples/compiled_step.py --model gpt2 (GPT-2
+124M under torch.compile), whose generated lines the replay maps to their FX nodes' source frames
+with torch's own map (PyCodeCache.stack_frames_for_code, dumped by the script beside its history),
+as memprof's compiled sites are.
 """
 import json
 import os
@@ -22,16 +28,25 @@ import torch
 
 memprof, out = sys.argv[1], sys.argv[2]
 extra = sys.argv[3:]
-history = os.path.join(out, "peak_history.pickle")
-report = os.path.join(out, "peak.json")
-cmd = [memprof, "run", "--peak-sites", "100000", "-o", report, "examples/gpt2_train.py",
-       "--steps", "3", "--history", history, *extra]
+compiled = extra == ["--compiled"]
+name = "peak_compiled" if compiled else "peak"
+history = os.path.join(out, f"{name}_history.pickle")
+report = os.path.join(out, f"{name}.json")
+script = (["examples/compiled_step.py", "--model", "gpt2"] if compiled else ["examples/gpt2_train.py"])
+cmd = [memprof, "run", "--peak-sites", "100000", "-o", report, *script,
+       "--steps", "3", "--history", history, *([] if compiled else extra)]
 print("$", " ".join(cmd), flush=True)
 run = subprocess.run(cmd, capture_output=True, text=True)
 print(run.stdout[-2000:], run.stderr[-2000:], sep="")
 if run.returncode != 0:
     sys.exit("peak-check: memprof failed")
-max_allocated = int(next(l.split()[1] for l in run.stdout.splitlines() if l.startswith("max_memory_allocated")))
+if compiled:
+    max_allocated = next(json.loads(l.split(" ", 1)[1]) for l in run.stdout.splitlines()
+                         if l.startswith("readings "))["max_memory_allocated"]
+    generated = json.load(open(history + ".frames.json"))
+else:
+    max_allocated = int(next(l.split()[1] for l in run.stdout.splitlines() if l.startswith("max_memory_allocated")))
+    generated = {}
 peak = json.load(open(report))["peak"]
 
 # Replay. torch's trace records each allocation's requested size, while allocated_bytes (and
@@ -65,16 +80,47 @@ torch_dir = os.path.dirname(torch.__file__) + os.sep
 stdlib = tuple(sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib"))
 
 
+def short(name):
+    """A function's name as memprof matches a compiled frame to a running one (dynamo's resumed
+    rest after a graph break is the function's own)."""
+    name = name.rsplit(".", 1)[-1]
+    if name.startswith("torch_dynamo_resume_in_") and "_at_" in name:
+        name = name[len("torch_dynamo_resume_in_"):].rsplit("_at_", 1)[0]
+    return name
+
+
+def expanded(frames):
+    """The frames with each generated line replaced by its FX node's frames (innermost first),
+    as memprof's site finder reads them: the compiled region's own function, which dynamo runs
+    as transformed code standing at its first line, is not read again after them."""
+    root = None
+    for f in frames:
+        mapped = generated.get(f"{f['filename']}:{f['line']}")
+        if mapped is not None:
+            yield from ({"filename": m[0], "line": m[1]} for m in mapped)
+            root = (mapped[-1][0], short(mapped[-1][2])) if mapped else None
+            continue
+        if root is not None and not skipped(f["filename"]):
+            if (f["filename"], short(f.get("name", ""))) == root:
+                continue
+            root = None
+        yield f
+
+
+def skipped(name):
+    """Whether memprof looks through a file: torch's, the standard library's, memprof's own and
+    inductor's generated files."""
+    if name.startswith(("<frozen", "<memprof", torch_dir)) or "/torchinductor_" in name:
+        return True
+    return "/site-packages/" not in name and name.startswith(stdlib)
+
+
 def site_of(frames):
     """memprof's rule (src/python/sites): the innermost frame outside torch, the standard
     library, memprof and inductor's generated files."""
-    for f in frames:
-        name = f["filename"]
-        if name.startswith(("<frozen", "<memprof", torch_dir)) or "/torchinductor_" in name:
-            continue
-        if "/site-packages/" not in name and name.startswith(stdlib):
-            continue
-        return (name, f["line"])
+    for f in expanded(frames):
+        if not skipped(f["filename"]):
+            return (f["filename"], f["line"])
     return None
 
 
@@ -120,5 +166,10 @@ print(f"{exact} of {len(set(mine) | set(replay))} sites equal the history's requ
       "the others hold large blocks the allocator did not split (at most 1 MiB more each)")
 print("reached:", json.dumps(peak["reached"]))
 print("categories:", json.dumps({f"{os.path.basename(s['file'])}:{s['line']}": s.get("categories") for s in peak["sites"][:8]}))
-print(f"peak-check: {'PASSED' if ok else 'FAILED'}")
+if compiled:
+    n_compiled = sum(1 for s in peak["sites"] if s.get("compiled"))
+    print(f"compiled sites: {n_compiled} of {len(peak['sites'])}, "
+          f"{sum(s['bytes'] for s in peak['sites'] if s.get('compiled'))} B")
+    ok &= n_compiled > 0
+print(f"peak-check{' --compiled' if compiled else ''}: {'PASSED' if ok else 'FAILED'}")
 sys.exit(0 if ok else 1)
