@@ -33,23 +33,7 @@ for round in $(seq "$rounds"); do
     one "$c-memprof-f" "$memprof" run -f train_step -o "$out/$c-f.json" $s
   done
 done
-python3 - "$out" "$cases" <<'PY'
-import json, os, statistics, sys
-out, cases = sys.argv[1], sys.argv[2].split()
-def medians(name):
-    path = os.path.join(out, name + ".txt")
-    rows = [json.loads(l.split("BENCH ", 1)[1]) for l in open(path)] if os.path.exists(path) else []
-    return [statistics.median(r["times"]) * 1e3 for r in rows]
-print("| step | variant | ms per step: min / median / max over rounds | ratio to python3 per round: median (min, max) |")
-print("| --- | --- | --- | --- |")
-for case in cases:
-    base = medians(case + "-python")
-    for variant, label in (("python", "python3"), ("memprof", "memprof (no flags)"), ("memprof-f", "memprof -f train_step")):
-        ms = medians(f"{case}-{variant}")
-        if not ms:
-            print(f"| {case} | {label} | (no data) | |")
-            continue
-        ratios = [m / b for m, b in zip(ms, base)]
-        print(f"| {case} | {label} | {min(ms):.2f} / {statistics.median(ms):.2f} / {max(ms):.2f} | "
-              f"{statistics.median(ratios):.3f}x ({min(ratios):.3f}, {max(ratios):.3f}) |")
-PY
+cd ..
+python3 benches/rounds_table.py "$out" \
+  "gpt2=GPT-2 124M compiled, bf16 autocast, fused AdamW, 8 x 1024;resnet50=resnet50 compiled, batch 64, AdamW" \
+  "python=python3;memprof=memprof run (no flags);memprof-f=memprof run -f train_step"

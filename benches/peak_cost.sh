@@ -38,27 +38,9 @@ for round in $(seq "$rounds"); do
     one resnet-after "$after" run -o "$out/r1.json" $w
   fi
 done
-python3 - "$out" <<'PY'
-import json, os, statistics, sys
-out = sys.argv[1]
-def medians(name):
-    path = os.path.join(out, name + ".txt")
-    rows = [json.loads(l.split("BENCH ", 1)[1]) for l in open(path)] if os.path.exists(path) else []
-    return [statistics.median(r["times"]) * 1e3 for r in rows]
-print("| step | variant | ms per step: min / median / max over rounds | ratio to python3 per round: median (min, max) |")
-print("| --- | --- | --- | --- |")
-for case, label in (("gpt2", "GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024"), ("resnet", "resnet50, batch 32, SGD")):
-    base = medians(f"{case}-python")
-    if not base:
-        continue
-    for variant, name in (("python", "python3"), ("before", "memprof, no peak (before)"), ("after", "memprof run, no flags")):
-        v = medians(f"{case}-{variant}")
-        if not v:
-            print(f"| {label} | {name} | failed | |"); continue
-        r = [a / b for a, b in zip(v, base)]
-        print(f"| {label} | {name} | {min(v):.2f} / {statistics.median(v):.2f} / {max(v):.2f} ms | "
-              f"{statistics.median(r):.3f}x ({min(r):.3f}, {max(r):.3f}) |")
-PY
+python3 benches/rounds_table.py "$out" \
+  "gpt2=GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024;resnet=resnet50, batch 32, SGD" \
+  "python=python3;before=memprof, no peak (before);after=memprof run, no flags"
 for f in "$out"/g1.json "$out"/r1.json; do
   [ -f "$f" ] && python3 -c "import json,sys; p=json.load(open(sys.argv[1])).get('peak'); print(sys.argv[1], 'peak', p and p['allocated_bytes'], 'sites', p and len(p['sites']))" "$f"
 done

@@ -130,18 +130,24 @@ def _frames(trace):
     return out
 
 
-def _moved(file, line, name, text):
-    """Where the line `text` of function `name` is now (the nearest to `line`), or None."""
+def _functions_named(file, name):
+    """The functions of `file` that a stack trace's `name` may be, as (first line, last line,
+    name, qualified name); the part of a function that dynamo resumes after a graph break is
+    named as the function."""
     resumed = _RESUME.fullmatch(name)
     if resumed:
         name = resumed.group(1)
     functions = _functions.get(file)
     if functions is None:
         functions = _functions[file] = _read_functions(file)
+    return [f for f in functions if f[2] == name]
+
+
+def _moved(file, line, name, text):
+    """Where the line `text` of function `name` is now (the nearest to `line`), or None."""
     found = [
         n
-        for first, last, fname, _ in functions
-        if fname == name
+        for first, last, _, _ in _functions_named(file, name)
         for n in range(first, last + 1)
         if linecache.getline(file, n).strip() == text
     ]
@@ -150,17 +156,10 @@ def _moved(file, line, name, text):
 
 def _qualname(file, line, name):
     """The qualified name of the function `name` around `line` of `file` (what a code object's
-    co_qualname would say; stack traces give only the name). The part of a function that
-    dynamo resumes after a graph break is named as the function."""
-    resumed = _RESUME.fullmatch(name)
-    if resumed:
-        name = resumed.group(1)
-    functions = _functions.get(file)
-    if functions is None:
-        functions = _functions[file] = _read_functions(file)
+    co_qualname would say; stack traces give only the name)."""
     best = None
-    for first, last, fname, qualname in functions:
-        if fname == name and first <= line <= last:
+    for first, last, _, qualname in _functions_named(file, name):
+        if first <= line <= last:
             if best is None or first >= best[0]:
                 best = (first, qualname)
     return best[1] if best else name
