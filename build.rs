@@ -23,6 +23,11 @@ fn main() {
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        // libtorch's release build defines NDEBUG, and its headers change with it: without it
+        // the shim saw fields that libtorch's objects do not have (RecordFunction's
+        // inputs_valid_, a padding byte there) and its debug checks read them, so a c10d op's
+        // inputs were refused whenever that byte happened to be 0.
+        .define("NDEBUG", None)
         .flag("-O2")
         .file("src/torch/cpp/shim.cpp")
         .file("src/torch/cpp/grad_hooks.cpp")
