@@ -26,7 +26,9 @@ VARIANTS = [
     ("mlp-max-autotune-no-cudagraphs", ["--mode", "max-autotune-no-cudagraphs"]),
     ("resnet50-compiled-autograd", ["--compiled-autograd"]),
 ]
-MODES = [[], ["-f", "train_step"], ["--modules"], ["-f", "train_step", "--tensors"]]
+MODES = [[], ["-f", "train_step"], ["--modules"], ["-f", "train_step", "--tensors"],
+         ["-f", "train_step", "--collectives"],
+         ["-f", "train_step", "--warmup", "1", "--history", os.path.join(OUT, "compiled_history.pickle")]]
 
 
 def readings(cmd, cache):
