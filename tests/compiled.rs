@@ -133,21 +133,10 @@ fn a_function_that_ran_compiled_gets_its_lines_forward_backward_and_across_a_gra
 
 #[test]
 fn the_program_prints_the_same_under_memprof() {
-    let args = ["compiled_lines.py", "--graph-break", "--module"];
-    let plain = python_output(&root().join("fixtures").join(args[0]), &args[1..]);
-    assert_eq!(plain.code, 0, "{}", plain.stderr);
-    for flags in [&[][..], &["-f", "Net.forward"], &["--modules"]] {
-        let mut all: Vec<&str> = flags.to_vec();
-        all.extend(args);
-        let r = run(&all);
-        assert_eq!(r.code, 0, "{flags:?}: {}", r.stderr);
-        assert!(
-            r.stdout.starts_with(&plain.stdout),
-            "{flags:?}:\n{}\nvs\n{}",
-            r.stdout,
-            plain.stdout
-        );
-    }
+    assert_prints_as_under_python(
+        &["compiled_lines.py", "--graph-break", "--module"],
+        &[&[], &["-f", "Net.forward"], &["--modules"]],
+    );
 }
 
 #[test]

@@ -433,18 +433,9 @@ fn modules_and_tensors_do_not_change_what_the_program_computes() {
 #[test]
 fn torch_func_transforms_inside_a_forward_run_as_without_memprof() {
     // torch.func.grad refuses to run under a saved-tensors hook; memprof's steps aside.
-    let plain = python_output(&root().join("fixtures").join("func_grad.py"), &[]);
-    assert_eq!(plain.code, 0, "{}", plain.stderr);
     let m = modules(&[], &["func_grad.py"]);
     assert_eq!(entry(&m, "l", "forward")["calls"], 1);
-    let r = run(&["--modules", "func_grad.py"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stdout.starts_with(&plain.stdout),
-        "{}\nvs\n{}",
-        r.stdout,
-        plain.stdout
-    );
+    assert_prints_as_under_python(&["func_grad.py"], &[&["--modules"]]);
 }
 
 #[test]

@@ -202,6 +202,26 @@ pub fn python_output(script: &Path, args: &[&str]) -> Run {
     finish(out)
 }
 
+/// Runs the fixture `args[0]` (with the rest of `args`) under plain python and under memprof with
+/// each of `flag_sets`, and checks that the program prints the same under memprof (memprof's own
+/// report follows it on stdout).
+pub fn assert_prints_as_under_python(args: &[&str], flag_sets: &[&[&str]]) {
+    let plain = python_output(&root().join("fixtures").join(args[0]), &args[1..]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    for flags in flag_sets {
+        let mut all: Vec<&str> = flags.to_vec();
+        all.extend(args);
+        let r = run(&all);
+        assert_eq!(r.code, 0, "{flags:?}: {}", r.stderr);
+        assert!(
+            r.stdout.starts_with(&plain.stdout),
+            "{flags:?}:\n{}\nvs\n{}",
+            r.stdout,
+            plain.stdout
+        );
+    }
+}
+
 /// `torchrun --standalone --nproc-per-node N --no-python memprof --device cpu run <args>`, run in
 /// `cwd`: a real multi-rank job (the fixtures use the gloo backend on the CPU).
 pub fn torchrun(nproc: u32, cwd: &Path, args: &[&str]) -> Run {
