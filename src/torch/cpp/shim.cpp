@@ -290,7 +290,8 @@ bool classify(const char* op, Kind& kind, size_t& arg) {
 }
 
 // Some c10d ops reach RecordFunction callbacks without their inputs (the dispatcher cannot box
-// their arguments: a Tensor[][], and in torch 2.11 _reduce_scatter_base_ too). When Python calls
+// their arguments: a Tensor[][], as allgather_'s; _reduce_scatter_base_, once thought to be one,
+// has them: it was refused by the NDEBUG mismatch that build.rs now avoids). When Python calls
 // the process group, memprof's wrapper says beforehand what the next c10d op on this thread
 // carries (`mp_collectives_expect`); the op is counted from its own inputs when it has them, else
 // from that.
