@@ -453,3 +453,63 @@ fn ddp_all_reduces_every_gradient_once_per_backward() {
         assert_eq!(bwd, &serde_json::json!({"all_reduce": calls * params}));
     }
 }
+
+#[test]
+fn with_no_flags_each_rank_explains_its_own_peak_and_merge_names_the_rank_of_the_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_string_lossy().into_owned();
+    let r = torchrun(
+        2,
+        dir.path(),
+        &["-o", "p.json", &multigpu_fixture("ddp.py"), &d, "--small"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The batch each rank trains on: rank 1's is 4x rank 0's (16 x 1024 float32 inputs).
+    let batch_bytes = |rank: i64| 16 * (if rank == 1 { 4 } else { 1 }) * 1024 * 4;
+    let at_x = |peak: &Value| -> Value {
+        peak["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["source"] == "x = torch.randn(batch, 1024, device=device)")
+            .cloned()
+            .unwrap_or_else(|| panic!("no site for x: {peak:#}"))
+    };
+    for rank in 0..2 {
+        let report = read_json(&dir.path().join(format!("p.rank{rank}.json")));
+        assert_eq!(report["metadata"]["process"]["rank"], rank);
+        let peak = &report["peak"];
+        let listed: i64 = peak["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["bytes"].as_i64().unwrap())
+            .sum();
+        let other = peak["other_sites"]["bytes"].as_i64().unwrap_or(0);
+        assert_eq!(peak["unseen_bytes"], 0, "{peak:#}");
+        assert_eq!(listed + other, peak["allocated_bytes"].as_i64().unwrap());
+        assert_eq!(at_x(peak)["bytes"], batch_bytes(rank), "rank {rank}");
+    }
+    let out = memprof()
+        .arg("merge")
+        .args(["--format", "json"])
+        .arg(dir.path().join("p.rank0.json"))
+        .arg(dir.path().join("p.rank1.json"))
+        .output()
+        .unwrap();
+    let merged = finish(out);
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let peak = &merged.json()["peak"];
+    let x = at_x(peak);
+    assert_eq!(
+        (
+            &x["bytes"]["max"],
+            &x["bytes"]["min"],
+            &x["bytes"]["max_rank"]
+        ),
+        (&batch_bytes(1).into(), &batch_bytes(0).into(), &1.into()),
+        "{x:#}"
+    );
+    assert_eq!(peak["ranks"].as_array().unwrap().len(), 2);
+    assert_eq!(peak["allocated_bytes"]["max_rank"], 1, "{peak:#}");
+}
