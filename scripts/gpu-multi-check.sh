@@ -4,7 +4,8 @@
 #   run(command="scripts/gpu-multi-check.sh", carry=[".device"], kind="nvidia-h200-x2")
 # DDP (rank 1 with a 4x batch, set_device after start-up) and an FSDP2 training step under
 # torchrun, each rank's report checked against what its program says itself; the merged view;
-# the launch forms; and the CPU multi-rank suite (tests/ranks.rs) on this build.
+# the launch forms; each rank's peak with no flags (DDP, FSDP2); and the CPU multi-rank suite
+# (tests/ranks.rs) on this build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -37,6 +38,15 @@ echo "== FSDP2: memprof run -f train_step --modules --collectives --depth 2 fsdp
 python3 scripts/multigpu_check.py fsdp "$out/fsdp" "$out/fsdp/f.{rank}.json" || status=1
 "$bin" show "$out/fsdp/f.0.json" || status=1
 "$bin" merge "$out"/fsdp/f.*.json || status=1
+
+echo "== the peak per rank (issue 24): memprof run with no flags, DDP and FSDP2"
+mkdir -p "$out/peak-ddp" "$out/peak-fsdp"
+(cd "$out/peak-ddp" && launch -o "p.{rank}.json" "$repo/fixtures/multigpu/ddp.py" "$out/peak-ddp") || status=1
+python3 scripts/multigpu_check.py ddp-peak "$out/peak-ddp" "$out/peak-ddp/p.{rank}.json" || status=1
+"$bin" merge "$out"/peak-ddp/p.*.json || status=1
+(cd "$out/peak-fsdp" && launch -o "p.{rank}.json" "$repo/fixtures/multigpu/fsdp.py" "$out/peak-fsdp") || status=1
+python3 scripts/multigpu_check.py fsdp-peak "$out/peak-fsdp" "$out/peak-fsdp/p.{rank}.json" || status=1
+"$bin" merge "$out"/peak-fsdp/p.*.json || status=1
 
 echo "== tests/ranks.rs (gloo on the CPU) with this build"
 MEMPROF_BIN=$bin MEMPROF_REPO=$repo MEMPROF_TEST_DEVICE=cpu .device/tests/ranks --test-threads 2 || status=1

@@ -3,6 +3,12 @@ program said itself (truth.rank{r}.json): the device each rank used, its peak, a
 parameter shards and collective bytes. Prints one line per check; exits 1 if any fails.
 
     python3 scripts/multigpu_check.py ddp|fsdp DIR REPORT_PATTERN   # e.g. DIR/f.rank{rank}.json
+    python3 scripts/multigpu_check.py ddp-peak|fsdp-peak DIR REPORT_PATTERN
+
+The -peak kinds check reports of runs with no flags (issue 24): each rank's peak is its own
+device's max_memory_allocated(), its sites sum to it with nothing unseen, DDP's input batch is at
+its line with each rank's own size (rank 1's is 4x), and FSDP2's peak has sites at the lines that
+run forward and backward.
 """
 import json
 import sys
@@ -36,12 +42,35 @@ def forward_row(report, module):
                 if e["module"] == module and e["phase"] == "forward")
 
 
+def check_peak(rank, report, truth):
+    peak = report["peak"]
+    parts = (sum(s["bytes"] for s in peak["sites"]) + (peak.get("other_sites") or {}).get("bytes", 0)
+             + peak["unseen_bytes"])
+    if truth["max_memory_allocated"] is not None:
+        check("the peak = max_memory_allocated()", peak["allocated_bytes"], truth["max_memory_allocated"])
+    check("Σ sites = the peak", parts, peak["allocated_bytes"])
+    check("unseen bytes", peak["unseen_bytes"], 0)
+    sources = [s["source"] for s in peak["sites"]]
+    if kind == "ddp-peak":
+        batch = (16 if truth["max_memory_allocated"] is None else 2048) * (4 if rank == 1 else 1)
+        x = next((s for s in peak["sites"] if s["source"] == "x = torch.randn(batch, 1024, device=device)"), None)
+        check("the input batch's site: this rank's batch x 1024 float32", x and x["bytes"], batch * 1024 * 4)
+    else:
+        check("a site at the line that runs backward", "loss.backward()" in sources, True)
+        check("a site in the forward", any(s["function"] in ("Block.forward", "Transformer.forward")
+                                          or s["source"] == "logits = model(tokens)" for s in peak["sites"]), True)
+    print("  sites:", "; ".join(f"{s['file'].rsplit('/', 1)[-1]}:{s['line']} {s['bytes']}" for s in peak["sites"][:6]))
+
+
 for rank in range(2):
     truth = load(f"{directory}/truth.rank{rank}.json")
     report = load(pattern.format(rank=rank))
     md = report["metadata"]
     print(f"rank {rank} ({md['device']['type']}:{md['device']['index']}, {md['device']['name']}):")
     check("rank in the report", md["process"]["rank"], rank)
+    if kind.endswith("-peak"):
+        check_peak(rank, report, truth)
+        continue
     step = function(report, "train_step")
     check("train_step's peak allocated_bytes.all.peak = max_memory_allocated()",
           step["peak_allocated_bytes"], truth["max_memory_allocated"])
