@@ -552,7 +552,9 @@ pub extern "C" fn mp_rust_allocation_event(
         };
         let totals = (has_totals != 0).then_some((total, reserved));
         if let Some(t) = lock().as_mut() {
-            if HAS_PENDING.swap(false, Ordering::AcqRel) {
+            // A load first: the swap's write on every allocation would bounce the flag's cache
+            // line between allocating threads.
+            if HAS_PENDING.load(Ordering::Acquire) && HAS_PENDING.swap(false, Ordering::AcqRel) {
                 let pending =
                     std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner()));
                 for (s, ids) in pending {
