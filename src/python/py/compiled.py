@@ -67,30 +67,20 @@ def _register(cache, module):
     # A file without a map (a CUDA-graph partition's wrapper has none) is still inductor's:
     # looked through, so its buffers are at the line that called the graph.
     starts, traces = cache.linemaps.get(path) or ((), ())
-    if not _traces_are_this_programs(traces):
+    # Each distinct trace's frames as written, read once (many lines share a node's trace).
+    written = {t: _FRAME.findall(t) for t in set(traces) if isinstance(t, str)}
+    if not _files_are_this_programs({f for frames in written.values() for f, _, _, _ in frames}):
         _warn_stale()
         return
-    parsed = {}
-    entries = []
-    for start, trace in zip(starts, traces):
-        if not isinstance(trace, str):
-            entries.append((int(start), []))
-            continue
-        frames = parsed.get(trace)
-        if frames is None:
-            frames = parsed[trace] = _frames(trace)
-        entries.append((int(start), frames))
+    frames = {t: _frames(w) for t, w in written.items()}
+    entries = [(int(start), frames.get(trace, [])) for start, trace in zip(starts, traces)]
     _memprof.register_compiled(path, entries)
 
 
-def _traces_are_this_programs(traces):
-    """Whether the stack traces name files this process has loaded. A graph that inductor's
-    cache had from another program's compile of the same graph keeps that program's traces
-    (they are not part of the cache key): its lines would be another program's."""
-    files = set()
-    for trace in traces:
-        if isinstance(trace, str):
-            files.update(f for f, _, _, _ in _FRAME.findall(trace))
+def _files_are_this_programs(files):
+    """Whether the files that stack traces name are files this process has loaded. A graph that
+    inductor's cache had from another program's compile of the same graph keeps that program's
+    traces (they are not part of the cache key): its lines would be another program's."""
     if not files:
         return True
     loaded = {os.path.abspath(sys.argv[0])} if sys.argv and sys.argv[0] else set()
@@ -113,14 +103,14 @@ def _warn_stale():
         )
 
 
-def _frames(trace):
-    """A stack trace's frames, innermost first, as (file, line, qualified name), each line
-    checked against the file as it is now: a graph from inductor's cache keeps the traces of
-    the compile that wrote it (they are not part of the cache key), so after an edit above a
-    line its number is stale. A frame whose text moved is found by its text in its function;
+def _frames(written):
+    """A stack trace's frames (as `_FRAME` reads them, outermost first), innermost first, as
+    (file, line, qualified name), each line checked against the file as it is now: a graph from
+    inductor's cache keeps the traces of the compile that wrote it (they are not part of the
+    cache key), so after an edit above a line its number is stale. A frame whose text moved is found by its text in its function;
     a chain with a frame that cannot be found is left out (its buffers stay at the caller)."""
     out = []
-    for file, line, name, text in reversed(_FRAME.findall(trace)):
+    for file, line, name, text in reversed(written):
         line = int(line)
         if text and linecache.getline(file, line).strip() != text.strip():
             line = _moved(file, line, name, text.strip())
