@@ -1,10 +1,11 @@
 //! The compiled lines of targeted functions: the tracker's allocations at compiled sites
 //! (`python::sites` attributes a compiled graph's buffers to the FX nodes' source frames) summed
 //! onto the lines of each targeted function those frames pass through.
+use super::source::SourceFiles;
 use crate::capture::peak::{TargetRange, Tracker};
 use crate::capture::recorder::FunctionRecord;
 use crate::model::compiled::{CompiledLine, CompiledLines, COMPILED_SEMANTICS};
-use crate::python::sites::{self, Place};
+use crate::python::sites;
 use std::collections::{BTreeMap, HashMap};
 
 /// What one line of a targeted function got from compiled graphs.
@@ -38,7 +39,7 @@ pub fn lines_by_function(
         return functions.iter().map(|_| None).collect();
     }
     let node_lines = sites::compiled_node_lines();
-    let mut files: HashMap<String, Vec<String>> = HashMap::new();
+    let mut files = SourceFiles::default();
     functions
         .iter()
         .enumerate()
@@ -67,32 +68,17 @@ pub fn lines_by_function(
                 sums.backward += backward;
                 sums.live_at_peak += live.get(site).copied().unwrap_or(0);
             }
-            for (file, function, line) in &node_lines {
-                let p = Place {
-                    file: file.clone(),
-                    line: *line,
-                    function: function.clone(),
-                };
-                if sites::in_target(&p, &t) {
-                    by_line.entry(*line).or_default();
-                }
+            for p in node_lines.iter().filter(|p| sites::in_target(p, &t)) {
+                by_line.entry(p.line).or_default();
             }
             if by_line.is_empty() {
                 return None;
             }
-            let text = files.entry(f.file.clone()).or_insert_with(|| {
-                std::fs::read_to_string(&f.file)
-                    .map(|t| t.lines().map(str::to_string).collect())
-                    .unwrap_or_default()
-            });
             let lines = by_line
                 .into_iter()
                 .map(|(line, s)| CompiledLine {
                     line,
-                    source: text
-                        .get((line as usize).saturating_sub(1))
-                        .map(|l| l.to_string())
-                        .unwrap_or_default(),
+                    source: files.line(&f.file, line).to_string(),
                     allocations: s.allocations,
                     allocated_bytes: s.allocated,
                     backward_allocated_bytes: s.backward,

@@ -106,28 +106,31 @@ struct CodeInfo {
     function: u64,
 }
 
-/// What names a function across real and compiled frames: its file and name, hashed. The name
-/// alone, not the qualified one: dynamo runs the part of a function after a graph break as
-/// `torch_dynamo_resume_in_<name>_at_<line>`, whose qualified name has no class.
+/// The name that real and compiled frames of one function share: the name alone, not the
+/// qualified one (a stack trace names a function, a code object qualifies it), and dynamo's
+/// `torch_dynamo_resume_in_<name>_at_<line>`, the part of a function after a graph break, as
+/// `<name>`.
+fn function_name(qualname: &str) -> &str {
+    let name = qualname.rsplit('.').next().unwrap_or(qualname);
+    name.strip_prefix("torch_dynamo_resume_in_")
+        .and_then(|rest| rest.rsplit_once("_at_"))
+        .map_or(name, |(inner, _)| inner)
+}
+
+/// What names a function across real and compiled frames: its file and `function_name`, hashed.
 pub(crate) fn function_key(file: &str, qualname: &str) -> u64 {
     use std::hash::{Hash, Hasher};
-    let name = qualname.rsplit('.').next().unwrap_or(qualname);
-    let name = name
-        .strip_prefix("torch_dynamo_resume_in_")
-        .and_then(|rest| rest.rsplit_once("_at_"))
-        .map_or(name, |(inner, _)| inner);
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (file, name).hash(&mut h);
+    (file, function_name(qualname)).hash(&mut h);
     h.finish()
 }
 
 /// Whether `p` is a frame of the targeted function `t`: its file, within its lines, of a function
-/// of its name (a stack trace names a function, a code object qualifies it; dynamo's resumed rest
-/// after a graph break is the function's own).
+/// of its name (`function_name`).
 pub fn in_target(p: &Place, t: &peak::TargetRange) -> bool {
     p.file == t.file
         && (t.first_line..=t.last_line.max(t.first_line)).contains(&p.line)
-        && function_key("", &p.function) == function_key("", &t.qualname)
+        && function_name(&p.function) == function_name(&t.qualname)
 }
 
 /// A frame as the site finder weighs it: one that ran, or one a compiled line stands for.
@@ -434,10 +437,9 @@ pub fn compiled_chains() -> Vec<(u32, Vec<Vec<Place>>)> {
         .unwrap_or_default()
 }
 
-/// Every source line that an FX node of a loaded compiled graph came from, as (file, qualified
-/// name, line), per torch's line maps (a node whose kernel was fused into a later node's is not
-/// among them).
-pub fn compiled_node_lines() -> std::collections::BTreeSet<(String, String, u32)> {
+/// Every source line that an FX node of a loaded compiled graph came from, per torch's line maps
+/// (a node whose kernel was fused into a later node's is not among them).
+pub fn compiled_node_lines() -> std::collections::HashSet<Place> {
     TABLE
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -446,7 +448,7 @@ pub fn compiled_node_lines() -> std::collections::BTreeSet<(String, String, u32)
             t.line_maps
                 .values()
                 .flat_map(|m| m.frames())
-                .map(|v| (v.place.file.clone(), v.place.function.clone(), v.place.line))
+                .map(|v| v.place.clone())
                 .collect()
         })
         .unwrap_or_default()
