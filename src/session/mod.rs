@@ -5,6 +5,7 @@ pub mod build;
 mod compiled;
 mod peak;
 pub mod sections;
+mod source;
 
 use crate::capture::interrupt::Ending;
 use crate::capture::recorder::{self, Recorder};

@@ -2,6 +2,7 @@
 //! site table (`python::sites`), with source text, categories matched from the storages the
 //! program held at its end, the largest sites listed and the rest summed, and the next `-f`
 //! to run.
+use super::source::SourceFiles;
 use crate::capture::peak::{Composition, Role, Tracker, UNKNOWN_SITE};
 use crate::model::peak::{OtherSites, Peak, PeakSite, Place, Reached, SiteAt, PEAK_SEMANTICS};
 use crate::python::sites::{self, Site};
@@ -14,7 +15,7 @@ const NEXT_TARGETS: usize = 3;
 /// storages' categories.
 pub struct Namer {
     sites: Vec<Site>,
-    files: HashMap<String, Vec<String>>,
+    files: SourceFiles,
     /// data_ptr -> category, as the program's models and optimizers held them at the end.
     roles: HashMap<u64, String>,
     /// How many sites a record lists.
@@ -25,27 +26,15 @@ impl Namer {
     pub fn new(roles: Vec<(u64, String)>, listed: usize) -> Namer {
         Namer {
             sites: sites::sites(),
-            files: HashMap::new(),
+            files: SourceFiles::default(),
             roles: roles.into_iter().collect(),
             listed,
         }
     }
 
-    fn source(&mut self, file: &str, line: u32) -> String {
-        let lines = self.files.entry(file.to_string()).or_insert_with(|| {
-            std::fs::read_to_string(file)
-                .map(|t| t.lines().map(str::to_string).collect())
-                .unwrap_or_default()
-        });
-        lines
-            .get((line as usize).saturating_sub(1))
-            .map(|l| l.trim().to_string())
-            .unwrap_or_default()
-    }
-
     fn place(&mut self, p: &sites::Place) -> Place {
         Place {
-            source: self.source(&p.file, p.line),
+            source: self.files.line(&p.file, p.line).trim().to_string(),
             file: p.file.clone(),
             line: p.line,
             function: p.function.clone(),
