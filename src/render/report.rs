@@ -74,8 +74,7 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
         if ran_eagerly || f.compiled.is_none() {
             super::table::render_function(&mut out, p, f, fit);
         } else {
-            let _ = writeln!(out, "File: {}", f.file);
-            let _ = writeln!(out, "Function: {} at line {}", f.qualname, f.first_line);
+            super::table::render_heading(&mut out, f);
         }
         if let Some(compiled) = &f.compiled {
             super::compiled::render(&mut out, &f.qualname, compiled, ran_eagerly, width);

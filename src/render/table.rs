@@ -11,10 +11,15 @@ use std::fmt::Write;
 /// The source text is never cut shorter than this, even when the numbers alone are too wide.
 const NARROWEST_SOURCE: usize = 12;
 
-pub fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile, fit: Option<Fit>) {
-    let m = &p.metadata;
+/// The lines that name a function: its file, and its name and first line.
+pub fn render_heading(out: &mut String, f: &FunctionProfile) {
     let _ = writeln!(out, "File: {}", f.file);
     let _ = writeln!(out, "Function: {} at line {}", f.qualname, f.first_line);
+}
+
+pub fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile, fit: Option<Fit>) {
+    let m = &p.metadata;
+    render_heading(out, f);
     let peak = f
         .peak_allocated_bytes
         .map(units::bytes)
