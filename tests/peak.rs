@@ -34,24 +34,6 @@ fn sites(report: &Value) -> (&Value, Vec<SiteRow>) {
     (peak, sites)
 }
 
-/// Σ sites + the other sites + the unseen bytes: the peak, exactly.
-fn assert_sums_to_the_peak(peak: &Value) {
-    let listed: i64 = peak["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["bytes"].as_i64().unwrap())
-        .sum();
-    let other = peak["other_sites"]["bytes"].as_i64().unwrap_or(0);
-    let unseen = peak["unseen_bytes"].as_i64().unwrap();
-    assert_eq!(
-        listed + other + unseen,
-        peak["allocated_bytes"].as_i64().unwrap(),
-        "{peak}"
-    );
-    assert_eq!(unseen, 0, "memprof saw every allocation: {peak}");
-}
-
 fn site<'a>(peak: &'a Value, needle: &str) -> &'a Value {
     peak["sites"]
         .as_array()

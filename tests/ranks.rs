@@ -479,15 +479,7 @@ fn with_no_flags_each_rank_explains_its_own_peak_and_merge_names_the_rank_of_the
         let report = read_json(&dir.path().join(format!("p.rank{rank}.json")));
         assert_eq!(report["metadata"]["process"]["rank"], rank);
         let peak = &report["peak"];
-        let listed: i64 = peak["sites"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["bytes"].as_i64().unwrap())
-            .sum();
-        let other = peak["other_sites"]["bytes"].as_i64().unwrap_or(0);
-        assert_eq!(peak["unseen_bytes"], 0, "{peak:#}");
-        assert_eq!(listed + other, peak["allocated_bytes"].as_i64().unwrap());
+        assert_sums_to_the_peak(peak);
         assert_eq!(at_x(peak)["bytes"], batch_bytes(rank), "rank {rank}");
     }
     let out = memprof()

@@ -202,6 +202,24 @@ pub fn python_output(script: &Path, args: &[&str]) -> Run {
     finish(out)
 }
 
+/// Σ sites + the other sites + the unseen bytes: the peak, exactly.
+pub fn assert_sums_to_the_peak(peak: &Value) {
+    let listed: i64 = peak["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["bytes"].as_i64().unwrap())
+        .sum();
+    let other = peak["other_sites"]["bytes"].as_i64().unwrap_or(0);
+    let unseen = peak["unseen_bytes"].as_i64().unwrap();
+    assert_eq!(
+        listed + other + unseen,
+        peak["allocated_bytes"].as_i64().unwrap(),
+        "{peak}"
+    );
+    assert_eq!(unseen, 0, "memprof saw every allocation: {peak}");
+}
+
 /// Runs the fixture `args[0]` (with the rest of `args`) under plain python and under memprof with
 /// each of `flag_sets`, and checks that the program prints the same under memprof (memprof's own
 /// report follows it on stdout).
