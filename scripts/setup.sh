@@ -20,6 +20,16 @@ if ! .venv/bin/python -c 'import numpy' 2>/dev/null; then
   echo "setup: installing numpy into .venv" >&2
   .venv/bin/python -m pip install --quiet --disable-pip-version-check numpy
 fi
+# What the in-process front end is tested with: pytest (the plugin), and a real Jupyter kernel.
+if ! .venv/bin/python -c 'import pytest, ipykernel, nbclient, nbformat' 2>/dev/null; then
+  echo "setup: installing pytest, ipykernel, nbclient and nbformat into .venv" >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    'pytest>=8' ipykernel nbclient nbformat
+fi
+# `import memprof`, its pytest plugin and `%load_ext memprof` in .venv, from this checkout: the
+# package's Python files in place (a .pth, as an editable install has), its entry points, and
+# the native core that cargo builds (target/*/libmemprof.so, found by src/wheel/memprof/_core.py).
+.venv/bin/python scripts/dev_install.py
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1
 if [ "$profile" = release ]; then
   cargo build --release --locked

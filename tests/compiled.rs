@@ -140,7 +140,8 @@ fn the_program_prints_the_same_under_memprof() {
 }
 
 #[test]
-fn lines_moved_by_an_edit_are_found_though_inductors_cache_keeps_the_old_numbers() {
+fn lines_moved_by_an_edit_or_a_checkout_elsewhere_are_found_though_inductors_cache_keeps_the_old_ones(
+) {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("inductor-cache");
     let script = dir.path().join("moved.py");
@@ -152,8 +153,9 @@ fn lines_moved_by_an_edit_are_found_though_inductors_cache_keeps_the_old_numbers
                 \n\
                 a = torch.randn(64, 64)\n\
                 kept = torch.compile(two)(a, a)\n";
-    let report_of = |text: &str| {
-        std::fs::write(&script, text).unwrap();
+    let report_of = |script: &std::path::Path, text: &str| {
+        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+        std::fs::write(script, text).unwrap();
         let out = dir.path().join("r.json");
         let r = finish(
             memprof()
@@ -162,18 +164,19 @@ fn lines_moved_by_an_edit_are_found_though_inductors_cache_keeps_the_old_numbers
                 .arg(&out)
                 .arg("-f")
                 .arg("two")
-                .arg(&script)
+                .arg(script)
                 .output()
                 .expect("memprof starts"),
         );
         assert_eq!(r.code, 0, "{}", r.stderr);
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(v["warnings"], serde_json::json!([]), "{v:#}");
         compiled_lines(&v, "two")
             .iter()
             .map(|l| (l.0, l.2))
             .collect::<Vec<_>>()
     };
-    let before = report_of(body);
+    let before = report_of(&script, body);
     // (sin is computed into the second matmul's buffer.)
     assert_eq!(
         before,
@@ -181,10 +184,14 @@ fn lines_moved_by_an_edit_are_found_though_inductors_cache_keeps_the_old_numbers
         "compiled fresh"
     );
     // Three lines above: the same graph, from the cache, with the old numbers in its map.
-    let after = report_of(&format!("# one\n# two\n# three\n{body}"));
+    let after = report_of(&script, &format!("# one\n# two\n# three\n{body}"));
     assert_eq!(
         after,
         [(7, 64 * 64 * 4), (8, 64 * 64 * 4)],
         "from the cache"
     );
+    // Another checkout of the same code: the cache's traces name the first one's file.
+    let elsewhere = dir.path().join("other-checkout").join("moved.py");
+    let there = report_of(&elsewhere, body);
+    assert_eq!(there, before, "from the cache, compiled in another folder");
 }

@@ -57,6 +57,9 @@ pub struct Options {
     /// `--history`: the file to write, and how many events to keep.
     pub history: Option<String>,
     pub history_max_entries: u64,
+    /// An in-process session (`memprof.profile`), not the command: nothing is installed that
+    /// cannot be taken off at its end.
+    pub in_process: bool,
 }
 
 /// Facts gathered from Python for the report.
@@ -198,6 +201,14 @@ pub fn run(program: &Program) -> Result<RunFacts> {
         }
         let mut outcome = outcome_of(py, result);
         shutdown(py, &mut outcome);
+        Ok(collect(py, &boot, outcome))
+    })
+}
+
+/// The program (or an in-process session) has ended with `outcome`: every hook stops, and what
+/// Python and the hooks know is gathered for the report.
+pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outcome) -> RunFacts {
+    {
         // What the report's own work allocates is not the program's.
         crate::capture::peak::stop();
         interrupt::set_script_running(false);
@@ -251,7 +262,7 @@ pub fn run(program: &Program) -> Result<RunFacts> {
             .and_then(|v| v.extract())
             .unwrap_or_default();
         flush_stdio(py);
-        Ok(RunFacts {
+        RunFacts {
             outcome,
             python_version,
             torch_version,
@@ -260,11 +271,12 @@ pub fn run(program: &Program) -> Result<RunFacts> {
             hook_events: tracing::hook_events(),
             warnings,
             collected,
-        })
-    })
+        }
+    }
 }
 
-fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+/// memprof's Python side, loaded afresh (its modules' state is one run's or one session's).
+pub(crate) fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = ext::create(py)?;
     py.import("sys")?
         .getattr("modules")?

@@ -181,11 +181,22 @@ pub fn render(
                 }
             })
             .collect();
-        let _ = writeln!(
-            out,
-            "\nline by line, next: memprof run {} {script}",
-            flags.join(" ")
-        );
+        if script.starts_with('<') {
+            // An in-process session (`memprof.profile`, the magics, the pytest plugin).
+            let names: Vec<String> = peak.next_targets.iter().map(|t| format!("{t:?}")).collect();
+            let _ = writeln!(
+                out,
+                "\nline by line, next: memprof.profile({}) (or %memprof {})",
+                names.join(", "),
+                flags.join(" ")
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "\nline by line, next: memprof run {} {script}",
+                flags.join(" ")
+            );
+        }
     }
 }
 

@@ -101,7 +101,10 @@ pub fn build(
 fn function_profile(recorder: &Recorder, f: &FunctionRecord, schedule: bool) -> FunctionProfile {
     let source = match &f.source {
         Some(text) => text.clone(),
-        None => std::fs::read_to_string(&f.file).unwrap_or_default(),
+        None => std::fs::read_to_string(&f.file)
+            .ok()
+            .or_else(|| crate::python::ext::file_text(&f.file))
+            .unwrap_or_default(),
     };
     let source_lines: Vec<&str> = source.lines().collect();
     let keys: Vec<&str> = recorder

@@ -29,11 +29,23 @@ const NOTHING_TARGETED: &str =
 /// Runs the program under the recorder and builds its report (without budgets: the caller
 /// checks them).
 pub fn run(config: &RunConfig) -> Result<Finished> {
+    begin(config)?;
+    let facts = runner::run(&program(config))?;
+    Ok(finish(config, facts))
+}
+
+/// The recorder installed for `config`, before anything runs (the command's run, or an
+/// in-process session).
+pub fn begin(config: &RunConfig) -> Result<()> {
     install_recorder(config);
     if config.collectives {
         torch::collectives::enable()?;
     }
-    let mut facts = runner::run(&program(config))?;
+    Ok(())
+}
+
+/// The report of what ran since `begin`, from the recorder and what Python gathered (`facts`).
+pub fn finish(config: &RunConfig, mut facts: runner::RunFacts) -> Finished {
     if config.collectives {
         torch::collectives::disable();
     }
@@ -60,7 +72,7 @@ pub fn run(config: &RunConfig) -> Result<Finished> {
     if let Some(collected) = collected {
         add_sections(&mut profile, collected, config);
     }
-    Ok(Finished { profile, exit_code })
+    Finished { profile, exit_code }
 }
 
 /// The one recorder of the run, measuring what `config` chose.
@@ -192,7 +204,7 @@ fn add_sections(
 /// What the Python side runs, and the options its bootstrap is installed with. The schedule's
 /// policy for module calls is decided here: with -f they follow the targets' measured calls;
 /// without, the module tracker counts each root module's calls itself.
-fn program(config: &RunConfig) -> Program {
+pub fn program(config: &RunConfig) -> Program {
     let by_targets = !config.program.targets.is_empty();
     let index = config.source.cuda_index();
     Program {
@@ -214,6 +226,7 @@ fn program(config: &RunConfig) -> Program {
                 .as_ref()
                 .map(|p| p.to_string_lossy().into_owned()),
             history_max_entries: config.history_max_entries,
+            in_process: false,
         },
     }
 }

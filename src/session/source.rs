@@ -1,4 +1,5 @@
-//! The program's source files as a report quotes them: each read once, by line.
+//! The program's source files as a report quotes them: each read once, by line (a file that
+//! is not on disk, a notebook cell's, as Python's linecache had it).
 use std::collections::HashMap;
 
 #[derive(Default)]
@@ -11,6 +12,8 @@ impl SourceFiles {
     pub fn line(&mut self, file: &str, line: u32) -> &str {
         let lines = self.files.entry(file.to_string()).or_insert_with(|| {
             std::fs::read_to_string(file)
+                .ok()
+                .or_else(|| crate::python::ext::file_text(file))
                 .map(|t| t.lines().map(str::to_string).collect())
                 .unwrap_or_default()
         });

@@ -74,9 +74,16 @@ pub fn memprof() -> Command {
         "MEMPROF_TEST_DEVICE",
         if on_cuda() { "cuda" } else { "cpu" },
     );
+    cmd.env("TORCHINDUCTOR_CACHE_DIR", inductor_cache());
     cmd.current_dir(root().join("fixtures"));
     cmd.stdin(Stdio::null());
     cmd
+}
+
+/// torch.compile's cache for the tests: this checkout's own, never the machine's (whose entries
+/// may come from another checkout's compile of the same fixtures).
+pub fn inductor_cache() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("torchinductor")
 }
 
 pub struct Run {
@@ -192,6 +199,7 @@ pub fn python_output(script: &Path, args: &[&str]) -> Run {
         .arg(script)
         .args(args)
         .current_dir(root().join("fixtures"))
+        .env("TORCHINDUCTOR_CACHE_DIR", inductor_cache())
         .env(
             "MEMPROF_TEST_DEVICE",
             if on_cuda() { "cuda" } else { "cpu" },

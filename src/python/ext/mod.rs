@@ -8,6 +8,7 @@ pub mod saved;
 use crate::capture::recorder;
 use crate::torch;
 use pyo3::prelude::*;
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Warnings raised while the script ran (shown in the report).
@@ -41,6 +42,33 @@ fn register(
 fn set_source(code: &Bound<'_, PyAny>, text: String) {
     let ptr = code.as_ptr() as usize;
     recorder::with(|r| r.set_source(ptr, text));
+}
+
+/// The text of source files that are not on disk (notebook cells, `exec`'d strings), by file
+/// name, as Python's linecache has it: what the report quotes of their lines.
+static FILE_TEXTS: Mutex<Option<HashMap<String, String>>> = Mutex::new(None);
+
+#[pyfunction]
+fn file_texts(texts: HashMap<String, String>) {
+    FILE_TEXTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .extend(texts);
+}
+
+/// The text of a source file that is not on disk, if Python had it.
+pub fn file_text(file: &str) -> Option<String> {
+    FILE_TEXTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|t| t.get(file).cloned())
+}
+
+/// Forgets the texts (an in-process session's end).
+pub fn forget_file_texts() {
+    *FILE_TEXTS.lock().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 /// Records a warning for the report.
@@ -150,6 +178,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "_memprof")?;
     m.add_function(wrap_pyfunction!(register, &m)?)?;
     m.add_function(wrap_pyfunction!(warn, &m)?)?;
+    m.add_function(wrap_pyfunction!(file_texts, &m)?)?;
     m.add_function(wrap_pyfunction!(set_source, &m)?)?;
     m.add_function(wrap_pyfunction!(before_os_exit, &m)?)?;
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;

@@ -186,6 +186,10 @@ def _resolve_in_loaded_module(target):
         activate(code, target.spec)
 
 
+# What the import hook replaced: (class, its own get_code), for an in-process session's end.
+_unwrap = []
+
+
 def _install_import_hook():
     import importlib._bootstrap_external as ext
 
@@ -204,6 +208,7 @@ def _install_import_hook():
 
         get_code.__wrapped__ = original
         cls.get_code = get_code
+        _unwrap.append((cls, original))
 
     wrap(ext.SourceLoader)
     wrap(ext.SourcelessFileLoader)
@@ -339,6 +344,102 @@ def install(specs, script_path, options):
     _report_before_os_exit()
     import threading
     threading.settrace(_thread_started)
+
+
+def install_in_process(specs, codes, options):
+    """`memprof.profile` in an interpreter that is already running (src/inprocess): the targets
+    named by `specs` are found in the code loaded now and in modules imported from now on;
+    `codes` are (code object, label) of callables given directly. `uninstall` undoes it all."""
+    _install_reports(options)
+    import _memprof_peak
+
+    _memprof_peak.install(None)
+    global _system_dirs
+    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        dirs.add(os.path.join(prefix, "lib"))
+    _system_dirs = tuple(os.path.realpath(d) + os.sep for d in dirs)
+    _targets.extend(Target(s) for s in specs)
+    _unscoped_targets.extend(t for t in _targets if not t.is_scoped())
+    if _MONITORING:
+        _start_monitoring()
+    _memprof.set_finisher(finish_schedule)
+    _install_import_hook()
+    for t in _targets:
+        if t.module is not None:
+            _resolve_in_loaded_module(t)
+    if _unscoped_targets:
+        for code in _loaded_user_codes():
+            _seen.add(code.co_qualname)
+            for t in _unscoped_targets:
+                if t.qual == MODULE_CODE:
+                    continue
+                if t.matches(code) and code not in t.matched:
+                    t.matched.append(code)
+                    activate(code, t.spec)
+    for code, label in codes:
+        activate(code, label)
+    import threading
+    threading.settrace(_thread_started)
+
+
+def _texts_not_on_disk():
+    """{file: text} of the source files Python has in linecache that are not on disk (notebook
+    cells, IPython's `exec`'d strings): an in-process report quotes their lines from these."""
+    import linecache
+
+    out = {}
+    for name, entry in list(linecache.cache.items()):
+        if len(entry) == 4 and entry[2] and not os.path.isfile(name):
+            out[name] = "".join(entry[2])
+    return out
+
+
+def _loaded_user_codes():
+    """The code objects of the functions the user's loaded modules define (the interactive
+    namespace, `__main__`, included), nested functions too: what a bare `-f` name may mean in an
+    interpreter that has been running for a while."""
+    out = []
+    seen = set()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("_memprof") or not hasattr(module, "__dict__"):
+            continue
+        filename = getattr(module, "__file__", None) or ""
+        if name != "__main__" and not (filename and _is_user_file(filename)):
+            continue
+        try:
+            values = list(vars(module).values())
+        except Exception:
+            continue
+        for obj in values:
+            if getattr(obj, "__module__", None) != name:
+                continue
+            candidates = list(vars(obj).values()) if isinstance(obj, type) else [obj]
+            for c in candidates:
+                for code in _codes_along(c):
+                    for inner in _walk(code):
+                        if id(inner) not in seen:
+                            seen.add(id(inner))
+                            out.append(inner)
+    return out
+
+
+def uninstall():
+    """The end of an in-process session: every hook off, every patch undone, nothing of
+    memprof left running in the program."""
+    import threading
+
+    threading.settrace(None)
+    if _options is not None and _options.modules:
+        import _memprof_modules
+
+        _memprof_modules.uninstall()
+    while _unwrap:
+        cls, original = _unwrap.pop()
+        cls.get_code = original
+    import _memprof_imports
+
+    _memprof_imports.clear()
 
 
 def compile_script(path):
@@ -502,7 +603,9 @@ def _install_reports(options):
     _options = options
     import _memprof_oom
 
-    _memprof_oom.install(options)
+    if not options.in_process:
+        # torch's out-of-memory observer cannot be taken off again: the command's alone.
+        _memprof_oom.install(options)
     if options.history:
         import _memprof_history
 
@@ -644,6 +747,8 @@ def report(device_index):
         modules = _memprof_modules.report()
     import _memprof_oom
 
+    if _options.in_process:
+        _memprof.file_texts(_texts_not_on_disk())
     history = None
     if _options.history:
         import _memprof_history

@@ -69,27 +69,53 @@ def _register(cache, module):
     starts, traces = cache.linemaps.get(path) or ((), ())
     # Each distinct trace's frames as written, read once (many lines share a node's trace).
     written = {t: _FRAME.findall(t) for t in set(traces) if isinstance(t, str)}
-    if not _files_are_this_programs({f for frames in written.values() for f, _, _, _ in frames}):
+    moved = _this_programs_files({f for frames in written.values() for f, _, _, _ in frames})
+    if moved is None:
         _warn_stale()
         return
+    if moved:
+        written = {t: [(moved.get(f, f), n, q, x) for f, n, q, x in w] for t, w in written.items()}
     frames = {t: _frames(w) for t, w in written.items()}
     entries = [(int(start), frames.get(trace, [])) for start, trace in zip(starts, traces)]
     _memprof.register_compiled(path, entries)
 
 
-def _files_are_this_programs(files):
-    """Whether the files that stack traces name are files this process has loaded. A graph that
-    inductor's cache had from another program's compile of the same graph keeps that program's
-    traces (they are not part of the cache key): its lines would be another program's."""
+def _this_programs_files(files):
+    """The files that stack traces name, as files this process has loaded: {} when they are
+    those, a map from each other path to this program's copy of the same file (the graph came
+    from inductor's cache, compiled by a checkout of the same code elsewhere: stack traces are
+    not part of the cache key), or None when some file is not this program's at all. Each
+    frame's text is still checked against the file (`_frames`)."""
     if not files:
-        return True
+        return {}
     loaded = {os.path.abspath(sys.argv[0])} if sys.argv and sys.argv[0] else set()
     for module in list(sys.modules.values()):
         f = getattr(module, "__file__", None)
         if f:
             loaded.add(f)
             loaded.add(os.path.abspath(f))
-    return files <= loaded
+    moved = {}
+    for f in files - loaded:
+        copy = _same_file_elsewhere(f, loaded)
+        if copy is None:
+            return None
+        moved[f] = copy
+    return moved
+
+
+def _same_file_elsewhere(path, loaded):
+    """The loaded file with the same name whose path ends the most like `path`'s (one with the
+    same name and folder beats one with the same name only); None if none has its name."""
+    parts = path.split(os.sep)
+    best, best_len = None, 0
+    for f in loaded:
+        other = f.split(os.sep)
+        n = 0
+        while n < min(len(parts), len(other)) and parts[-1 - n] == other[-1 - n]:
+            n += 1
+        if n > best_len:
+            best, best_len = f, n
+    return best
 
 
 def _warn_stale():

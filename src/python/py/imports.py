@@ -14,6 +14,8 @@ def after_import(name, callback):
         return
 
     class Finder(importlib.abc.MetaPathFinder):
+        memprof_waits_for = name
+
         def find_spec(self, fullname, path, target=None):
             if fullname != name:
                 return None
@@ -35,3 +37,8 @@ def after_import(name, callback):
             return spec
 
     sys.meta_path.insert(0, Finder())
+
+
+def clear():
+    """Stops waiting for modules not imported yet (the end of an in-process session)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not hasattr(f, "memprof_waits_for")]

@@ -43,7 +43,8 @@ def _spellings(path):
 
 def install(script_path):
     tools = []
-    for name in ("torch", "triton"):
+    # memprof's own package (the in-process front end's frames: the magics, the plugin).
+    for name in ("torch", "triton", "memprof"):
         d = _package_dir(name)
         if d:
             tools += _spellings(d)

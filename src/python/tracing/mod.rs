@@ -127,21 +127,40 @@ fn after_event(
     finished
 }
 
-/// The bootstrap's `finish_schedule()`, called once the schedule is complete.
-static FINISHER: std::sync::OnceLock<Py<PyAny>> = std::sync::OnceLock::new();
+/// The bootstrap's `finish_schedule()`, called once the schedule is complete (each in-process
+/// session loads a bootstrap of its own, and sets its own).
+static FINISHER: Mutex<Option<Py<PyAny>>> = Mutex::new(None);
 
 #[pyfunction]
 fn set_finisher(finisher: Py<PyAny>) {
-    let _ = FINISHER.set(finisher);
+    *FINISHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(finisher);
 }
 
 /// Tells the bootstrap that every target had its measured calls (see `Recorder::take_finished`).
 fn finish_schedule(py: Python<'_>) {
-    if let Some(finisher) = FINISHER.get() {
+    let finisher = FINISHER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|f| f.clone_ref(py));
+    if let Some(finisher) = finisher {
         if let Err(e) = finisher.call0(py) {
             e.write_unraisable(py, None);
         }
     }
+}
+
+/// Forgets every target and counter, with the hook off: an in-process session's end (and its
+/// start, after a session of the same process).
+pub fn reset() {
+    // SAFETY: called with the GIL held (the in-process session's methods).
+    let py = unsafe { Python::assume_attached() };
+    stop_on_all_threads(py);
+    reset_targets();
+    HOOK_EVENTS.store(0, std::sync::atomic::Ordering::Relaxed);
+    FOREIGN_TRACER.store(false, std::sync::atomic::Ordering::Relaxed);
+    *FINISHER.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    KEEP.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
 /// Adds the hook's functions to the `_memprof` module.

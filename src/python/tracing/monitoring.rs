@@ -138,6 +138,9 @@ pub fn on_thread_start(py: Python<'_>) -> PyResult<()> {
 /// Monitoring was switched on by the bootstrap; nothing to do per thread.
 pub fn start_on_this_thread() {}
 
+/// Targets live in sys.monitoring's local events, which the bootstrap switches off itself.
+pub fn reset_targets() {}
+
 /// Monitoring is switched off by the bootstrap's `stop()`.
 pub fn stop_on_this_thread() {}
 

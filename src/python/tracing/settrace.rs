@@ -197,6 +197,21 @@ pub fn start_on_this_thread() {
     }
 }
 
+/// No code is targeted any more, and the script has not started (an in-process session's end).
+pub fn reset_targets() {
+    TARGET_CODES.store(std::ptr::null_mut(), Ordering::Release);
+    FILTER.store(0, Ordering::Release);
+    TARGETED.store(false, Ordering::SeqCst);
+    SCRIPT_STARTED.store(false, Ordering::SeqCst);
+    if let Some(codes) = GENERATOR_CODE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+    {
+        codes.clear();
+    }
+}
+
 /// The script has ended: no more hooks.
 pub fn stop_on_this_thread() {
     deactivate();

@@ -1,3 +1,25 @@
-"""memprof, a line-level memory profiler for PyTorch programs. The wheel's Python part only starts
-the binary (see _launcher); `memprof --help` says how to use it."""
-from ._build import VERSION as __version__  # noqa: F401
+"""memprof, a line-level memory profiler for PyTorch programs.
+
+- The `memprof` command (`memprof run -f train_step train.py`): see `memprof --help`; the wheel's
+  command is started by _launcher.
+- In your own Python: `memprof.profile` (a context manager and a decorator) gives a `Report`
+  (api); `%load_ext memprof` adds the `%memprof` and `%%memprof` magics (jupyter); the pytest
+  plugin's `@pytest.mark.limit_device_memory("1.5 GiB")` fails a test over its GPU memory limit
+  (pytest_plugin). All three run memprof's native core (the `memprof._native` extension) in the
+  interpreter that imports them.
+"""
+try:
+    from ._build import VERSION as __version__
+except ImportError:  # a development checkout (scripts/setup.sh), not the wheel
+    __version__ = "dev"
+
+from .api import Report, profile  # noqa: E402
+
+__all__ = ["Report", "profile", "load_ipython_extension"]
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext memprof`: the `%memprof` and `%%memprof` magics."""
+    from .jupyter import register
+
+    register(ipython)

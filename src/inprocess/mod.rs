@@ -1,0 +1,44 @@
+//! The in-process front end: the `memprof._native` Python extension, the same native core as
+//! the command, loaded into an interpreter that is already running (`import memprof`, the
+//! Jupyter magics, the pytest plugin; their Python halves are in src/wheel/memprof). A
+//! `Session` measures what runs between its start and its stop and gives the report the
+//! command would write, as JSON; `render` turns such a report into the command's table.
+mod session;
+
+use crate::model::profile::Profile;
+use crate::render::Format;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+/// A report's JSON text rendered as `format` (`table`, `yaml` or `json`) for a terminal of
+/// `width` columns (None: whole, as for a file).
+#[pyfunction]
+#[pyo3(name = "render", signature = (report, format="table", width=None))]
+fn render_report(report: &str, format: &str, width: Option<usize>) -> PyResult<String> {
+    let profile: Profile = serde_json::from_str(report)
+        .map_err(|e| PyValueError::new_err(format!("not a memprof run report: {e}")))?;
+    let format = match format {
+        "table" => Format::Table,
+        "yaml" => Format::Yaml,
+        "json" => Format::Json,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown format {other:?}: use table, yaml or json"
+            )))
+        }
+    };
+    Ok(crate::render::render_printed(
+        &profile, format, width, false,
+    ))
+}
+
+/// The module: `memprof._native` in the wheel (and in the development set-up).
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<session::Session>()?;
+    m.add_function(wrap_pyfunction!(session::start, m)?)?;
+    m.add_function(wrap_pyfunction!(render_report, m)?)?;
+    m.add("TORCH_VERSION", crate::torch::linked_version())?;
+    m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,181 @@
+//! One in-process measurement (`memprof.profile`): the command's recorder, peak tracker and
+//! bootstrap installed into the running interpreter at `start`, and everything taken off again
+//! at `stop`, which returns the command's report. One session at a time per process.
+use crate::cli::config::RunConfig;
+use crate::cli::{Cli, Command};
+use crate::model::profile::Outcome;
+use crate::python::{runner, tracing};
+use crate::render::{self, Format};
+use crate::{capture, session, torch};
+use clap::Parser;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// A session is running (sessions do not nest: there is one recorder).
+static RUNNING: AtomicBool = AtomicBool::new(false);
+/// The device the allocation reporter was installed for (installed once per device: libtorch
+/// keeps each installation on the thread's stack of debug infos).
+static REPORTER_DEVICE: Mutex<Option<Option<i32>>> = Mutex::new(None);
+
+#[pyclass(unsendable, module = "memprof._native")]
+pub struct Session {
+    config: RunConfig,
+    boot: Option<Py<PyModule>>,
+    /// allocated_bytes.all.current of the measured device when the session started.
+    #[pyo3(get)]
+    allocated_at_start: i64,
+}
+
+/// Starts measuring. `argv`: the command's options (`--device 1`, `--stat KEY`, `run`'s `-f
+/// NAME`, `--modules`, `--tensors`...), checked as the command checks them; `codes`: (code
+/// object, label) of callables to profile; `label`: what the report calls the program.
+#[pyfunction]
+pub fn start(
+    py: Python<'_>,
+    argv: Vec<String>,
+    codes: Vec<(Py<PyAny>, String)>,
+    label: String,
+) -> PyResult<Session> {
+    if RUNNING.swap(true, Ordering::SeqCst) {
+        return Err(PyRuntimeError::new_err(
+            "a memprof session is already running in this process: sessions do not nest \
+             (profile the outer block, with the inner functions as targets)",
+        ));
+    }
+    match begin(py, argv, codes, label) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            reset();
+            RUNNING.store(false, Ordering::SeqCst);
+            Err(e)
+        }
+    }
+}
+
+fn begin(
+    py: Python<'_>,
+    argv: Vec<String>,
+    codes: Vec<(Py<PyAny>, String)>,
+    label: String,
+) -> PyResult<Session> {
+    let config = config_of(argv, label)?;
+    for unsupported in [
+        (config.history.is_some(), "--history"),
+        (config.plot.is_some(), "--plot"),
+        (!config.budgets.is_empty(), "--max"),
+        (config.report.output.is_some(), "-o"),
+    ] {
+        if unsupported.0 {
+            return Err(PyValueError::new_err(format!(
+                "{} is the command's (`memprof run`); in-process, use the Report: .save(path) \
+                 writes it",
+                unsupported.1
+            )));
+        }
+    }
+    session::begin(&config).map_err(to_py)?;
+    let device = config.source.cuda_index();
+    {
+        let mut installed = REPORTER_DEVICE.lock().unwrap_or_else(|e| e.into_inner());
+        if *installed != Some(device) {
+            torch::install_reporter(device).map_err(to_py)?;
+            *installed = Some(device);
+        } else {
+            torch::attach_reporter_to_thread();
+        }
+    }
+    tracing::reset();
+    let boot = runner::load_bootstrap(py)?;
+    let mut options = session::program(&config).options;
+    options.in_process = true;
+    let specs = config.program.targets.clone();
+    boot.call_method1("install_in_process", (specs, codes, options))?;
+    tracing::start_on_this_thread();
+    let allocated_at_start = capture::recorder::with(|r| r.allocated_now()).unwrap_or(0);
+    Ok(Session {
+        config,
+        boot: Some(boot.unbind()),
+        allocated_at_start,
+    })
+}
+
+/// The command's options for an in-process session, parsed and checked as `memprof run`'s.
+fn config_of(argv: Vec<String>, label: String) -> PyResult<RunConfig> {
+    let argv_shown: Vec<String> = argv.iter().cloned().chain([label.clone()]).collect();
+    let line = std::iter::once("memprof".to_string())
+        .chain(argv)
+        .chain([label]);
+    let cli = Cli::try_parse_from(line)
+        .map_err(|e| PyValueError::new_err(e.render().to_string().trim_end().to_string()))?;
+    let Command::Run(run) = cli.command else {
+        return Err(PyValueError::new_err("the options must be `run`'s"));
+    };
+    let mut config = RunConfig::new(&cli.global, run, torch::cuda_device_count()).map_err(to_py)?;
+    // Not the interpreter's own argv: what measured this.
+    config.command_line = std::iter::once("memprof.profile".to_string())
+        .chain(argv_shown)
+        .collect();
+    Ok(config)
+}
+
+#[pymethods]
+impl Session {
+    /// Stops measuring and returns the report as JSON (the command's schema). `exception`:
+    /// `TypeName: message` when the measured code raised.
+    #[pyo3(signature = (exception=None))]
+    fn stop(&mut self, py: Python<'_>, exception: Option<String>) -> PyResult<String> {
+        let Some(boot) = self.boot.take() else {
+            return Err(PyRuntimeError::new_err(
+                "this memprof session has already stopped",
+            ));
+        };
+        let boot = boot.into_bound(py);
+        let outcome = Outcome {
+            status: if exception.is_some() {
+                "exception"
+            } else {
+                "completed"
+            }
+            .into(),
+            exit_code: i32::from(exception.is_some()),
+            exception,
+        };
+        let facts = runner::collect(py, &boot, outcome);
+        let uninstalled = boot.call_method0("uninstall");
+        let finished = session::finish(&self.config, facts);
+        reset();
+        RUNNING.store(false, Ordering::SeqCst);
+        uninstalled?;
+        Ok(render::render(&finished.profile, Format::Json))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.boot.is_some() {
+            // Never stopped (the Python object was dropped): the hooks must not outlive it.
+            Python::attach(|py| {
+                let _ = self.stop(py, None);
+            });
+        }
+    }
+}
+
+/// Nothing of a session stays on: no recorder, no tracker, no line hook.
+fn reset() {
+    capture::peak::stop();
+    *capture::recorder::RECORDER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner()) = None;
+    tracing::reset();
+    crate::python::ext::forget_file_texts();
+}
+
+fn to_py(e: crate::error::Error) -> PyErr {
+    match e.hint {
+        Some(hint) => PyValueError::new_err(format!("{} ({hint})", e.message)),
+        None => PyValueError::new_err(e.message),
+    }
+}

@@ -1,0 +1,222 @@
+"""`memprof.profile`: memprof in your own Python. A context manager or a decorator that measures
+what runs inside it with the command's native core, and the `Report` it gives: the same report
+`memprof run` writes (the same schema, read by `memprof show/diff/merge/plot`)."""
+import functools
+import html
+import json
+import os
+import types
+
+from ._core import native
+
+
+def _code_of(target):
+    """The code object of a function, method, staticmethod, property getter or decorated
+    function (what it wraps, innermost last: the function's own body is profiled)."""
+    obj = target
+    code = None
+    for _ in range(32):
+        c = getattr(obj, "__code__", None)
+        if isinstance(c, types.CodeType):
+            code = c
+        for attr in ("__func__", "fget", "func", "__wrapped__"):
+            inner = getattr(obj, attr, None)
+            if inner is not None:
+                obj = inner
+                break
+        else:
+            break
+    return code
+
+
+def _split(targets):
+    """(names, [(code, label)]) of `profile`'s targets: `-f`-style names and callables."""
+    names, codes = [], []
+    for t in targets:
+        if isinstance(t, str):
+            names.append(t)
+            continue
+        code = t if isinstance(t, types.CodeType) else _code_of(t)
+        if code is None:
+            raise TypeError(
+                "memprof.profile's targets are functions (or methods) and `-f`-style names, "
+                "not %r" % (t,)
+            )
+        codes.append((code, code.co_qualname))
+    return names, codes
+
+
+class profile:
+    """Measures what runs inside it, as `memprof run` measures a script.
+
+        with memprof.profile(train_step, modules=True) as report:
+            train_step(model, batch)
+        print(report.table())
+
+        @memprof.profile()
+        def train_step(model, batch): ...
+        train_step(model, batch); train_step.memprof_report.peak
+
+    targets: functions (their lines get the command's table) and `-f`-style names (`train_step`,
+    `Net.forward`, `pkg.mod:fn`, `'<module>'` is not one: use the `%%memprof` magic). Without
+    targets the report still has the peak: what held memory at the block's high-water mark, by
+    line. modules: a row per torch.nn.Module call (`--modules`); tensors: the live tensors when
+    a targeted call ends (`--tensors`); stats: the columns, as torch.cuda.memory_stats() names
+    them; device: a CUDA index or "cpu" (default: the current CUDA device, or the CPU).
+    One session at a time: they do not nest."""
+
+    def __init__(self, *targets, modules=False, tensors=False, stats=None, device=None,
+                 label="<python>"):
+        self._names, self._codes = _split(targets)
+        self._targets = targets
+        self._options = dict(modules=modules, tensors=tensors, stats=stats, device=device)
+        self._label = label
+        self._session = None
+        self._report = None
+
+    def _argv(self):
+        o = self._options
+        argv = []
+        if o["device"] is not None:
+            argv += ["--device", str(o["device"])]
+        stats = o["stats"]
+        if isinstance(stats, str):
+            stats = [stats]
+        for s in stats or ():
+            argv += ["--stat", s]
+        argv.append("run")
+        for name in self._names:
+            argv += ["-f", name]
+        if o["modules"]:
+            argv.append("--modules")
+        if o["tensors"]:
+            argv.append("--tensors")
+        return argv
+
+    def __enter__(self):
+        self._report = Report()
+        self._session = native().start(self._argv(), self._codes, self._label)
+        return self._report
+
+    def __exit__(self, exc_type, exc, tb):
+        session, self._session = self._session, None
+        raised = None if exc_type is None else "%s: %s" % (exc_type.__name__, exc)
+        self._report._fill(session.stop(raised), session.allocated_at_start)
+        return False
+
+    def __call__(self, func):
+        """As a decorator (`@memprof.profile()`): each call of `func` is measured, `func`
+        targeted; the latest call's report is `func.memprof_report`."""
+        if not callable(func):
+            raise TypeError("@memprof.profile() decorates a function")
+        targets = (func,) + self._targets
+        options = self._options
+
+        @functools.wraps(func)
+        def measured(*args, **kwargs):
+            with profile(*targets, label=self._label, **options) as report:
+                result = func(*args, **kwargs)
+            measured.memprof_report = report
+            return result
+
+        measured.memprof_report = None
+        return measured
+
+
+class Report:
+    """One session's report: the command's report (`to_dict()`; `save` writes what `memprof
+    show/diff/merge/plot` read), a table (`table()`, `print(report)`), rich output in Jupyter."""
+
+    def __init__(self):
+        self._text = None
+        self._data = None
+        self.allocated_at_start = None
+
+    def _fill(self, text, allocated_at_start):
+        self._text = text
+        self._data = json.loads(text)
+        self.allocated_at_start = allocated_at_start
+
+    def _ready(self):
+        if self._data is None:
+            raise RuntimeError("the report is ready when the profiled block ends")
+        return self._data
+
+    @property
+    def peak(self):
+        """The peak explanation: allocated_bytes.all.current at its highest, and what held it
+        (sites by line, categories); None when nothing was allocated."""
+        return self._ready().get("peak")
+
+    @property
+    def peak_above_start(self):
+        """The peak's allocated bytes above what was allocated when the session started."""
+        peak = self.peak
+        if peak is None:
+            return 0
+        return peak["allocated_bytes"] - self.allocated_at_start
+
+    @property
+    def functions(self):
+        """The targeted functions, each with its lines and their stats."""
+        return self._ready().get("functions", [])
+
+    @property
+    def modules(self):
+        return self._ready().get("modules")
+
+    @property
+    def warnings(self):
+        return self._ready().get("warnings", [])
+
+    def function(self, qualname):
+        """The targeted function named `qualname` (or ending with `.qualname`)."""
+        for f in self.functions:
+            q = f["qualname"]
+            if q == qualname or q.endswith("." + qualname):
+                return f
+        raise KeyError("no targeted function %r in this report (%s)" % (
+            qualname, ", ".join(f["qualname"] for f in self.functions) or "none"))
+
+    def to_dict(self):
+        """The report as the command writes it in JSON (a fresh copy)."""
+        self._ready()
+        return json.loads(self._text)
+
+    def save(self, path):
+        """Writes the report: JSON (.json), YAML (.yaml, .yml) or the table (.txt), as
+        `memprof run -o` does."""
+        self._ready()
+        path = os.fspath(path)
+        ext = os.path.splitext(path)[1].lower()
+        formats = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".txt": "table"}
+        if ext not in formats:
+            raise ValueError("save a report as .json, .yaml, .yml or .txt, not %r" % path)
+        text = self._text if ext == ".json" else native().render(self._text, formats[ext])
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+
+    def table(self, width=None):
+        """The command's table (for a terminal `width` columns wide; None: whole)."""
+        self._ready()
+        return native().render(self._text, "table", width)
+
+    def __str__(self):
+        return self.table()
+
+    def __repr__(self):
+        if self._data is None:
+            return "<memprof.Report: measuring>"
+        peak = self.peak
+        return "<memprof.Report: %d function(s), peak %s B>" % (
+            len(self.functions), peak["allocated_bytes"] if peak else 0)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(self.table() if self._data is not None else repr(self))
+
+    def _repr_html_(self):
+        if self._data is None:
+            return None
+        return '<pre class="memprof-report">%s</pre>' % html.escape(self.table())
