@@ -19,7 +19,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 
 def module_of(path):
     rel = os.path.relpath(path, ROOT)[: -len(".rs")].split(os.sep)
-    if rel[-1] in ("mod", "main"):
+    if rel[-1] in ("mod", "main", "lib"):
         rel = rel[:-1]
     return tuple(rel)
 
@@ -171,6 +171,7 @@ def name(module):
 ALLOWED = {
     "main": {"cli", "commands", "python"},
     "commands": {"cli", "session", "analysis", "render", "output", "capture", "torch", "model"},
+    "inprocess": {"cli", "session", "render", "capture", "python", "torch", "model"},
     "session": {"python", "capture", "analysis", "cli", "torch", "model", "output"},
     "cli": {"analysis", "render", "output", "model"},
     "python": {"capture", "torch", "model"},

@@ -9,6 +9,7 @@ mod errors;
 mod first_hour;
 mod gpu;
 mod history;
+mod inprocess;
 mod measure;
 mod module_level;
 mod modules;

@@ -194,6 +194,33 @@ pub fn hits(line: &Value) -> u64 {
     line["hits"].as_u64().unwrap()
 }
 
+/// The venv's python with memprof's package importable as the development set-up makes it
+/// (scripts/dev_install.py), its native core the library this test build made.
+pub fn python_with_memprof() -> Command {
+    let native = std::env::var_os("MEMPROF_NATIVE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_BIN_EXE_memprof")).with_file_name("libmemprof.so")
+        });
+    let mut cmd = Command::new(python());
+    let venv = venv();
+    cmd.env("VIRTUAL_ENV", &venv);
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![venv.join("bin")];
+    paths.extend(std::env::split_paths(&path));
+    cmd.env("PATH", std::env::join_paths(paths).unwrap());
+    cmd.env_remove("PYTHONPATH");
+    cmd.env("MEMPROF_NATIVE", native);
+    cmd.env("TORCHINDUCTOR_CACHE_DIR", inductor_cache());
+    cmd.env(
+        "MEMPROF_TEST_DEVICE",
+        if on_cuda() { "cuda" } else { "cpu" },
+    );
+    cmd.current_dir(root().join("fixtures"));
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
 pub fn python_output(script: &Path, args: &[&str]) -> Run {
     let out = Command::new(python())
         .arg(script)

@@ -118,8 +118,9 @@ def _over_limit(item, report, limit, source):
     if device.get("index") is not None:
         where = "cuda:%d" % device["index"]
     lines = [
-        "%s: device peak %s on %s is over its limit of %s (%s)" % (
-            item.name, format_size(report.peak_above_start), where, format_size(limit), source),
+        "%s: device peak %s (%d B) on %s is over its limit of %s (%s)" % (
+            item.name, format_size(report.peak_above_start), report.peak_above_start, where,
+            format_size(limit), source),
         "(allocated_bytes.all.peak %s, of which %s was allocated before the test started)" % (
             format_size(peak["allocated_bytes"]), format_size(report.allocated_at_start)),
     ]

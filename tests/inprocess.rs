@@ -1,0 +1,314 @@
+//! The in-process front end (issue 26), through the real package and native core in the venv's
+//! own python: `memprof.profile` gives the command's report line by line and leaves nothing
+//! behind; the pytest plugin run by real pytest; the magics run by a real Jupyter kernel.
+use crate::common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn python_script(dir: &Path, name: &str, text: &str, args: &[&str]) -> Run {
+    let script = dir.join(name);
+    std::fs::write(&script, text).unwrap();
+    finish(
+        python_with_memprof()
+            .current_dir(dir)
+            .arg(&script)
+            .args(args)
+            .output()
+            .expect("python starts"),
+    )
+}
+
+/// A line's numbers that must match exactly: hits, Δ and the allocator's stats.
+fn exact(line: &Value) -> Value {
+    let mut stats = line["stats"].clone();
+    if let Some(map) = stats.as_object_mut() {
+        map.retain(|k, _| !k.starts_with("host_"));
+    }
+    serde_json::json!([line["line"], line["hits"], line["delta_bytes"], stats])
+}
+
+#[test]
+fn the_apis_report_is_the_commands_line_by_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = dir.path().join("api.json");
+    let (r, cli) = profile(&[], &["-f", "step", "inprocess_step.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = finish(
+        python_with_memprof()
+            .arg("inprocess_step.py")
+            .arg("--api")
+            .arg(&api)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let api = read_json(&api);
+    let (a, b) = (function(&cli, "step"), function(&api, "step"));
+    let lines =
+        |f: &Value| -> Vec<Value> { f["lines"].as_array().unwrap().iter().map(exact).collect() };
+    assert_eq!(lines(a), lines(b));
+    assert_eq!(lines(a).len(), 6);
+    assert_eq!(a["lines"][1]["hits"], 3, "{a}");
+    for key in ["allocated_bytes", "reserved_bytes"] {
+        assert_eq!(cli["peak"][key], api["peak"][key], "{key}");
+    }
+    let sites = |r: &Value| -> Vec<Value> {
+        r["peak"]["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| serde_json::json!([s["line"], s["function"], s["bytes"], s["blocks"]]))
+            .collect()
+    };
+    assert_eq!(sites(&cli), sites(&api));
+    assert_eq!(api["warnings"], serde_json::json!([]), "{api:#}");
+    // What `memprof show` reads.
+    let shown = finish(
+        memprof()
+            .args(["show"])
+            .arg(dir.path().join("api.json"))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("Function: step at line 13"),
+        "{}",
+        shown.stdout
+    );
+}
+
+const SESSIONS: &str = r#"
+import importlib._bootstrap_external as ext, json, sys, threading
+import torch, memprof
+
+def state():
+    return [repr(sys.gettrace()), repr(threading.gettrace()), len(sys.meta_path),
+            ext.SourceLoader.get_code.__qualname__,
+            [sys.monitoring.get_tool(i) for i in range(6)] if hasattr(sys, "monitoring") else []]
+
+def f(n):
+    t = torch.ones(n)
+    return t
+
+before = state()
+out = {}
+with memprof.profile(f, device="cpu") as r:
+    f(1000)
+    try:
+        with memprof.profile(device="cpu"):
+            pass
+    except RuntimeError as e:
+        out["nested"] = str(e)
+out["first"] = r.function("f")["lines"][1]["hits"]
+out["bytes"] = r.function("f")["lines"][1]["delta_bytes"]
+out["after_first"] = state() == before
+with memprof.profile("f", device="cpu") as r2:
+    f(10); f(10)
+out["second"] = r2.function("f")["lines"][1]["hits"]
+out["after_second"] = state() == before
+try:
+    memprof.profile(device="cpu", stats=["allocated_bytes.all.peek"]).__enter__()
+except ValueError as e:
+    out["bad_stat"] = str(e)
+with memprof.profile(device="cpu") as r3:
+    kept = torch.zeros(256, 256)
+out["peak_above_start"] = r3.peak_above_start
+out["after_bad"] = state() == before
+out["repr"] = repr(r3)
+@memprof.profile(device="cpu")
+def g():
+    return torch.ones(4)
+g(); g()
+out["decorated"] = g.memprof_report.function("g")["calls"]
+print(json.dumps(out))
+"#;
+
+#[test]
+fn sessions_measure_again_never_nest_and_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = python_script(dir.path(), "sessions.py", SESSIONS, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out: Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", r.stdout, r.stderr);
+    });
+    assert!(
+        out["nested"].as_str().unwrap().contains("do not nest"),
+        "{out}"
+    );
+    assert_eq!((&out["first"], &out["bytes"]), (&1.into(), &4000.into()));
+    assert_eq!(
+        out["second"], 2,
+        "a name resolved in code loaded before the session"
+    );
+    for k in ["after_first", "after_second", "after_bad"] {
+        assert_eq!(out[k], true, "{k}: memprof left something installed");
+    }
+    let bad = out["bad_stat"].as_str().unwrap();
+    assert!(bad.contains("allocated_bytes.all.peek"), "{bad}");
+    assert_eq!(out["peak_above_start"], 256 * 256 * 4);
+    assert_eq!(out["decorated"], 1, "each call its own report");
+}
+
+const LIMITS: &str = r#"
+import pytest, torch
+
+MiB = 1024 * 1024
+
+@pytest.mark.limit_device_memory("2 MiB")
+def test_within():
+    x = torch.ones(MiB // 4)           # 1 MiB
+    assert x.sum() == MiB // 4
+
+@pytest.mark.limit_device_memory("1 MiB")
+def test_over():
+    kept = torch.ones(MiB // 16)       # 256 KiB
+    x = torch.ones(MiB // 4)           # 1 MiB: 1.25 MiB live
+    del x
+
+def test_raises():
+    x = torch.ones(10)
+    raise ValueError("the test's own error")
+
+def test_unlimited():
+    x = torch.ones(4 * MiB)
+
+@pytest.mark.limit_device_memory("64 MiB")
+def test_own_limit_wins():
+    x = torch.ones(MiB)                # 4 MiB
+"#;
+
+fn pytest(dir: &Path, args: &[&str]) -> Run {
+    finish(
+        python_with_memprof()
+            .current_dir(dir)
+            .args(["-m", "pytest", "-p", "no:cacheprovider", "-q"])
+            .args(args)
+            .output()
+            .expect("pytest starts"),
+    )
+}
+
+#[test]
+fn the_pytest_plugin_fails_a_test_over_its_limit_and_says_where_the_peak_came_from() {
+    if on_cuda() {
+        return; // the tests' tensors are CPU tensors: tests/gpu.rs has the CUDA case
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("test_limits.py"), LIMITS).unwrap();
+    let reports = dir.path().join("reports");
+    let r = pytest(
+        dir.path(),
+        &[
+            "--memprof-report",
+            reports.to_str().unwrap(),
+            "test_limits.py",
+        ],
+    );
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 1, "{text}");
+    assert!(text.contains("2 failed, 3 passed"), "{text}");
+    assert!(
+        text.contains(
+            "test_over: device peak 1.25 MiB (1310720 B) on cpu is over its limit of 1.00 MiB \
+             (@pytest.mark.limit_device_memory('1 MiB'))"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("peak reached at test_limits.py:14 test_over: x = torch.ones(MiB // 4)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1.00 MiB  test_limits.py:14 test_over: x = torch.ones(MiB // 4)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("256.00 KiB  test_limits.py:13 test_over: kept = torch.ones(MiB // 16)"),
+        "{text}"
+    );
+    assert!(text.contains("ValueError: the test's own error"), "{text}");
+    // One report per test, the erroring one's too, each one `memprof show` reads.
+    let mut names: Vec<String> = std::fs::read_dir(&reports)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 5, "{names:?}");
+    let raised = reports.join("test_limits.py_test_raises.json");
+    let report = read_json(&raised);
+    assert_eq!(
+        report["metadata"]["outcome"]["status"], "exception",
+        "{report:#}"
+    );
+    let shown = finish(memprof().arg("show").arg(&raised).output().unwrap());
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+
+    // A limit for every test: the marked ones keep their own.
+    let r = pytest(dir.path(), &["--memprof-limit", "2 MiB", "test_limits.py"]);
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert!(text.contains("3 failed, 2 passed"), "{text}");
+    // (test_raises's 40-byte tensor may still be alive in its traceback: above that.)
+    assert!(
+        text.contains("test_unlimited: device peak 16.00 MiB (")
+            && text.contains("B) on cpu is over its limit of 2.00 MiB (--memprof-limit 2 MiB)"),
+        "{text}"
+    );
+    // A size that is not one: a usage error before any test runs.
+    let r = pytest(dir.path(), &["--memprof-limit", "2 MIBS", "test_limits.py"]);
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 4, "{text}");
+    assert!(text.contains("'2 MIBS' is not a size"), "{text}");
+}
+
+const NOTEBOOK: &str = r#"
+import json, sys
+import nbformat, nbclient
+cells = [
+    "%load_ext memprof\nimport torch",
+    "def step(n):\n    a = torch.ones(n, n)\n    b = a @ a\n    return b.sum()",
+    "%memprof -f step --device cpu step(256)",
+    "%%memprof --device cpu\nx = torch.ones(512, 512)\ny = x * 2\ndel x\ntotal = step(128)",
+    "import json\nr = _\nprint(json.dumps([[l['line'], l.get('delta_bytes')] for l in r.function('<module>')['lines']]))",
+]
+nb = nbformat.v4.new_notebook()
+nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+out = []
+for c in nb.cells:
+    o = c.get("outputs", [])
+    out.append([{"data": x.get("data"), "text": x.get("text")} for x in o])
+print(json.dumps(out))
+"#;
+
+#[test]
+fn a_jupyter_kernel_runs_both_magics() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = python_script(dir.path(), "notebook.py", NOTEBOOK, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let cells: Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", r.stdout, r.stderr);
+    });
+    let line_magic = &cells[2][0]["data"];
+    let text = line_magic["text/plain"].as_str().unwrap();
+    assert!(text.contains("Function: step at line 1"), "{text}");
+    assert!(
+        text.contains("+256.00 KiB") && text.contains("a = torch.ones(n, n)"),
+        "{text}"
+    );
+    let html = line_magic["text/html"].as_str().unwrap();
+    assert!(html.starts_with("<pre class=\"memprof-report\">"), "{html}");
+    let cell_magic = cells[3][0]["data"]["text/plain"].as_str().unwrap();
+    assert!(
+        cell_magic.contains("Function: <module> at line 1"),
+        "{cell_magic}"
+    );
+    assert!(cell_magic.contains("reached at "), "{cell_magic}");
+    assert!(cell_magic.contains("<module>: y = x * 2"), "{cell_magic}");
+    // The cell's own lines, exactly: 1 MiB, 1 MiB, -1 MiB, and step's 4-byte result.
+    let lines: Value = serde_json::from_str(cells[4][0]["text"].as_str().unwrap().trim()).unwrap();
+    assert_eq!(
+        lines,
+        serde_json::json!([[1, 1048576], [2, 1048576], [3, -1048576], [4, 4]])
+    );
+}
