@@ -43,15 +43,24 @@ fn main() {
     // The embedded `import torch` must load these same .so files: the rpath makes the binary
     // find them first, and --no-as-needed keeps libtorch_cuda even though Rust never calls it,
     // otherwise libtorch caches its CPU-only CUDA stub (see shared/gpu/README.md).
+    // Only the artifacts with the native core get them: memprof-embedded and the Python extension
+    // (the `memprof` binary reads reports, and must start without libtorch).
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
-    println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
-    println!("cargo:rustc-link-arg=-L{}", lib.display());
+    let mut core_args = vec![
+        "-Wl,--no-as-needed".to_string(),
+        format!("-L{}", lib.display()),
+    ];
     if lib.join("libtorch_cuda.so").exists() {
-        println!("cargo:rustc-link-arg=-ltorch_cuda");
+        core_args.push("-ltorch_cuda".into());
     }
-    println!("cargo:rustc-link-arg=-ltorch");
-    println!("cargo:rustc-link-arg=-ltorch_cpu");
-    println!("cargo:rustc-link-arg=-lc10");
+    core_args.extend(["-ltorch", "-ltorch_cpu", "-lc10"].map(String::from));
+    for arg in &core_args {
+        println!(
+            "cargo:rustc-link-arg-bin={}={arg}",
+            libpython::EMBEDDED_BINARY
+        );
+        println!("cargo:rustc-link-arg-cdylib={arg}");
+    }
 
     // libpython: static where the installation ships the archive, else shared (build/libpython.rs).
     let config = pyo3_build_config::get();

@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What `build.rs` links, and what it tells the program about it.
+/// The binary that embeds CPython (the `memprof` binary links no Python: src/main.rs).
+pub const EMBEDDED_BINARY: &str = "memprof-embedded";
+
 pub enum Link {
     Shared {
         lib_dir: Option<String>,
@@ -62,13 +65,16 @@ impl Link {
                 // modules (torch's included) resolve the C API against the executable. The
                 // archive's objects may not be position-independent, as python3's are not. Only
                 // the binary (and its unit tests): the integration tests run it, not Python.
-                println!("cargo:rustc-link-arg-bins=-no-pie");
-                println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic");
-                println!("cargo:rustc-link-arg-bins=-Wl,--whole-archive");
-                println!("cargo:rustc-link-arg-bins={}", archive.display());
-                println!("cargo:rustc-link-arg-bins=-Wl,--no-whole-archive");
+                println!("cargo:rustc-link-arg-bin={EMBEDDED_BINARY}=-no-pie");
+                println!("cargo:rustc-link-arg-bin={EMBEDDED_BINARY}=-Wl,--export-dynamic");
+                println!("cargo:rustc-link-arg-bin={EMBEDDED_BINARY}=-Wl,--whole-archive");
+                println!(
+                    "cargo:rustc-link-arg-bin={EMBEDDED_BINARY}={}",
+                    archive.display()
+                );
+                println!("cargo:rustc-link-arg-bin={EMBEDDED_BINARY}=-Wl,--no-whole-archive");
                 for lib in libs {
-                    println!("cargo:rustc-link-arg-bins={lib}");
+                    println!("cargo:rustc-link-arg-bin={EMBEDDED_BINARY}={lib}");
                 }
                 if *supply_sha2 {
                     println!("cargo:rustc-cfg=memprof_static_sha2");

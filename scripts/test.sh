@@ -6,12 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh debug
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1
-cargo fmt --check
-cargo clippy --locked --all-targets -- -D warnings
+cargo fmt --all --check
+cargo clippy --locked --workspace --all-targets -- -D warnings
 # The layers' import graph: arrows only downward, no circle (docs/architecture.md).
 python3 scripts/import_graph.py
 # The README stays a five-minute read; the reference lives in docs/.
 lines=$(wc -l < README.md)
 [ "$lines" -le 300 ] || { echo "README.md has $lines lines; keep it to 300 (move reference to docs/)"; exit 1; }
-cargo test --locked
+cargo test --locked --workspace
 scripts/wheel-check.sh

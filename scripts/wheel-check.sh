@@ -20,6 +20,8 @@ rm -rf "$check" && mkdir -p "$check"
 pip=(--quiet --disable-pip-version-check)
 # torch from PyPI (pip's cache has it when the project's set-up has installed the same version).
 "$check/venv/bin/python" -m pip install "${pip[@]}" "torch==$torch" numpy
+# What the in-process front end is checked with: pytest (the plugin) and a Jupyter kernel.
+"$check/venv/bin/python" -m pip install "${pip[@]}" 'pytest>=8' ipykernel nbclient nbformat
 "$check/venv/bin/python" -m pip install "${pip[@]}" "$wheel"
 "$check/no-torch/bin/python" -m pip install "${pip[@]}" --no-deps "$wheel"
 python3 scripts/wheel_check.py "$check/venv" "$check/no-torch"

@@ -67,6 +67,72 @@ def main():
               "the script sees the environment python gives it (LD_LIBRARY_PATH %s)"
               % ("unset" if ld is None else ld), seen)
 
+    r = run([str(python), "like_python.py"])
+    plain = r.stdout
+    r = run([str(memprof), "run", "-o", "/tmp/memprof-wheel-like.json", "like_python.py"])
+    check(r.returncode == 0 and r.stdout == plain,
+          "memprof run (in this python) leaves the script what python gives it",
+          r.stdout if r.stdout != plain else "")
+
+    # The reports binary links neither libtorch nor libpython: what the loader would load.
+    binary = venv / "lib"
+    found = sorted(binary.glob("python3.*/site-packages/memprof/bin/memprof"))
+    if found:
+        r = run([str(found[0])], {"LD_TRACE_LOADED_OBJECTS": "1"})
+        heavy = [l.split()[0] for l in r.stdout.splitlines()
+                 if "libtorch" in l or "libpython" in l or "libc10" in l]
+        check(r.returncode == 0 and not heavy, "the reports binary loads no libtorch or libpython",
+              heavy)
+    else:
+        check(False, "the wheel has its reports binary")
+
+    # The in-process front end from the wheel: the API's report is the command's, line by line.
+    api, cli = Path("/tmp/memprof-wheel-api.json"), Path("/tmp/memprof-wheel-cli.json")
+    r = run([str(python), "inprocess_step.py", "--api", str(api)])
+    check(r.returncode == 0, "memprof.profile from the wheel", r.stderr[-2000:])
+    r2 = run([str(memprof), "--device", "cpu", "run", "-f", "step", "-o", str(cli),
+              "inprocess_step.py"])
+    if r.returncode == 0 and r2.returncode == 0:
+        def lines(path):
+            step = next(f for f in json.loads(path.read_text())["functions"]
+                        if f["qualname"] == "step")
+            return [(l["line"], l.get("hits"), l.get("delta_bytes"),
+                     {k: v for k, v in l.get("stats", {}).items() if not k.startswith("host_")})
+                    for l in step["lines"]]
+        check(lines(api) == lines(cli), "the API's report equals the command's, line by line")
+        r = run([str(memprof), "show", str(api)])
+        check(r.returncode == 0 and "Function: step at line" in r.stdout,
+              "memprof show (the reports binary) reads the API's report", r.stderr[-500:])
+
+    # The pytest plugin (the wheel's pytest11 entry point) and the Jupyter magics, if the venv
+    # has pytest and a kernel (scripts/wheel-check.sh installs them).
+    has = run([str(python), "-c", "import pytest, nbclient, ipykernel"]).returncode == 0
+    check(has, "the check venv has pytest, nbclient and ipykernel")
+    if has:
+        tmp = Path("/tmp/memprof-wheel-pytest")
+        tmp.mkdir(exist_ok=True)
+        (tmp / "test_limit.py").write_text(
+            "import pytest, torch\n\n"
+            "@pytest.mark.limit_device_memory('1 MiB')\n"
+            "def test_over():\n"
+            "    x = torch.ones(512 * 1024)\n"
+            "\n"
+            "def test_free():\n"
+            "    x = torch.ones(512 * 1024)\n")
+        r = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "test_limit.py"], cwd=tmp, capture_output=True, text=True,
+                           env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")})
+        out = r.stdout + r.stderr
+        check(r.returncode == 1 and "1 failed, 1 passed" in out
+              and "test_over: device peak 2.00 MiB (2097152 B) on cpu is over its limit of 1.00 MiB"
+              in out and "test_limit.py:5 test_over: x = torch.ones(512 * 1024)" in out,
+              "the pytest plugin fails the test over its limit and names the line",
+              "" if r.returncode == 1 else out[-1500:])
+        nb = run([str(python), str(ROOT / "scripts" / "notebook_check.py")])
+        check(nb.returncode == 0 and "NOTEBOOK OK" in nb.stdout,
+              "a Jupyter kernel runs %memprof and %%memprof",
+              "" if nb.returncode == 0 else (nb.stdout + nb.stderr)[-1500:])
+
     if len(sys.argv) > 2:
         bare = Path(sys.argv[2]).resolve() / "bin" / "memprof"
         r = run([str(bare), "run", "lines.py"])

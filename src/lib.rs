@@ -1,44 +1,24 @@
-//! memprof's native core: the capture (recorder, allocator hooks, the libtorch shim), the report
-//! model, its analyses and renderings, and the two front ends that share them: the `memprof`
-//! command, which embeds CPython (`cli_main`), and the `memprof._native` Python extension,
-//! loaded into an interpreter that is already running (`inprocess`).
-mod analysis;
+//! memprof's native core: the capture (recorder, allocator hooks, the libtorch shim), the embedded
+//! interpreter and the profiling session, on top of `memprof_report` (the schema, the command
+//! line, analyses and renderings, re-exported here under their own names). Two front ends share
+//! it: `memprof run`, which embeds CPython (`cli_main`, the `memprof-embedded` binary that the
+//! `memprof` command hands `run` to), and the `memprof._native` Python extension, loaded into
+//! an interpreter that is already running (`inprocess`).
 mod capture;
-mod cli;
 mod commands;
-mod error;
 mod inprocess;
-mod model;
-mod output;
 mod python;
-mod render;
 mod session;
 mod torch;
 
-use clap::Parser;
+pub use memprof_report::{analysis, cli, error, model, output, render};
 
-/// The `memprof` command: parses, dispatches and turns errors into exit codes; never returns.
-pub fn cli_main() -> ! {
+/// The `memprof` command in full (`run` included, with the embedded interpreter), for `args`
+/// (without the program's name); `long_version`: what `--version` says. Never returns.
+pub fn cli_main(args: Vec<String>, long_version: &'static str) -> ! {
     python::launcher::take_over();
-    let (own, script_args) = cli::argv::from_env();
-    let parsed = cli::Cli::try_parse_from(std::iter::once("memprof".to_string()).chain(own));
-    let mut cli = match parsed {
-        Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() {
-                error::exit_code::USAGE
-            } else {
-                0
-            };
-            let _ = e.print();
-            std::process::exit(code);
-        }
-    };
-    if let cli::Command::Run(run) = &mut cli.command {
-        // The script's arguments, whatever they look like (clap saw none of them).
-        run.args.extend(script_args);
-    }
-    let code = match commands::dispatch(cli) {
+    let cli = memprof_report::commands::parse(args, long_version);
+    let code = match memprof_report::commands::dispatch(cli, commands::run::run) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{e}");

@@ -362,3 +362,39 @@ fn libpython_is_linked_statically_where_the_python_installation_ships_the_archiv
         got.stderr
     );
 }
+
+#[test]
+fn the_memprof_binary_loads_neither_libtorch_nor_libpython_and_hands_run_over() {
+    // What the loader would load for `memprof` (ldd's way): the commands that only read files
+    // start without libtorch and without Python.
+    let traced = finish(
+        memprof()
+            .env("LD_TRACE_LOADED_OBJECTS", "1")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(traced.code, 0, "{}", traced.stderr);
+    assert!(traced.stdout.contains("libc.so"), "{}", traced.stdout);
+    for heavy in ["libtorch", "libc10", "libpython"] {
+        assert!(!traced.stdout.contains(heavy), "{heavy}: {}", traced.stdout);
+    }
+    let help = finish(memprof().args(["show", "--help"]).output().unwrap());
+    assert_eq!(help.code, 0, "{}", help.stderr);
+    // Without memprof-embedded beside it, `run` says what is missing (exit 2).
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("memprof");
+    std::fs::copy(env!("CARGO_BIN_EXE_memprof"), &alone).unwrap();
+    let r = finish(
+        std::process::Command::new(&alone)
+            .args(["run", "lines.py"])
+            .current_dir(root().join("fixtures"))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("memprof-embedded") && r.stderr.contains("hint:"),
+        "{}",
+        r.stderr
+    );
+}

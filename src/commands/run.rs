@@ -66,7 +66,8 @@ fn finish(config: &RunConfig, mut profile: Profile, mut exit_code: i32) -> i32 {
         let reports = [(String::new(), profile)];
         // The report is out already; a plot that fails says why, and a run that otherwise
         // succeeded exits non-zero (a CI step that asked for a picture must not pass without one).
-        if let Err(e) = super::plot::draw(&render::plot::sources(&reports), path) {
+        if let Err(e) = memprof_report::commands::plot::draw(&render::plot::sources(&reports), path)
+        {
             eprintln!("{e}");
             if exit_code == 0 {
                 exit_code = e.code;

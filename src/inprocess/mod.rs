@@ -32,13 +32,23 @@ fn render_report(report: &str, format: &str, width: Option<usize>) -> PyResult<S
     ))
 }
 
+/// The `memprof` command run in this interpreter (the wheel's `memprof run`, through its
+/// launcher): `args` without the program's name. The script runs here as `__main__`, as under
+/// `python script.py`; the process exits with the command's exit code (never returns).
+#[pyfunction]
+fn cli(args: Vec<String>, long_version: String) {
+    crate::cli_main(args, Box::leak(long_version.into_boxed_str()))
+}
+
 /// The module: `memprof._native` in the wheel (and in the development set-up).
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::Session>()?;
     m.add_function(wrap_pyfunction!(session::start, m)?)?;
     m.add_function(wrap_pyfunction!(render_report, m)?)?;
+    m.add_function(wrap_pyfunction!(cli, m)?)?;
     m.add("TORCH_VERSION", crate::torch::linked_version())?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    m.add("PYTHON_VERSION", env!("MEMPROF_PYTHON_VERSION"))?;
     Ok(())
 }

@@ -32,11 +32,13 @@ pub struct Session {
 /// NAME`, `--modules`, `--tensors`...), checked as the command checks them; `codes`: (code
 /// object, label) of callables to profile; `label`: what the report calls the program.
 #[pyfunction]
+#[pyo3(signature = (argv, codes, label, categories=true))]
 pub fn start(
     py: Python<'_>,
     argv: Vec<String>,
     codes: Vec<(Py<PyAny>, String)>,
     label: String,
+    categories: bool,
 ) -> PyResult<Session> {
     if RUNNING.swap(true, Ordering::SeqCst) {
         return Err(PyRuntimeError::new_err(
@@ -44,7 +46,7 @@ pub fn start(
              (profile the outer block, with the inner functions as targets)",
         ));
     }
-    match begin(py, argv, codes, label) {
+    match begin(py, argv, codes, label, categories) {
         Ok(s) => Ok(s),
         Err(e) => {
             reset();
@@ -59,6 +61,7 @@ fn begin(
     argv: Vec<String>,
     codes: Vec<(Py<PyAny>, String)>,
     label: String,
+    categories: bool,
 ) -> PyResult<Session> {
     let config = config_of(argv, label)?;
     for unsupported in [
@@ -90,6 +93,7 @@ fn begin(
     let boot = runner::load_bootstrap(py)?;
     let mut options = session::program(&config).options;
     options.in_process = true;
+    options.peak_categories = categories;
     let specs = config.program.targets.clone();
     boot.call_method1("install_in_process", (specs, codes, options))?;
     tracing::start_on_this_thread();

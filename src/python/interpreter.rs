@@ -63,6 +63,25 @@ fn status_error(status: &ffi::PyStatus, python: &Path) -> Error {
     ))
 }
 
+/// Whether a Python interpreter is already running in this process (the native core was loaded
+/// as an extension: the wheel's `memprof run`).
+pub fn is_running() -> bool {
+    // SAFETY: a plain query of the interpreter's state.
+    unsafe { ffi::Py_IsInitialized() != 0 }
+}
+
+/// Takes over the running interpreter for the script, as `initialize` starts one: `sys.argv`
+/// is `argv` (argv[0] is the script or `-m`). The launcher has already taken its own entry off
+/// `sys.path` and given the script a fresh `__main__`.
+pub fn adopt(argv: &[String]) -> Result<()> {
+    use pyo3::types::PyAnyMethods;
+    pyo3::Python::attach(|py| {
+        py.import("sys")
+            .and_then(|sys| sys.setattr("argv", argv.to_vec()))
+            .map_err(|e| Error::usage(format!("could not set sys.argv: {e}")))
+    })
+}
+
 /// Initialises CPython as `python` would start for `argv` (argv[0] is the script or `-m`).
 pub fn initialize(python: &Path, argv: &[String]) -> Result<()> {
     let program = CString::new(python.as_os_str().as_encoded_bytes())

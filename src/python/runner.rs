@@ -60,6 +60,9 @@ pub struct Options {
     /// An in-process session (`memprof.profile`), not the command: nothing is installed that
     /// cannot be taken off at its end.
     pub in_process: bool,
+    /// The peak's categories (parameters, gradients, optimizer state...): a scan of the live
+    /// objects at the end (`memprof.profile(categories=False)` leaves it out).
+    pub peak_categories: bool,
 }
 
 /// Facts gathered from Python for the report.
@@ -97,8 +100,14 @@ pub fn run(program: &Program) -> Result<RunFacts> {
         script_text.clone()
     }];
     argv.extend(program.args.iter().cloned());
-    let python = interpreter::find_python()?;
-    interpreter::initialize(&python, &argv)?;
+    if interpreter::is_running() {
+        // The wheel's `memprof run`: the user's own interpreter, with the native core loaded
+        // (src/wheel/memprof/_launcher.py); it gets the script's argv as python would give it.
+        interpreter::adopt(&argv)?;
+    } else {
+        let python = interpreter::find_python()?;
+        interpreter::initialize(&python, &argv)?;
+    }
     torch::install_reporter(device_index)?;
 
     Python::attach(|py| -> Result<RunFacts> {
@@ -275,34 +284,54 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
     }
 }
 
-/// memprof's Python side, loaded afresh (its modules' state is one run's or one session's).
+/// memprof's Python files: (module name, file name shown in tracebacks, source), in the order
+/// they are loaded (the bootstrap imports the others by name).
+const PY_FILES: [(&str, &str, &str); 8] = [
+    ("_memprof_imports", "<memprof imports>", IMPORTS),
+    ("_memprof_modules", "<memprof modules>", MODULES),
+    ("_memprof_inventory", "<memprof inventory>", INVENTORY),
+    ("_memprof_history", "<memprof history>", HISTORY),
+    ("_memprof_oom", "<memprof oom>", OOM),
+    ("_memprof_compiled", "<memprof compiled>", COMPILED),
+    ("_memprof_peak", "<memprof peak>", PEAK),
+    ("_memprof_bootstrap", "<memprof>", BOOTSTRAP),
+];
+
+/// Their code objects, compiled once per process (an in-process session loads them again at
+/// each start; compiling them took 20 ms).
+static CODES: std::sync::OnceLock<Vec<Py<PyAny>>> = std::sync::OnceLock::new();
+
+/// memprof's Python side, loaded afresh (its modules' state is one run's or one session's):
+/// the `_memprof` module, then each file executed as its module. Returns the bootstrap.
 pub(crate) fn load_bootstrap(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = ext::create(py)?;
     py.import("sys")?
         .getattr("modules")?
         .set_item("_memprof", m)?;
-    // The bootstrap imports these by name; from_code puts them into sys.modules.
-    let imports = CString::new(IMPORTS).expect("no NUL");
-    PyModule::from_code(py, &imports, c"<memprof imports>", c"_memprof_imports")?;
-    let modules = CString::new(MODULES).expect("no NUL");
-    PyModule::from_code(py, &modules, c"<memprof modules>", c"_memprof_modules")?;
-    let inventory = CString::new(INVENTORY).expect("no NUL");
-    PyModule::from_code(
-        py,
-        &inventory,
-        c"<memprof inventory>",
-        c"_memprof_inventory",
-    )?;
-    let history = CString::new(HISTORY).expect("no NUL");
-    PyModule::from_code(py, &history, c"<memprof history>", c"_memprof_history")?;
-    let oom = CString::new(OOM).expect("no NUL");
-    PyModule::from_code(py, &oom, c"<memprof oom>", c"_memprof_oom")?;
-    let compiled = CString::new(COMPILED).expect("no NUL");
-    PyModule::from_code(py, &compiled, c"<memprof compiled>", c"_memprof_compiled")?;
-    let peak = CString::new(PEAK).expect("no NUL");
-    PyModule::from_code(py, &peak, c"<memprof peak>", c"_memprof_peak")?;
-    let code = CString::new(BOOTSTRAP).expect("bootstrap has no NUL");
-    PyModule::from_code(py, &code, c"<memprof>", c"_memprof_bootstrap")
+    let codes = match CODES.get() {
+        Some(codes) => codes,
+        None => {
+            let compile = py.import("builtins")?.getattr("compile")?;
+            let codes = PY_FILES
+                .iter()
+                .map(|(_, file, source)| compile.call1((*source, *file, "exec")).map(Bound::unbind))
+                .collect::<PyResult<Vec<_>>>()?;
+            CODES.get_or_init(|| codes)
+        }
+    };
+    let mut last = None;
+    for ((name, file, _), code) in PY_FILES.iter().zip(codes) {
+        let name = CString::new(*name).expect("no NUL");
+        let file = CString::new(*file).expect("no NUL");
+        // SAFETY: GIL held; a code object compiled above; PyImport_ExecCodeModuleEx returns a
+        // new reference (or NULL with an exception set) and puts the module into sys.modules.
+        let module = unsafe {
+            let ptr = ffi::PyImport_ExecCodeModuleEx(name.as_ptr(), code.as_ptr(), file.as_ptr());
+            Bound::from_owned_ptr_or_err(py, ptr)?
+        };
+        last = Some(module.cast_into::<PyModule>().map_err(PyErr::from)?);
+    }
+    Ok(last.expect("the bootstrap is loaded last"))
 }
 
 /// Prints a Python error raised by memprof's own code and turns it into a memprof error.

@@ -227,6 +227,7 @@ pub fn program(config: &RunConfig) -> Program {
                 .map(|p| p.to_string_lossy().into_owned()),
             history_max_entries: config.history_max_entries,
             in_process: false,
+            peak_categories: true,
         },
     }
 }

@@ -767,6 +767,8 @@ def report(device_index):
 
 def _tensor_roles(device_index):
     """What the peak's categories are matched against: [(storage data_ptr, category)]."""
+    if not _options.peak_categories:
+        return []
     import _memprof_peak
 
     try:

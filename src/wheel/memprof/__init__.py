@@ -13,9 +13,17 @@ try:
 except ImportError:  # a development checkout (scripts/setup.sh), not the wheel
     __version__ = "dev"
 
-from .api import Report, profile  # noqa: E402
-
 __all__ = ["Report", "profile", "load_ipython_extension"]
+
+
+def __getattr__(name):
+    # Loaded when first used: the `memprof` command imports this package too, and a script it
+    # runs should find the interpreter as `python script.py` leaves it.
+    if name in ("profile", "Report"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError("module 'memprof' has no attribute %r" % name)
 
 
 def load_ipython_extension(ipython):

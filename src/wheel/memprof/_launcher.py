@@ -1,28 +1,25 @@
-"""The wheel's `memprof` command: finds the libpython and the libtorch of the Python that runs it,
-then runs memprof's binary with them. Whatever cannot be found is named, with its fix (exit 2),
-before the loader could fail on it.
+"""The wheel's `memprof` command.
 
-The binary links libpython and libtorch. Neither lives where the loader looks by default (a
-venv's torch/lib; pyenv's, uv's or conda's lib), so they are put on LD_LIBRARY_PATH for the
-binary only: it gives the script back the environment it had (see src/python/launcher.rs)."""
+`memprof run` runs the script in this very interpreter (the user's python, at python's own
+speed) with memprof's native core loaded as the `memprof._native` extension: the same code as
+the command built from source, which embeds CPython instead. Every other command (`show`,
+`merge`, `diff`, `plot`, `stats`, `completions`, `--help`) is the wheel's `memprof` binary, which
+links neither libtorch nor Python and starts at once. Whatever `run` needs and this Python lacks
+is named, with its fix (exit 2), before anything is loaded.
 
-import importlib.util
+The run path imports as little as it can: the script should find the interpreter as
+`python script.py` leaves it."""
+
 import os
-import re
 import sys
-import sysconfig
-from pathlib import Path
 
 from . import _build
 
 USAGE = 2
-BINARY = Path(__file__).resolve().parent / "bin" / "memprof"
-# Directories the loader searches anyway: left off LD_LIBRARY_PATH, where they would come before
-# the RUNPATHs of the libraries the script loads later.
-DEFAULT_DIRS = {"/lib", "/usr/lib", "/lib64", "/usr/lib64"}
-MULTIARCH = sysconfig.get_config_var("MULTIARCH")
-if MULTIARCH:
-    DEFAULT_DIRS |= {"/lib/" + MULTIARCH, "/usr/lib/" + MULTIARCH}
+HERE = os.path.dirname(os.path.abspath(__file__))
+BINARY = os.path.join(HERE, "bin", "memprof")
+# memprof's options that take a value and may come before the subcommand.
+GLOBAL_VALUED = ("--device", "--stat")
 
 
 class Missing(Exception):
@@ -34,18 +31,18 @@ class Missing(Exception):
         self.hint = hint
 
 
-def python_kind():
-    """The kind of Python installation this is, for the fixes memprof suggests."""
-    base = Path(sys.base_prefix)
-    if (base / "conda-meta").is_dir():
-        return "conda"
-    if ".pyenv" in base.parts:
-        return "pyenv"
-    if "--prefix=/install" in (sysconfig.get_config_var("CONFIG_ARGS") or ""):
-        return "python-build-standalone"  # uv's and rye's Pythons
-    if str(base) in ("/usr", "/usr/local") and Path("/etc/debian_version").exists():
-        return "debian"
-    return "other"
+def subcommand(args):
+    """The subcommand that `args` (memprof's, without the program name) ask for, if any."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in GLOBAL_VALUED:
+            i += 2
+        elif a.startswith("-"):
+            i += 1
+        else:
+            return a
+    return None
 
 
 def check_python():
@@ -59,44 +56,11 @@ def check_python():
         )
 
 
-def libpython_dir():
-    """The directory that holds this Python's libpython3.X.so.1.0."""
-    name = "libpython%s.so.1.0" % _build.PYTHON
-    multiarch = MULTIARCH or ""
-    candidates = [
-        sysconfig.get_config_var("LIBDIR"),
-        os.path.join(sys.base_prefix, "lib"),
-        os.path.join("/usr/lib", multiarch),
-        os.path.join("/lib", multiarch),
-        "/usr/lib64",
-        "/usr/lib",
-    ]
-    for d in candidates:
-        if d and os.path.isfile(os.path.join(d, name)):
-            return os.path.normpath(d)
-    kind = python_kind()
-    hint = {
-        "debian": "install the package that has it: `sudo apt install libpython%s`" % _build.PYTHON,
-        "pyenv": "reinstall this Python with a shared libpython: "
-        "`env PYTHON_CONFIGURE_OPTS=--enable-shared pyenv install --force %s`"
-        % ".".join(map(str, sys.version_info[:3])),
-        "conda": "`conda install python=%s` (conda's Python ships libpython)" % _build.PYTHON,
-        "python-build-standalone": "reinstall this Python (`uv python install --reinstall %s`): "
-        "its lib/ should hold %s" % (_build.PYTHON, name),
-    }.get(
-        kind,
-        "use a Python built with --enable-shared (Debian/Ubuntu: `apt install libpython%s`)"
-        % _build.PYTHON,
-    )
-    raise Missing(
-        "memprof embeds this Python through %s, which is not in %s (a %s Python)"
-        % (name, sysconfig.get_config_var("LIBDIR") or sys.base_prefix, kind),
-        hint,
-    )
+def torch_dir():
+    """The folder of the torch this Python would import (without importing it: the script does
+    that), checked against the one memprof was built with."""
+    import importlib.util
 
-
-def torch_lib_dir():
-    """torch/lib of the torch this Python would import, checked against the one memprof links."""
     spec = importlib.util.find_spec("torch")
     want = "torch==%s" % _build.TORCH
     if spec is None or not spec.origin:
@@ -105,13 +69,14 @@ def torch_lib_dir():
             % (sys.executable, _build.TORCH),
             "`%s -m pip install %s`" % (sys.executable, want),
         )
-    root = Path(spec.origin).parent
+    root = os.path.dirname(spec.origin)
     version = "unknown"
     try:
-        text = (root / "version.py").read_text()
-        found = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", text, re.M)
-        if found:
-            version = found.group(1)
+        with open(os.path.join(root, "version.py")) as f:
+            for line in f:
+                if line.startswith("__version__"):
+                    version = line.split("=", 1)[1].strip().strip("'\"")
+                    break
     except OSError:
         pass
     if version.split("+")[0] != _build.TORCH:
@@ -121,32 +86,75 @@ def torch_lib_dir():
             "install the memprof wheel built for torch %s, or `pip install %s`"
             % (version.split("+")[0], want),
         )
-    lib = root / "lib"
-    if _build.CUDA and not (lib / "libtorch_cuda.so").exists():
+    lib = os.path.join(root, "lib")
+    if _build.CUDA and not os.path.exists(os.path.join(lib, "libtorch_cuda.so")):
         raise Missing(
             "the script's torch (%s, in %s) is a CPU-only build, but this memprof wheel links "
             "libtorch_cuda" % (version, root),
             "install torch's CUDA build (`pip install %s` from PyPI), or build memprof from "
             "source in this venv (docs/install.md: Building from source)" % want,
         )
-    return str(lib)
+    return root
 
 
-def main():
+def load_native(torch_root):
+    """The extension. It finds libtorch beside it in site-packages (its RUNPATH); a torch
+    installed elsewhere has its libraries loaded first, by path, as the extension names them."""
+    try:
+        from . import _native
+    except ImportError:
+        import ctypes
+
+        lib = os.path.join(torch_root, "lib")
+        for name in ("libc10.so", "libtorch_cpu.so", "libc10_cuda.so", "libtorch_cuda.so",
+                     "libtorch.so"):
+            path = os.path.join(lib, name)
+            if os.path.exists(path):
+                ctypes.CDLL(path)
+        from . import _native
+    return _native
+
+
+def run_here(args):
     try:
         check_python()
-        dirs = [torch_lib_dir(), libpython_dir()]
+        root = torch_dir()
+        native = load_native(root)
     except Missing as e:
         sys.stderr.write("memprof: error: %s\nhint: %s\n" % (e.message, e.hint))
         return USAGE
-    old = os.environ.get("LD_LIBRARY_PATH")
-    env = dict(os.environ)
-    env["MEMPROF_LAUNCHER_PYTHON"] = sys.executable
-    env["MEMPROF_LAUNCHER_LD_LIBRARY_PATH"] = "unset" if old is None else "set:" + old
-    path = [d for d in dict.fromkeys(dirs) if d not in DEFAULT_DIRS]
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(path + ([old] if old else []))
+    except ImportError as e:
+        sys.stderr.write(
+            "memprof: error: memprof's native core could not be loaded: %s\n"
+            "hint: reinstall the wheel (`pip install --force-reinstall memprof`)\n" % e
+        )
+        return USAGE
+    # The interpreter as `python script.py` starts: not this command's folder first on
+    # sys.path (memprof puts the script's there), and a `__main__` of the script's own.
+    if not sys.flags.safe_path and sys.path:
+        del sys.path[0]
+    import types
+
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    native.cli(args, long_version())  # exits with the command's exit code
+
+
+def long_version():
+    return "%s\nPython %s (run: in the Python of the `memprof` command, %s)" % (
+        _build.VERSION, _build.PYTHON, sys.executable)
+
+
+def main():
+    args = sys.argv[1:]
+    command = subcommand(args)
+    if command == "run":
+        return run_here(args)
+    if command is None and "--version" in args:
+        # The binary would describe its own build; `run` is this Python's.
+        print("memprof " + long_version())
+        return 0
     try:
-        os.execve(str(BINARY), [str(BINARY)] + sys.argv[1:], env)
+        os.execv(BINARY, [BINARY] + args)
     except OSError as e:
         sys.stderr.write(
             "memprof: error: cannot run memprof's binary %s: %s\n"

@@ -62,14 +62,17 @@ class profile:
     targets the report still has the peak: what held memory at the block's high-water mark, by
     line. modules: a row per torch.nn.Module call (`--modules`); tensors: the live tensors when
     a targeted call ends (`--tensors`); stats: the columns, as torch.cuda.memory_stats() names
-    them; device: a CUDA index or "cpu" (default: the current CUDA device, or the CPU).
+    them; device: a CUDA index or "cpu" (default: the current CUDA device, or the CPU);
+    categories: the peak's categories (parameters, gradients, optimizer state), from a scan of
+    the live objects when the block ends (False leaves them out, for a cheaper session).
     One session at a time: they do not nest."""
 
     def __init__(self, *targets, modules=False, tensors=False, stats=None, device=None,
-                 label="<python>"):
+                 categories=True, label="<python>"):
         self._names, self._codes = _split(targets)
         self._targets = targets
-        self._options = dict(modules=modules, tensors=tensors, stats=stats, device=device)
+        self._options = dict(modules=modules, tensors=tensors, stats=stats, device=device,
+                             categories=categories)
         self._label = label
         self._session = None
         self._report = None
@@ -95,7 +98,8 @@ class profile:
 
     def __enter__(self):
         self._report = Report()
-        self._session = native().start(self._argv(), self._codes, self._label)
+        self._session = native().start(self._argv(), self._codes, self._label,
+                                       self._options["categories"])
         return self._report
 
     def __exit__(self, exc_type, exc, tb):

@@ -88,7 +88,8 @@ def pytest_runtest_call(item):
         return (yield)
     from .api import profile
 
-    session = profile(label="<test %s>" % item.nodeid)
+    # The peak's categories need a scan of every live object: only for the saved reports.
+    session = profile(label="<test %s>" % item.nodeid, categories=report_dir is not None)
     report = session.__enter__()
     try:
         result = yield

@@ -23,16 +23,15 @@ fn options_with_values() -> HashSet<String> {
         .collect()
 }
 
-/// This process's command line, split as `split` does.
-pub fn from_env() -> (Vec<String>, Vec<String>) {
-    let args = std::env::args_os()
+/// This process's command line without the program's name.
+pub fn from_env() -> Vec<String> {
+    std::env::args_os()
         .skip(1)
         .map(|a| {
             a.into_string()
                 .unwrap_or_else(|a| a.to_string_lossy().into_owned())
         })
-        .collect();
-    split(args)
+        .collect()
 }
 
 /// Splits `args` (without the program name) into what memprof parses, up to and including the

@@ -12,18 +12,11 @@ use std::path::PathBuf;
 /// Line-level memory profiler for PyTorch programs: exact libtorch allocator statistics for every
 /// line of the functions you name, with no code changes.
 #[derive(Parser, Debug)]
+// `--version` also says which Python `run` embeds and how libpython is linked: the binaries
+// give it (`commands::parse`), from what their build found.
 #[command(
     name = "memprof",
     version,
-    // `--version` also says which Python the binary embeds and how libpython is linked
-    // (build/libpython.rs), the first thing to know about a speed or start-up report.
-    long_version = concat!(
-        env!("CARGO_PKG_VERSION"),
-        "\nPython ",
-        env!("MEMPROF_PYTHON_VERSION"),
-        ", libpython: ",
-        env!("MEMPROF_LIBPYTHON_LINK")
-    ),
     propagate_version = true,
     max_term_width = 100
 )]

@@ -1,0 +1,65 @@
+//! The subcommands that only read report files, one file each: `show`, `merge`, `diff`, `plot`,
+//! `stats`, `completions`; `run` is given by the caller (the native core's, or the binary's
+//! hand-over to it). The only place that reads report files (files.rs). Uses `cli`,
+//! `analysis`, `render`, `output`, `model`.
+mod diff;
+pub mod files;
+mod merge;
+pub mod plot;
+mod show;
+mod stats;
+
+use crate::cli::{Cli, Command, GlobalOptions, RunArgs};
+use crate::error::Result;
+use clap::CommandFactory;
+
+/// Runs the parsed command with `run` for `memprof run`; returns the process exit code.
+pub fn dispatch(cli: Cli, run: impl FnOnce(&GlobalOptions, RunArgs) -> Result<i32>) -> Result<i32> {
+    match cli.command {
+        Command::Run(args) => run(&cli.global, args),
+        Command::Show(args) => show::show(&cli.global, args),
+        Command::Merge(args) => merge::merge(&cli.global, args),
+        Command::Diff(args) => diff::diff(args),
+        Command::Plot(args) => plot::plot(args),
+        Command::Stats => {
+            crate::output::print(&stats::listing());
+            Ok(0)
+        }
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "memprof", &mut out);
+            crate::output::print(&String::from_utf8_lossy(&out));
+            Ok(0)
+        }
+    }
+}
+
+/// The command line parsed as the `memprof` command parses it (`args`: without the program's
+/// name): memprof's own options, then the script's arguments (whatever they look like) given to
+/// `run`. Exits on a parse error (exit 2) or on --help/--version (exit 0), as clap does.
+/// `long_version`: what `--version` says (the binary knows which Python `run` embeds).
+pub fn parse(args: Vec<String>, long_version: &'static str) -> Cli {
+    use clap::FromArgMatches;
+    let (own, script_args) = crate::cli::argv::split(args);
+    let parsed = Cli::command()
+        .long_version(long_version)
+        .try_get_matches_from(std::iter::once("memprof".to_string()).chain(own))
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let mut cli = match parsed {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                crate::error::exit_code::USAGE
+            } else {
+                0
+            };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    if let Command::Run(run) = &mut cli.command {
+        // The script's arguments, whatever they look like (clap saw none of them).
+        run.args.extend(script_args);
+    }
+    cli
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Runs a notebook with both memprof magics in a real Jupyter kernel (this Python's ipykernel)
+and checks the outputs: exact bytes of the cell's own lines. Prints NOTEBOOK OK, or what failed.
+
+    VENV/bin/python scripts/notebook_check.py   # the venv with memprof, ipykernel and nbclient
+"""
+import json
+import sys
+
+import nbclient
+import nbformat
+
+CELLS = [
+    "%load_ext memprof\nimport torch",
+    "def step(n):\n    a = torch.ones(n, n)\n    b = a @ a\n    return b.sum()",
+    "%memprof -f step --device cpu step(256)",
+    "%%memprof --device cpu\nx = torch.ones(512, 512)\ny = x * 2\ndel x\ntotal = step(128)",
+    "import json\nr = _\nprint(json.dumps([[l['line'], l.get('delta_bytes')] "
+    "for l in r.function('<module>')['lines']]))",
+]
+
+
+def main():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    line_magic = nb.cells[2].outputs[0]["data"]
+    cell_magic = nb.cells[3].outputs[0]["data"]["text/plain"]
+    lines = json.loads(nb.cells[4].outputs[0]["text"])
+    problems = []
+    if "+256.00 KiB" not in line_magic["text/plain"]:
+        problems.append("%memprof's table: " + line_magic["text/plain"])
+    if not line_magic.get("text/html", "").startswith('<pre class="memprof-report">'):
+        problems.append("%memprof's HTML")
+    if "<module>: y = x * 2" not in cell_magic:
+        problems.append("%%memprof's peak: " + cell_magic)
+    if lines != [[1, 1048576], [2, 1048576], [3, -1048576], [4, 4]]:
+        problems.append("%%%%memprof's lines: %s" % lines)
+    print("NOTEBOOK OK" if not problems else "NOTEBOOK FAILED:\n" + "\n".join(problems))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
