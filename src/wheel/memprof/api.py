@@ -5,6 +5,7 @@ import functools
 import html
 import json
 import os
+import sys
 import types
 
 from ._core import native
@@ -97,6 +98,11 @@ class profile:
         return argv
 
     def __enter__(self):
+        running = sys.modules.get("_memprof")
+        if running is not None and not getattr(running, "in_process", False):
+            raise RuntimeError(
+                "`memprof run` is already profiling this program, and memprof.profile does not "
+                "run inside it: name the targets with -f instead, or run the program with python")
         self._report = Report()
         self._session = native().start(self._argv(), self._codes, self._label,
                                        self._options["categories"])
