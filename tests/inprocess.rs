@@ -300,7 +300,8 @@ fn under_memprof_run_a_session_is_refused_with_what_to_do() {
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains("refused: `memprof run` is already profiling this program"),
+        r.stdout
+            .contains("refused: `memprof run` is already profiling this program"),
         "{}",
         r.stdout
     );
