@@ -116,6 +116,13 @@ with memprof.profile(device="cpu") as r3:
 out["peak_above_start"] = r3.peak_above_start
 out["after_bad"] = state() == before
 out["repr"] = repr(r3)
+def tracer(frame, event, arg):
+    return None
+sys.settrace(tracer)
+with memprof.profile(f, device="cpu"):
+    f(10)
+out["tracer_kept"] = sys.gettrace() is tracer
+sys.settrace(None)
 @memprof.profile(device="cpu")
 def g():
     return torch.ones(4)
@@ -148,6 +155,10 @@ fn sessions_measure_again_never_nest_and_leave_nothing_behind() {
     assert!(bad.contains("allocated_bytes.all.peek"), "{bad}");
     assert_eq!(out["peak_above_start"], 256 * 256 * 4);
     assert_eq!(out["decorated"], 1, "each call its own report");
+    assert_eq!(
+        out["tracer_kept"], true,
+        "the program's own trace function (coverage's) stays"
+    );
 }
 
 const LIMITS: &str = r#"

@@ -200,7 +200,20 @@ pub fn python_with_memprof() -> Command {
     let native = std::env::var_os("MEMPROF_NATIVE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_BIN_EXE_memprof")).with_file_name("libmemprof.so")
+            let native = PathBuf::from(env!("CARGO_BIN_EXE_memprof-embedded"))
+                .with_file_name("libmemprof.so");
+            // `cargo test` builds the binaries, not the library's cdylib: a stale extension
+            // would test old code.
+            let built = std::fs::metadata(&native).and_then(|m| m.modified()).ok();
+            let newest =
+                newest_source(&root().join("src")).max(newest_source(&root().join("crates")));
+            assert!(
+                built.is_some() && built >= newest,
+                "{} is missing or older than the sources: run `cargo build` before `cargo test` \
+                 (scripts/test.sh does)",
+                native.display()
+            );
+            native
         });
     let mut cmd = Command::new(python());
     let venv = venv();
@@ -219,6 +232,21 @@ pub fn python_with_memprof() -> Command {
     cmd.current_dir(root().join("fixtures"));
     cmd.stdin(Stdio::null());
     cmd
+}
+
+/// When the newest file under `dir` was modified.
+fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let modified = if path.is_dir() {
+            newest_source(&path)
+        } else {
+            entry.metadata().and_then(|m| m.modified()).ok()
+        };
+        newest = newest.max(modified);
+    }
+    newest
 }
 
 pub fn python_output(script: &Path, args: &[&str]) -> Run {

@@ -212,11 +212,25 @@ pub fn reset_targets() {
     }
 }
 
-/// The script has ended: no more hooks.
+/// The script has ended: no more hooks. A trace function that is not memprof's (coverage's, a
+/// debugger's) stays: under `memprof.profile` the program goes on.
 pub fn stop_on_this_thread() {
     deactivate();
-    // SAFETY: GIL held by the caller.
-    unsafe { ffi::PyEval_SetTrace(None, std::ptr::null_mut()) };
+    // SAFETY: GIL held by the caller; this thread's state.
+    unsafe { remove_own_trace(ffi::PyThreadState_Get()) };
+}
+
+/// Takes memprof's trace function off `tstate`, through the API (which recomputes the thread's
+/// `use_tracing`), and leaves any other.
+unsafe fn remove_own_trace(tstate: *mut ffi::PyThreadState) {
+    // SAFETY: GIL held by the callers; the fields read were checked by `layout_matches` when
+    // the hook went on (and memprof's trace function is only ever set after that check).
+    unsafe {
+        let ts = tstate as *mut ThreadState;
+        if (*ts).c_tracefunc.map(|f| f as usize) == Some(trace as ffi::Py_tracefunc as usize) {
+            _PyEval_SetTrace(tstate, None, std::ptr::null_mut());
+        }
+    }
 }
 
 extern "C" {
@@ -229,11 +243,19 @@ extern "C" {
     ) -> c_int;
 }
 
-/// Removes the hook and the trace function from every thread, so that code runs untraced
-/// from now on.
-pub fn stop_on_all_threads(py: Python<'_>) {
+/// Removes the hook, and memprof's trace function from every thread (another's stays), so that
+/// code runs as without memprof from now on.
+pub fn stop_on_all_threads(_py: Python<'_>) {
     deactivate();
-    set_on_all_threads(py, None);
+    // SAFETY: GIL held (the Python token); thread states are walked under it.
+    unsafe {
+        let interp = ffi::PyInterpreterState_Get();
+        let mut ts = ffi::PyInterpreterState_ThreadHead(interp);
+        while !ts.is_null() {
+            remove_own_trace(ts);
+            ts = ffi::PyThreadState_Next(ts);
+        }
+    }
 }
 
 // --- the frame-evaluation hook (PEP 523) ----------------------------------------------
@@ -359,12 +381,29 @@ unsafe fn trace_off(tstate: *mut ffi::PyThreadState) {
 /// Whether this interpreter's thread state has the fields where `ThreadState` says: set a
 /// trace function through the API and read it back.
 fn layout_matches() -> bool {
+    static CHECKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CHECKED.get_or_init(check_layout)
+}
+
+/// `layout_matches`, once per process. A thread with a trace function of its own (coverage's, a
+/// debugger's, under `memprof.profile`) keeps it: the fields are compared with what
+/// `sys.gettrace()` says instead of being written.
+fn check_layout() -> bool {
     // SAFETY: GIL held by the callers; the fields read are inside the thread state.
     unsafe {
         let tstate = ffi::PyThreadState_Get();
         let ts = tstate as *mut ThreadState;
-        if (*ts).c_tracefunc.is_some() || (*ts).tracing != 0 {
+        if (*ts).tracing != 0 {
             return false;
+        }
+        if (*ts).c_tracefunc.is_some() {
+            let py = Python::assume_attached();
+            let current = py
+                .import("sys")
+                .and_then(|sys| sys.call_method0("gettrace"))
+                .map(|t| t.as_ptr())
+                .unwrap_or(std::ptr::null_mut());
+            return !current.is_null() && current != ffi::Py_None() && current == (*ts).c_traceobj;
         }
         ffi::PyEval_SetTrace(Some(trace), std::ptr::null_mut());
         let seen = (*ts).c_tracefunc.map(|f| f as usize)
