@@ -29,14 +29,14 @@ pub struct Session {
 }
 
 /// Starts measuring. `argv`: the command's options (`--device 1`, `--stat KEY`, `run`'s `-f
-/// NAME`, `--modules`, `--tensors`...), checked as the command checks them; `codes`: (code
-/// object, label) of callables to profile; `label`: what the report calls the program.
+/// NAME`, `--modules`, `--tensors`...), checked as the command checks them; `callables`:
+/// functions, methods or code objects to profile; `label`: what the report calls the program.
 #[pyfunction]
-#[pyo3(signature = (argv, codes, label, categories=true))]
+#[pyo3(signature = (argv, callables, label, categories=true))]
 pub fn start(
     py: Python<'_>,
     argv: Vec<String>,
-    codes: Vec<(Py<PyAny>, String)>,
+    callables: Vec<Py<PyAny>>,
     label: String,
     categories: bool,
 ) -> PyResult<Session> {
@@ -46,7 +46,7 @@ pub fn start(
              (profile the outer block, with the inner functions as targets)",
         ));
     }
-    match begin(py, argv, codes, label, categories) {
+    match begin(py, argv, callables, label, categories) {
         Ok(s) => Ok(s),
         Err(e) => {
             reset();
@@ -59,7 +59,7 @@ pub fn start(
 fn begin(
     py: Python<'_>,
     argv: Vec<String>,
-    codes: Vec<(Py<PyAny>, String)>,
+    callables: Vec<Py<PyAny>>,
     label: String,
     categories: bool,
 ) -> PyResult<Session> {
@@ -98,7 +98,7 @@ fn begin(
     options.in_process = true;
     options.peak_categories = categories;
     let specs = config.program.targets.clone();
-    boot.call_method1("install_in_process", (specs, codes, options))?;
+    boot.call_method1("install_in_process", (specs, callables, options))?;
     tracing::start_on_this_thread();
     let allocated_at_start = capture::recorder::with(|r| r.allocated_now()).unwrap_or(0);
     Ok(Session {

@@ -62,7 +62,12 @@ pub fn memprof() -> Command {
     let bin = std::env::var_os("MEMPROF_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_memprof")));
-    let mut cmd = Command::new(bin);
+    in_the_venv(Command::new(bin))
+}
+
+/// `cmd` as the tests run things: the venv active, no PYTHONPATH, the test device named, the
+/// tests' own inductor cache, in fixtures/, no standard input.
+fn in_the_venv(mut cmd: Command) -> Command {
     let venv = venv();
     cmd.env("VIRTUAL_ENV", &venv);
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -215,22 +220,8 @@ pub fn python_with_memprof() -> Command {
             );
             native
         });
-    let mut cmd = Command::new(python());
-    let venv = venv();
-    cmd.env("VIRTUAL_ENV", &venv);
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut paths = vec![venv.join("bin")];
-    paths.extend(std::env::split_paths(&path));
-    cmd.env("PATH", std::env::join_paths(paths).unwrap());
-    cmd.env_remove("PYTHONPATH");
+    let mut cmd = in_the_venv(Command::new(python()));
     cmd.env("MEMPROF_NATIVE", native);
-    cmd.env("TORCHINDUCTOR_CACHE_DIR", inductor_cache());
-    cmd.env(
-        "MEMPROF_TEST_DEVICE",
-        if on_cuda() { "cuda" } else { "cpu" },
-    );
-    cmd.current_dir(root().join("fixtures"));
-    cmd.stdin(Stdio::null());
     cmd
 }
 
@@ -250,16 +241,9 @@ fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
 }
 
 pub fn python_output(script: &Path, args: &[&str]) -> Run {
-    let out = Command::new(python())
+    let out = in_the_venv(Command::new(python()))
         .arg(script)
         .args(args)
-        .current_dir(root().join("fixtures"))
-        .env("TORCHINDUCTOR_CACHE_DIR", inductor_cache())
-        .env(
-            "MEMPROF_TEST_DEVICE",
-            if on_cuda() { "cuda" } else { "cpu" },
-        )
-        .stdin(Stdio::null())
         .output()
         .expect("python starts");
     finish(out)

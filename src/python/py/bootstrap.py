@@ -324,21 +324,9 @@ def install(specs, script_path, options):
     import _memprof_peak
 
     _memprof_peak.install(script_path)
-    global _system_dirs, _script_path
+    global _script_path
     _script_path = script_path
-    dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
-        dirs.add(os.path.join(prefix, "lib"))
-    _system_dirs = tuple(os.path.realpath(d) + os.sep for d in dirs)
-    _targets.extend(Target(s) for s in specs)
-    _unscoped_targets.extend(t for t in _targets if not t.is_scoped())
-    if _MONITORING:
-        _start_monitoring()
-    _memprof.set_finisher(finish_schedule)
-    _install_import_hook()
-    for t in _targets:
-        if t.module is not None:
-            _resolve_in_loaded_module(t)
+    _arm(specs)
     if not hasattr(builtins, "profile"):
         builtins.profile = _profile_decorator
     _report_before_os_exit()
@@ -346,14 +334,9 @@ def install(specs, script_path, options):
     threading.settrace(_thread_started)
 
 
-def install_in_process(specs, codes, options):
-    """`memprof.profile` in an interpreter that is already running (src/inprocess): the targets
-    named by `specs` are found in the code loaded now and in modules imported from now on;
-    `codes` are (code object, label) of callables given directly. `uninstall` undoes it all."""
-    _install_reports(options)
-    import _memprof_peak
-
-    _memprof_peak.install(None)
+def _arm(specs):
+    """The targets named by `specs` (`-f`'s), found in modules as they are compiled and in the
+    ones loaded already, with the line hook ready for them."""
     global _system_dirs
     dirs = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
@@ -368,6 +351,25 @@ def install_in_process(specs, codes, options):
     for t in _targets:
         if t.module is not None:
             _resolve_in_loaded_module(t)
+
+
+def install_in_process(specs, callables, options):
+    """`memprof.profile` in an interpreter that is already running (src/inprocess): the targets
+    named by `specs` are found in the code loaded now and in modules imported from now on;
+    `callables` are functions, methods or code objects given directly. `uninstall` undoes it
+    all."""
+    codes = []
+    for obj in callables:
+        code = obj if isinstance(obj, _CodeType) else _underlying_code(obj)
+        if code is None:
+            raise TypeError("memprof.profile's targets are functions (or methods) and `-f`-style "
+                            "names, not %r" % (obj,))
+        codes.append(code)
+    _install_reports(options)
+    import _memprof_peak
+
+    _memprof_peak.install(None)
+    _arm(specs)
     if _unscoped_targets:
         for code in _loaded_user_codes():
             _seen.add(code.co_qualname)
@@ -377,8 +379,8 @@ def install_in_process(specs, codes, options):
                 if t.matches(code) and code not in t.matched:
                     t.matched.append(code)
                     activate(code, t.spec)
-    for code, label in codes:
-        activate(code, label)
+    for code in codes:
+        activate(code, code.co_qualname)
     import threading
     threading.settrace(_thread_started)
 

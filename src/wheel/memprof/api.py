@@ -6,45 +6,14 @@ import html
 import json
 import os
 import sys
-import types
 
 from ._core import native
 
 
-def _code_of(target):
-    """The code object of a function, method, staticmethod, property getter or decorated
-    function (what it wraps, innermost last: the function's own body is profiled)."""
-    obj = target
-    code = None
-    for _ in range(32):
-        c = getattr(obj, "__code__", None)
-        if isinstance(c, types.CodeType):
-            code = c
-        for attr in ("__func__", "fget", "func", "__wrapped__"):
-            inner = getattr(obj, attr, None)
-            if inner is not None:
-                obj = inner
-                break
-        else:
-            break
-    return code
-
-
 def _split(targets):
-    """(names, [(code, label)]) of `profile`'s targets: `-f`-style names and callables."""
-    names, codes = [], []
-    for t in targets:
-        if isinstance(t, str):
-            names.append(t)
-            continue
-        code = t if isinstance(t, types.CodeType) else _code_of(t)
-        if code is None:
-            raise TypeError(
-                "memprof.profile's targets are functions (or methods) and `-f`-style names, "
-                "not %r" % (t,)
-            )
-        codes.append((code, code.co_qualname))
-    return names, codes
+    """(`-f`-style names, callables) of `profile`'s targets."""
+    names = [t for t in targets if isinstance(t, str)]
+    return names, [t for t in targets if not isinstance(t, str)]
 
 
 class profile:
@@ -70,7 +39,7 @@ class profile:
 
     def __init__(self, *targets, modules=False, tensors=False, stats=None, device=None,
                  categories=True, label="<python>"):
-        self._names, self._codes = _split(targets)
+        self._names, self._callables = _split(targets)
         self._targets = targets
         self._options = dict(modules=modules, tensors=tensors, stats=stats, device=device,
                              categories=categories)
@@ -104,7 +73,7 @@ class profile:
                 "`memprof run` is already profiling this program, and memprof.profile does not "
                 "run inside it: name the targets with -f instead, or run the program with python")
         self._report = Report()
-        self._session = native().start(self._argv(), self._codes, self._label,
+        self._session = native().start(self._argv(), self._callables, self._label,
                                        self._options["categories"])
         return self._report
 
