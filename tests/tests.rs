@@ -7,6 +7,7 @@ mod budgets;
 mod compiled;
 mod errors;
 mod first_hour;
+mod fit;
 mod gpu;
 mod history;
 mod inprocess;

@@ -4,13 +4,14 @@ use std::fmt;
 /// Exit codes: 0 success (or the script's own `SystemExit` code), 1 the script raised,
 /// 2 a memprof error (bad flags, missing script, syntax error, mismatched torch), 3 the script
 /// finished but a `--max` budget was exceeded, 4 `memprof diff` found an increase beyond
-/// `--max-increase`, 130 interrupted by SIGINT. `TERMINATED` (143) is what a report written on
+/// `--max-increase`, 5 `memprof fit` predicts an out-of-memory error, 130 interrupted by SIGINT. `TERMINATED` (143) is what a report written on
 /// SIGTERM records: the process itself then dies of SIGTERM, as python does (the shell's 143).
 pub mod exit_code {
     pub const SCRIPT_RAISED: i32 = 1;
     pub const USAGE: i32 = 2;
     pub const BUDGET_EXCEEDED: i32 = 3;
     pub const INCREASE_EXCEEDED: i32 = 4;
+    pub const DOES_NOT_FIT: i32 = 5;
     pub const INTERRUPTED: i32 = 130;
     pub const TERMINATED: i32 = 143;
 }

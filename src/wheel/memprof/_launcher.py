@@ -13,7 +13,14 @@ The run path imports as little as it can: the script should find the interpreter
 import os
 import sys
 
-from . import _build
+try:
+    from . import _build
+except ImportError:  # a development checkout: the package without the wheel's binary
+    sys.stderr.write(
+        "memprof: error: this memprof package has no command (a development checkout)\n"
+        "hint: run target/release/memprof (scripts/setup.sh builds it), or install the wheel\n"
+    )
+    sys.exit(2)
 
 USAGE = 2
 HERE = os.path.dirname(os.path.abspath(__file__))

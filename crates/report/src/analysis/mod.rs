@@ -1,6 +1,8 @@
 //! Pure functions on the model: budgets (`--max`), the checkpoint plan, out-of-memory
-//! suggestions, merging ranks' reports and diffing two runs. They read and return model values;
+//! suggestions, merging ranks' reports, diffing two runs, and the CUDA caching allocator's model
+//! (`memprof fit`). They read and return model values;
 //! they print nothing and touch no file. Uses `model` and `error`.
+pub mod allocator;
 pub mod budgets;
 pub mod checkpoints;
 pub mod diff;

@@ -58,6 +58,10 @@ pub enum Command {
     /// calls, saved and parameter bytes per module, each targeted line's peak and Δ; several
     /// reports (a job's ranks) give one series per rank
     Plot(PlotArgs),
+    /// Will it fit? Replay an allocation trace on memprof's model of PyTorch's CUDA caching
+    /// allocator, on a device of --memory with --alloc-conf settings: the predicted reserved and
+    /// allocated peaks, cudaMalloc retries, segments, and where it runs out of memory (exit 5)
+    Fit(FitArgs),
     /// List every stat key with what it means
     Stats,
     /// Print a shell completion script
@@ -175,6 +179,27 @@ pub struct MergeArgs {
     #[arg(long, value_enum)]
     pub format: Option<Format>,
     /// Write the merged report to this file (atomically) instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct FitArgs {
+    /// The allocation trace (JSON or YAML: memprof_trace, events)
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// The bytes the allocator may reserve on the device to predict for (`24GiB`, `80GB`)
+    /// [default: the traced device's]
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// The allocator's settings, as PYTORCH_CUDA_ALLOC_CONF writes them
+    /// (`max_split_size_mb:128,garbage_collection_threshold:0.6`) [default: the traced run's]
+    #[arg(long = "alloc-conf", value_name = "KEY:VALUE,...")]
+    pub alloc_conf: Option<String>,
+    /// Output format (default: from -o's extension, `.json`, `.yaml`/`.yml`; else table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Write the prediction to this file (atomically) instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }

@@ -1,9 +1,10 @@
 //! The subcommands that only read report files, one file each: `show`, `merge`, `diff`, `plot`,
-//! `stats`, `completions`; `run` is given by the caller (the native core's, or the binary's
+//! `fit` (an allocation trace), `stats`, `completions`; `run` is given by the caller (the native core's, or the binary's
 //! hand-over to it). The only place that reads report files (files.rs). Uses `cli`,
 //! `analysis`, `render`, `output`, `model`.
 mod diff;
 pub mod files;
+mod fit;
 mod merge;
 pub mod plot;
 mod show;
@@ -21,6 +22,7 @@ pub fn dispatch(cli: Cli, run: impl FnOnce(&GlobalOptions, RunArgs) -> Result<i3
         Command::Merge(args) => merge::merge(&cli.global, args),
         Command::Diff(args) => diff::diff(args),
         Command::Plot(args) => plot::plot(args),
+        Command::Fit(args) => fit::fit(args),
         Command::Stats => {
             crate::output::print(&stats::listing());
             Ok(0)

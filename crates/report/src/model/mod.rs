@@ -1,4 +1,5 @@
-//! The model: what a run measured and what memprof writes (the report, a merged report, a diff),
+//! The model: what a run measured and what memprof writes (the report, a merged report, a diff,
+//! an allocation trace and its replay),
 //! the catalogue of stats, the device chosen, and sizes as people write them. The bottom layer:
 //! it uses nothing of memprof's but `error`.
 pub mod compiled;
@@ -7,7 +8,9 @@ pub mod diff;
 pub mod merged;
 pub mod paths;
 pub mod peak;
+pub mod prediction;
 pub mod profile;
 pub mod saved;
 pub mod stats;
+pub mod trace;
 pub mod units;

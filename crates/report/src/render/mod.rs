@@ -10,6 +10,7 @@ mod modules;
 mod oom;
 mod peak;
 pub mod plot;
+pub mod prediction;
 pub mod report;
 pub mod style;
 mod table;

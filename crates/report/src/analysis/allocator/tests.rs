@@ -1,0 +1,219 @@
+//! Hand-worked cases of the allocator's rules (the numbers in each comment are worked out from
+//! the rules in mod.rs, not read back from the model).
+use super::*;
+
+const MIB: u64 = 1 << 20;
+
+fn with(conf: &str) -> Settings {
+    Settings::parse(conf).unwrap()
+}
+
+#[test]
+fn sizes_round_to_512_bytes_or_to_a_power_of_two_division() {
+    let a = Allocator::new(u64::MAX, Settings::default());
+    assert_eq!(a.round_size(1), 512);
+    assert_eq!(a.round_size(512), 512);
+    assert_eq!(a.round_size(513), 1024);
+    // 1000000 / 512 = 1953.1: 1954 blocks of 512.
+    assert_eq!(a.round_size(1_000_000), 1_000_448);
+    // Four divisions between 4096 and 8192: 4096, 5120, 6144, 7168.
+    let a = Allocator::new(u64::MAX, with("roundup_power2_divisions:4"));
+    assert_eq!(a.round_size(5000), 5120);
+    assert_eq!(a.round_size(4096), 4096);
+    // At most 512 x divisions, plain rounding.
+    assert_eq!(a.round_size(1200), 1536);
+    // Per interval: sizes from 256 MiB get 2 divisions (256, 384 MiB); below, plain rounding.
+    let a = Allocator::new(u64::MAX, with("roundup_power2_divisions:[256:2,>:2]"));
+    assert_eq!(a.round_size(300 * MIB), 384 * MIB);
+    assert_eq!(a.round_size(3 * MIB + 1), 3 * MIB + 512);
+    assert_eq!(allocation_size(1000), 2 * MIB);
+    assert_eq!(allocation_size(MIB + 1), 20 * MIB);
+    assert_eq!(allocation_size(11 * MIB + 1), 12 * MIB);
+}
+
+#[test]
+fn small_requests_share_a_2_mib_segment_and_large_ones_split_a_20_mib_one() {
+    let mut a = Allocator::new(u64::MAX, Settings::default());
+    a.malloc(1000, 0).unwrap();
+    a.malloc(1000, 0).unwrap();
+    // Two blocks of 1024 bytes, split from one 2 MiB segment.
+    assert_eq!(
+        (a.stats().allocated_bytes, a.stats().reserved_bytes),
+        (2048, 2 * MIB)
+    );
+    a.malloc(5 * MIB, 0).unwrap();
+    // A 20 MiB segment, split: 5 MiB allocated, 15 MiB cached.
+    assert_eq!(a.stats().reserved_bytes, 22 * MIB);
+    a.malloc(15 * MIB, 0).unwrap();
+    // The 15 MiB cached block fits exactly: no new segment.
+    assert_eq!(a.stats().reserved_bytes, 22 * MIB);
+    assert_eq!(a.stats().allocated_bytes, 2048 + 20 * MIB);
+    assert_eq!(a.stats().segment, 2);
+}
+
+#[test]
+fn a_remainder_of_1_mib_or_less_stays_with_the_large_block() {
+    let mut a = Allocator::new(u64::MAX, Settings::default());
+    let b = a.malloc(12 * MIB, 0).unwrap(); // a 12 MiB segment
+    a.free(b);
+    a.malloc(11 * MIB, 0).unwrap();
+    // 1 MiB would remain: not split, the block keeps its 12 MiB.
+    assert_eq!(a.stats().allocated_bytes, 12 * MIB);
+    assert_eq!(a.stats().segment, 1);
+}
+
+#[test]
+fn freed_neighbours_merge_back_into_one_block() {
+    let mut a = Allocator::new(u64::MAX, Settings::default());
+    let x = a.malloc(5 * MIB, 0).unwrap(); // 20 MiB segment: x 5, free 15
+    let y = a.malloc(5 * MIB, 0).unwrap(); // from the 15: y 5, free 10
+    a.free(x);
+    a.free(y);
+    // x, y and the 10 MiB merge into the whole 20 MiB: a 20 MiB request takes it.
+    a.malloc(20 * MIB, 0).unwrap();
+    assert_eq!(a.stats().segment, 1);
+    assert_eq!(a.stats().reserved_bytes, 20 * MIB);
+}
+
+#[test]
+fn a_full_device_frees_the_cache_and_retries() {
+    let mut a = Allocator::new(40 * MIB, Settings::default());
+    let x = a.malloc(30 * MIB, 0).unwrap();
+    a.free(x); // 30 MiB cached, whole
+               // 35 MiB rounds to a 36 MiB segment; 30 + 36 > 40, so the cache is freed and retried.
+    a.malloc(35 * MIB, 0).unwrap();
+    let s = a.stats();
+    assert_eq!(s.num_alloc_retries, 1);
+    assert_eq!(
+        (s.reserved_bytes, s.reserved_bytes_peak),
+        (36 * MIB, 36 * MIB)
+    );
+    assert_eq!((s.num_device_alloc, s.num_device_free), (2, 1));
+}
+
+#[test]
+fn fragmentation_runs_out_of_memory_with_enough_bytes_free() {
+    let mut a = Allocator::new(40 * MIB, Settings::default());
+    let x = a.malloc(8 * MIB, 0).unwrap(); // segment A (20): x 8, free 12
+    let _y = a.malloc(8 * MIB, 0).unwrap(); // from A's 12: y 8, free 4
+    let z = a.malloc(8 * MIB, 0).unwrap(); // 4 is too small: segment B (20)
+    a.free(x); // A: free 8, y, free 4 (y keeps them apart)
+    a.free(z); // B whole again
+               // 24 MiB: 12 free in A and 20 on the device after B is released, but no 24 in one piece.
+    let oom = a.malloc(24 * MIB, 0).unwrap_err();
+    assert_eq!(
+        oom,
+        OutOfMemory {
+            requested: 24 * MIB,
+            allocation: 24 * MIB,
+            allocated_bytes: 8 * MIB,
+            reserved_bytes: 20 * MIB,
+        }
+    );
+    assert_eq!(a.stats().num_alloc_retries, 1);
+}
+
+#[test]
+fn an_oversize_block_serves_only_requests_near_its_size() {
+    // max_split_size 32 MiB: the cached 40 MiB block is not split for an 8 MiB request.
+    let mut a = Allocator::new(u64::MAX, with("max_split_size_mb:32"));
+    let x = a.malloc(40 * MIB, 0).unwrap();
+    a.free(x);
+    a.malloc(8 * MIB, 0).unwrap();
+    assert_eq!(a.stats().reserved_bytes, 60 * MIB);
+    // Without the setting it is split, and nothing more is reserved.
+    let mut a = Allocator::new(u64::MAX, Settings::default());
+    let x = a.malloc(40 * MIB, 0).unwrap();
+    a.free(x);
+    a.malloc(8 * MIB, 0).unwrap();
+    assert_eq!(a.stats().reserved_bytes, 40 * MIB);
+}
+
+#[test]
+fn a_full_device_frees_oversize_blocks_first() {
+    // max_split_size 32 MiB, 100 MiB device: two cached oversize blocks (40 and 34 MiB); a
+    // 50 MiB request frees the larger first, then the other (74 >= 50), without a retry.
+    let mut a = Allocator::new(100 * MIB, with("max_split_size_mb:32"));
+    let x = a.malloc(40 * MIB, 0).unwrap();
+    let y = a.malloc(34 * MIB, 0).unwrap();
+    a.free(x);
+    a.free(y);
+    a.malloc(50 * MIB, 0).unwrap();
+    let s = a.stats();
+    assert_eq!((s.num_alloc_retries, s.num_device_free), (0, 2));
+    assert_eq!(s.reserved_bytes, 50 * MIB);
+}
+
+#[test]
+fn streams_do_not_share_cached_blocks() {
+    let mut a = Allocator::new(u64::MAX, Settings::default());
+    let x = a.malloc(1000, 0).unwrap();
+    a.free(x);
+    a.malloc(1000, 7).unwrap();
+    assert_eq!(a.stats().segment, 2);
+}
+
+#[test]
+fn replay_stops_at_the_first_request_that_does_not_fit() {
+    let events = [
+        Event::Alloc {
+            id: 1,
+            size: 30 * MIB,
+            stream: 0,
+        },
+        Event::Alloc {
+            id: 2,
+            size: 30 * MIB,
+            stream: 0,
+        },
+        Event::Free { id: 1 },
+    ];
+    let r = replay(&events, 40 * MIB, Settings::default()).unwrap();
+    let (at, oom) = r.out_of_memory.unwrap();
+    assert_eq!((at, oom.requested), (1, 30 * MIB));
+    let r = replay(&events, 60 * MIB, Settings::default()).unwrap();
+    assert!(r.out_of_memory.is_none());
+    assert_eq!(r.stats.allocated_bytes_peak, 60 * MIB);
+    let bad = [Event::Free { id: 3 }];
+    assert_eq!(
+        replay(&bad, MIB, Settings::default()).err().unwrap(),
+        "event 0: frees allocation 3, which is not live"
+    );
+}
+
+#[test]
+fn settings_are_checked_as_torch_checks_them() {
+    assert!(Settings::parse("max_split_size_mb:20").is_err());
+    assert!(Settings::parse("garbage_collection_threshold:1.5").is_err());
+    assert!(Settings::parse("roundup_power2_divisions:3").is_err());
+    assert!(Settings::parse("expandable_segments:True").is_err());
+    assert!(Settings::parse("expandable_segments:False").is_ok());
+    assert!(Settings::parse("max_splitsize_mb:64").is_err());
+    let s = with("max_split_size_mb:64,garbage_collection_threshold:0.6");
+    assert_eq!(s.max_split_size, 64 * MIB);
+    assert_eq!(s.garbage_collection_threshold, 0.6);
+}
+
+#[test]
+fn garbage_collection_frees_the_oldest_cached_segments_past_its_threshold() {
+    // 150 MiB, threshold 0.5 (75 MiB). x (40) is cached at lookup 1, y (45, a 46 MiB segment)
+    // at lookup 2; the 60 MiB request is lookup 3 and misses: 86 MiB reserved is past 75, so
+    // the segments at least as old as the average (2 and 1: 1.5) go: x. Then 46 + 60 = 106.
+    let run = |conf: &str| {
+        let mut a = Allocator::new(150 * MIB, with(conf));
+        let x = a.malloc(40 * MIB, 0).unwrap();
+        a.free(x);
+        let y = a.malloc(45 * MIB, 0).unwrap();
+        a.free(y);
+        a.malloc(60 * MIB, 0).unwrap();
+        a.stats().clone()
+    };
+    let gc = run("garbage_collection_threshold:0.5");
+    assert_eq!((gc.reserved_bytes_peak, gc.num_device_free), (106 * MIB, 1));
+    // Without it the cache stays: 40 + 46 + 60 = 146 MiB reserved.
+    let kept = run("");
+    assert_eq!(
+        (kept.reserved_bytes_peak, kept.num_device_free),
+        (146 * MIB, 0)
+    );
+}

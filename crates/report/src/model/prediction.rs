@@ -1,0 +1,42 @@
+//! `memprof fit`'s report: a trace replayed on a device of some size with some allocator
+//! settings (analysis::allocator), against what the traced run measured.
+use super::trace::Measured;
+use serde::{Deserialize, Serialize};
+
+pub const PREDICTION_SEMANTICS: &str = "The trace's allocations and frees replayed in order on \
+memprof's model of PyTorch's CUDA caching allocator (torch 2.11, without expandable segments or \
+CUDA graphs' private pools), with `memory_bytes` for the allocator to reserve and the given \
+settings; the numbers are the allocator's own stats at the end of the replay, or where it ran out \
+of memory. Allocations outside the caching allocator (the CUDA context, NCCL, cuBLAS's own \
+workspace where it bypasses it) are not in the trace: leave them out of memory_bytes.";
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct Prediction {
+    pub semantics: String,
+    pub trace: String,
+    pub events: u64,
+    pub memory_bytes: i64,
+    pub settings: String,
+    pub fits: bool,
+    pub predicted: Measured,
+    /// What the traced run measured (when the trace has it): a replay on its own device with its
+    /// own settings equals it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_memory: Option<PredictedOom>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PredictedOom {
+    /// The index of the allocation event that failed (0-based), and where the program made it.
+    pub event: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    pub requested_bytes: i64,
+    /// The segment the allocator asked the device for.
+    pub allocation_bytes: i64,
+    /// allocated and reserved bytes then, after the cache was freed.
+    pub allocated_bytes: i64,
+    pub reserved_bytes: i64,
+}

@@ -1,0 +1,82 @@
+//! `memprof fit`'s report as a table (or YAML/JSON): predicted against measured, and where it
+//! runs out of memory.
+use crate::model::prediction::Prediction;
+use crate::model::trace::Measured;
+use crate::model::units;
+use crate::render::Format;
+use std::fmt::Write;
+
+pub fn render(p: &Prediction, format: Format, _terminal_width: Option<usize>) -> String {
+    super::render_with(p, format, table)
+}
+
+fn table(p: &Prediction) -> String {
+    let mut out = String::new();
+    let settings = if p.settings.is_empty() {
+        "default settings".to_string()
+    } else {
+        p.settings.clone()
+    };
+    let _ = writeln!(
+        out,
+        "memprof fit · {} ({} events) · {} for the allocator · {settings}",
+        p.trace,
+        p.events,
+        units::bytes(p.memory_bytes)
+    );
+    match &p.out_of_memory {
+        None => {
+            let _ = writeln!(out, "fits: yes");
+        }
+        Some(o) => {
+            let at =
+                o.at.as_deref()
+                    .map(|a| format!(" ({a})"))
+                    .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "fits: no — runs out of memory at event {}{at}: tried to allocate {} (a {} \
+                 segment) with {} allocated and {} reserved, after the cache was freed",
+                o.event,
+                units::bytes(o.requested_bytes),
+                units::bytes(o.allocation_bytes),
+                units::bytes(o.allocated_bytes),
+                units::bytes(o.reserved_bytes)
+            );
+        }
+    }
+    out.push('\n');
+    let measured = p.measured.clone().unwrap_or_default();
+    let has_measured = p.measured.is_some();
+    let _ = writeln!(
+        out,
+        "{:<26} {:>14}{}",
+        "",
+        "predicted",
+        if has_measured {
+            format!(" {:>14}", "measured")
+        } else {
+            String::new()
+        }
+    );
+    type Stat = fn(&Measured) -> Option<i64>;
+    let rows: [(&str, Stat, bool); 4] = [
+        ("reserved_bytes.all.peak", |m| m.reserved_bytes_peak, true),
+        ("allocated_bytes.all.peak", |m| m.allocated_bytes_peak, true),
+        ("num_alloc_retries", |m| m.num_alloc_retries, false),
+        ("segment.all.peak", |m| m.segment_peak, false),
+    ];
+    for (name, get, bytes) in rows {
+        let show = |v: Option<i64>| match v {
+            Some(v) if bytes => units::bytes(v),
+            Some(v) => v.to_string(),
+            None => "-".into(),
+        };
+        let _ = write!(out, "{name:<26} {:>14}", show(get(&p.predicted)));
+        if has_measured {
+            let _ = write!(out, " {:>14}", show(get(&measured)));
+        }
+        out.push('\n');
+    }
+    out
+}
