@@ -22,6 +22,9 @@ _memprof() {
             memprof,diff)
                 cmd="memprof__subcmd__diff"
                 ;;
+            memprof,fit)
+                cmd="memprof__subcmd__fit"
+                ;;
             memprof,help)
                 cmd="memprof__subcmd__help"
                 ;;
@@ -45,6 +48,9 @@ _memprof() {
                 ;;
             memprof__subcmd__help,diff)
                 cmd="memprof__subcmd__help__subcmd__diff"
+                ;;
+            memprof__subcmd__help,fit)
+                cmd="memprof__subcmd__help__subcmd__fit"
                 ;;
             memprof__subcmd__help,help)
                 cmd="memprof__subcmd__help__subcmd__help"
@@ -71,7 +77,7 @@ _memprof() {
 
     case "${cmd}" in
         memprof)
-            opts="-h -V --device --stat --help --version run show merge diff plot stats completions help"
+            opts="-h -V --device --stat --help --version run show merge diff plot fit stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -152,8 +158,50 @@ _memprof() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        memprof__subcmd__fit)
+            opts="-o -h -V --memory --alloc-conf --format --output --device --stat --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --memory)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --alloc-conf)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         memprof__subcmd__help)
-            opts="run show merge diff plot stats completions help"
+            opts="run show merge diff plot fit stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -181,6 +229,20 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help__subcmd__diff)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memprof__subcmd__help__subcmd__fit)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
