@@ -405,7 +405,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --function --format --output --history --history-max-entries --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --device --stat --help --version"
+            opts="-f -m -o -h -V --function --format --output --history --history-max-entries --trace --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --device --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -436,6 +436,10 @@ _memprof() {
                     return 0
                     ;;
                 --history-max-entries)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --trace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

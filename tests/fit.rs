@@ -86,3 +86,54 @@ fn bad_settings_and_traces_get_one_message_and_exit_2() {
         r.stderr
     );
 }
+
+#[test]
+fn a_run_records_its_trace_and_its_replay_gives_the_runs_allocated_peak() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let trace_text = trace.to_string_lossy().into_owned();
+    let (r, report) = profile(&[], &["--trace", &trace_text, "lines.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("trace written to"), "{}", r.stderr);
+    let t = read_json(&trace);
+    let events = t["events"].as_array().unwrap();
+    // step's three allocations, in order, at their lines (the fixture's sizes are multiples of
+    // 512 B, and of 2 MiB above 1 MiB: the same on the CPU and in CUDA's blocks).
+    let allocs: Vec<(u64, String)> = events
+        .iter()
+        .filter(|e| e["alloc"].is_u64())
+        .take(3)
+        .map(|e| {
+            let at = e["at"].as_str().unwrap();
+            (
+                e["size"].as_u64().unwrap(),
+                at.rsplit('/').next().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        allocs,
+        [
+            (4 << 20, "lines.py:14".to_string()),
+            (256 << 10, "lines.py:15".to_string()),
+            (4 << 20, "lines.py:16".to_string())
+        ]
+    );
+    // Every free is of an allocation made before it.
+    let mut live = std::collections::HashSet::new();
+    for e in events {
+        if let Some(id) = e["alloc"].as_u64() {
+            assert!(live.insert(id), "{e}");
+        } else {
+            assert!(live.remove(&e["free"].as_u64().unwrap()), "{e}");
+        }
+    }
+    // Replayed with room to spare, the model's allocated peak is the run's.
+    let r = fit(&[&trace_text, "--memory", "1GiB", "--format", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let p = r.json();
+    assert_eq!(
+        p["predicted"]["allocated_bytes.all.peak"], report["peak"]["allocated_bytes"],
+        "{p:#}"
+    );
+}

@@ -139,6 +139,27 @@ pub struct Tracker {
     /// with no call of their own to watch).
     site_functions: IntMap<u32, Vec<u64>>,
     started: Instant,
+    /// `--trace`: every allocation and free seen, in order.
+    trace: Option<TraceLog>,
+}
+
+/// The device's allocations and frees in order (`--trace`): (allocation serial, bytes, site);
+/// a free has negative bytes and its allocation's serial. Bounded: past `max` events it stops
+/// and says so.
+pub struct TraceLog {
+    pub events: Vec<(u64, i64, u32)>,
+    pub truncated: bool,
+    max: usize,
+}
+
+impl TraceLog {
+    fn push(&mut self, event: (u64, i64, u32)) {
+        if self.events.len() < self.max {
+            self.events.push(event);
+        } else {
+            self.truncated = true;
+        }
+    }
 }
 
 impl Default for Tracker {
@@ -161,6 +182,7 @@ impl Default for Tracker {
             functions: IntMap::default(),
             site_functions: IntMap::default(),
             started: Instant::now(),
+            trace: None,
         }
     }
 }
@@ -215,6 +237,9 @@ impl Tracker {
                 role: Role::Other,
             },
         );
+        if let Some(log) = &mut self.trace {
+            log.push((self.serial, bytes, site));
+        }
         self.site_bytes[i] += bytes;
         self.site_blocks[i] += 1;
         self.site_allocations[i] += 1;
@@ -255,8 +280,25 @@ impl Tracker {
             self.settle();
         }
         if let Some(block) = self.live.remove(&ptr) {
+            if let Some(log) = &mut self.trace {
+                log.push((block.serial, -block.bytes, block.site));
+            }
             self.forget(block);
         }
+    }
+
+    /// Records every allocation and free from now on (`--trace`), up to `max` events.
+    pub fn record_trace(&mut self, max: usize) {
+        self.trace = Some(TraceLog {
+            events: Vec::new(),
+            truncated: false,
+            max,
+        });
+    }
+
+    /// The recorded trace, if one was asked for.
+    pub fn take_trace(&mut self) -> Option<TraceLog> {
+        self.trace.take()
     }
 
     fn forget(&mut self, block: Block) {
@@ -512,7 +554,15 @@ pub fn is_on() -> bool {
 /// The measured device changed: what was tracked on the old one no longer adds up.
 pub fn restart() {
     if is_on() {
-        *lock() = Some(Tracker::default());
+        let mut tracker = lock();
+        // A trace goes on from the new device's first event (the old one's are another
+        // device's).
+        let trace_max = tracker.as_mut().and_then(|t| t.take_trace()).map(|t| t.max);
+        let mut fresh = Tracker::default();
+        if let Some(max) = trace_max {
+            fresh.record_trace(max);
+        }
+        *tracker = Some(fresh);
     }
 }
 

@@ -6,6 +6,7 @@ mod compiled;
 mod peak;
 pub mod sections;
 mod source;
+pub mod trace;
 
 use crate::capture::interrupt::Ending;
 use crate::capture::recorder::{self, Recorder};
@@ -72,12 +73,20 @@ pub fn finish(config: &RunConfig, mut facts: runner::RunFacts) -> Finished {
     if let Some(collected) = collected {
         add_sections(&mut profile, collected, config);
     }
+    if let Some(path) = &config.trace {
+        if let Some(warning) = trace::write(path, &profile) {
+            profile.warnings.push(warning);
+        }
+    }
     Finished { profile, exit_code }
 }
 
 /// The one recorder of the run, measuring what `config` chose.
 fn install_recorder(config: &RunConfig) {
     crate::capture::peak::start();
+    if config.trace.is_some() {
+        crate::capture::peak::with(|t| t.record_trace(trace::MAX_EVENTS));
+    }
     let options = recorder::Options {
         follow_device: config.follow_device,
         collectives: config.collectives,

@@ -26,6 +26,8 @@ pub struct RunConfig {
     /// `--history`: the file (absolute) and how many events to keep.
     pub history: Option<PathBuf>,
     pub history_max_entries: u64,
+    /// `--trace`: the file (absolute).
+    pub trace: Option<PathBuf>,
     /// `--plot`: the file (absolute).
     pub plot: Option<PathBuf>,
     /// `--peak-sites`: how many sites the peak lists.
@@ -97,6 +99,10 @@ impl RunConfig {
                     .hint("the default keeps the latest 100000 events"));
             }
         }
+        let trace = side_file(args.trace.as_deref(), &process, "json")?;
+        if let Some(path) = &trace {
+            file::check_writable(path)?;
+        }
         let plot = side_file(args.plot.as_deref(), &process, "svg")?;
         if let Some(path) = &plot {
             crate::render::plot::kind_of(path)?;
@@ -136,6 +142,7 @@ impl RunConfig {
             budgets,
             history,
             history_max_entries: args.history_max_entries,
+            trace,
             plot,
             peak_sites: args.peak_sites as usize,
             modules: args.modules || args.suggest_checkpoints.is_some(),

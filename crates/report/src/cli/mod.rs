@@ -99,6 +99,11 @@ pub struct RunArgs {
     /// With --history: keep at most this many events (the latest)
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub history_max_entries: u64,
+    /// Write the measured device's allocations and frees, in order, with their lines, to FILE
+    /// (JSON): what `memprof fit FILE --memory SIZE` replays on another device or with other
+    /// allocator settings; may hold the same placeholders as -o
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// Also draw the report as a picture: FILE.svg, FILE.png or FILE.html (as `memprof plot`);
     /// may hold the same placeholders as -o
     #[arg(long, value_name = "FILE")]

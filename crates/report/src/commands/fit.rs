@@ -33,7 +33,7 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         None => trace
             .device
             .as_ref()
-            .map(|d| d.total_memory)
+            .and_then(|d| d.total_memory)
             .ok_or_else(|| {
                 Error::usage("the trace does not say its device's memory")
                     .hint("pass the device's size: --memory 24GiB")
@@ -95,6 +95,13 @@ fn read_trace(path: &Path) -> Result<Trace> {
         ))
         .hint("pass a file with memprof_trace, events: [{alloc, size, stream}, {free}]")
     })?;
+    if trace.truncated {
+        return Err(Error::usage(format!(
+            "'{}' is truncated: its recording stopped at its limit of events",
+            path.display()
+        ))
+        .hint("record a shorter run (--warmup/--calls), or fewer steps"));
+    }
     if trace.memprof_trace != TRACE_VERSION {
         return Err(Error::usage(format!(
             "'{}' is a version {} trace; this memprof reads version {TRACE_VERSION}",

@@ -27,14 +27,22 @@ pub struct Trace {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<Measured>,
     pub events: Vec<TraceEvent>,
+    /// The recording stopped at its limit: the trace is not whole (and cannot be replayed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// What the sizes are: `requested` (the program's), or `block` (the allocator's blocks, as
+    /// memprof's allocation reports give them on CUDA: rounded, a kept remainder included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct TraceDevice {
     pub name: String,
     /// The bytes the allocator may reserve (the device's memory less what is not PyTorch's, or
-    /// `set_per_process_memory_fraction`'s share).
-    pub total_memory: i64,
+    /// `set_per_process_memory_fraction`'s share), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_memory: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]

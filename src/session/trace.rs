@@ -1,0 +1,97 @@
+//! `memprof run --trace FILE`: the measured device's allocations and frees as the peak tracker
+//! saw them, in order, with the line of each allocation, written as an allocation trace
+//! (`model::trace`) for `memprof fit`; with what the allocator itself read at the end.
+use crate::capture::peak;
+use crate::model::profile::Profile;
+use crate::model::stats;
+use crate::model::trace::{Measured, Trace, TraceDevice, TraceEvent, TRACE_VERSION};
+use crate::output::{self, file};
+use crate::python::sites;
+use std::path::Path;
+
+/// The most events a trace keeps (16 bytes each while recording): beyond, it is cut and says so.
+pub const MAX_EVENTS: usize = 20_000_000;
+
+/// Writes the trace; a warning for the report when it could not be written, or is cut.
+pub fn write(path: &Path, profile: &Profile) -> Option<String> {
+    let log = peak::with(|t| t.take_trace()).flatten()?;
+    let places = sites::sites();
+    let at = |site: u32| {
+        places
+            .get((site as usize).wrapping_sub(1))
+            .map(|s| format!("{}:{}", s.place.file, s.place.line))
+    };
+    let events = log
+        .events
+        .iter()
+        .map(|&(serial, bytes, site)| {
+            if bytes > 0 {
+                TraceEvent {
+                    alloc: Some(serial),
+                    size: Some(bytes as u64),
+                    stream: Some(0),
+                    at: at(site),
+                    ..TraceEvent::default()
+                }
+            } else {
+                TraceEvent {
+                    free: Some(serial),
+                    ..TraceEvent::default()
+                }
+            }
+        })
+        .collect();
+    let device = &profile.metadata.device;
+    let cuda = device.kind == "cuda";
+    let trace = Trace {
+        memprof_trace: TRACE_VERSION,
+        torch_version: Some(profile.metadata.torch_version.clone()),
+        device: Some(TraceDevice {
+            name: device.name.clone(),
+            total_memory: None,
+        }),
+        settings: ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"]
+            .iter()
+            .find_map(|k| std::env::var(k).ok()),
+        measured: cuda.then(|| measured(device.index)).flatten(),
+        events,
+        truncated: log.truncated,
+        sizes: Some(if cuda { "block" } else { "requested" }.into()),
+    };
+    let text = serde_json::to_string(&trace).expect("traces serialise") + "\n";
+    if let Err(e) = file::write_atomically(path, &text) {
+        return Some(format!("the trace could not be written: {}", e.message));
+    }
+    output::note(&format!(
+        "trace written to {} ({} events); replay it: memprof fit {} --memory SIZE",
+        path.display(),
+        log.events.len(),
+        path.display()
+    ));
+    log.truncated.then(|| {
+        format!(
+            "the trace stopped at {MAX_EVENTS} events: it is not whole, and memprof fit refuses it \
+             (record fewer steps, or use --warmup/--calls)"
+        )
+    })
+}
+
+/// The allocator's own reading of the device at the end: what a replay on it must give.
+fn measured(index: Option<i32>) -> Option<Measured> {
+    let index = index?;
+    let mut values = [0i64; stats::CUDA_STAT_COUNT];
+    crate::torch::device_stats(index, &mut values).ok()?;
+    let defs = stats::cuda_stats();
+    let get = |key: &str| {
+        defs.iter()
+            .find(|d| d.key == key)
+            .and_then(|d| d.cuda_index)
+            .map(|i| values[i])
+    };
+    Some(Measured {
+        reserved_bytes_peak: get("reserved_bytes.all.peak"),
+        allocated_bytes_peak: get("allocated_bytes.all.peak"),
+        num_alloc_retries: get("num_alloc_retries"),
+        segment_peak: get("segment.all.peak"),
+    })
+}
