@@ -159,12 +159,20 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__fit)
-            opts="-o -h -V --memory --alloc-conf --format --output --device --stat --help --version"
+            opts="-o -h -V --batches --scale --max-batch --memory --alloc-conf --format --output --device --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --batches)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --scale)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --memory)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

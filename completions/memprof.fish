@@ -90,6 +90,8 @@ complete -c memprof -n "__fish_memprof_using_subcommand plot" -l device -d 'Devi
 complete -c memprof -n "__fish_memprof_using_subcommand plot" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand plot" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand plot" -s V -l version -d 'Print version'
+complete -c memprof -n "__fish_memprof_using_subcommand fit" -l batches -d 'The traces\' batch sizes, in their order (`8,16`)' -r
+complete -c memprof -n "__fish_memprof_using_subcommand fit" -l scale -d 'Predict at this batch size: each allocation\'s size fitted as an affine function of the batch across the traces, the trace synthesized at N and replayed' -r
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l memory -d 'The bytes the allocator may reserve on the device to predict for (`24GiB`, `80GB`) [default: the traced device\'s]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l alloc-conf -d 'The allocator\'s settings, as PYTORCH_CUDA_ALLOC_CONF writes them (`max_split_size_mb:128,garbage_collection_threshold:0.6`) [default: the traced run\'s]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
@@ -98,6 +100,7 @@ json\t''"
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s o -l output -d 'Write the prediction to this file (atomically) instead of standard output' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand fit" -l max-batch -d 'Find the largest batch size that fits in --memory (from the traces, as --scale does)'
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r

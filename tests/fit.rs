@@ -137,3 +137,73 @@ fn a_run_records_its_trace_and_its_replay_gives_the_runs_allocated_peak() {
         "{p:#}"
     );
 }
+
+#[test]
+fn traces_at_two_batch_sizes_predict_another_and_find_the_largest_that_fits() {
+    // A step at batch b: 4 MiB of weights kept, an activation and an output of 2b MiB. At 8 on
+    // 40 MiB: the weights' 20 MiB segment lends its 16 free MiB to the activation, the output
+    // gets 16 MiB: 36 MiB reserved. At 9, 20 + 18 + 18 > 40 with nothing to free: out of memory
+    // at the output's line. So the largest batch is 8 (worked out in
+    // analysis/allocator/tests.rs too).
+    let both = [
+        "traces/batch2.json",
+        "traces/batch4.json",
+        "--batches",
+        "2,4",
+    ];
+    let r = fit(&[
+        &both[..],
+        &["--max-batch", "--memory", "40MiB", "--format", "json"],
+    ]
+    .concat());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let p = r.json();
+    assert_eq!((&p["max_batch"], &p["batch"]), (&8.into(), &8.into()));
+    assert_eq!(p["predicted"]["reserved_bytes.all.peak"], 36 << 20);
+    let r = fit(&[
+        &both[..],
+        &["--scale", "9", "--memory", "40MiB", "--format", "json"],
+    ]
+    .concat());
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    let p = r.json();
+    assert_eq!(p["out_of_memory"]["at"], "model.py:3");
+    assert_eq!(p["out_of_memory"]["requested_bytes"], 18 << 20);
+    let r = fit(&[&both[..], &["--scale", "9", "--memory", "40MiB"]].concat());
+    assert!(
+        r.stdout
+            .contains("at batch 9, synthesized from the traces at batch 2, 4"),
+        "{}",
+        r.stdout
+    );
+    // Without the batch sizes, or with one trace: what to add.
+    let r = fit(&[
+        "traces/batch2.json",
+        "traces/batch4.json",
+        "--scale",
+        "9",
+        "--memory",
+        "1GiB",
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("--batches gives each trace's batch size"),
+        "{}",
+        r.stderr
+    );
+    let r = fit(&[
+        "traces/batch2.json",
+        "--batches",
+        "2",
+        "--scale",
+        "9",
+        "--memory",
+        "1GiB",
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("two or three batch sizes"),
+        "{}",
+        r.stderr
+    );
+}

@@ -190,9 +190,20 @@ pub struct MergeArgs {
 
 #[derive(Args, Debug)]
 pub struct FitArgs {
-    /// The allocation trace (JSON or YAML: memprof_trace, events)
-    #[arg(value_name = "TRACE")]
-    pub trace: PathBuf,
+    /// The allocation trace (JSON or YAML: memprof_trace, events); two or three of one program
+    /// at different batch sizes (--batches) for --scale or --max-batch
+    #[arg(value_name = "TRACE", num_args = 1..=3, required = true)]
+    pub traces: Vec<PathBuf>,
+    /// The traces' batch sizes, in their order (`8,16`)
+    #[arg(long, value_name = "B1,B2[,B3]", value_delimiter = ',')]
+    pub batches: Vec<u64>,
+    /// Predict at this batch size: each allocation's size fitted as an affine function of the
+    /// batch across the traces, the trace synthesized at N and replayed
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub scale: Option<u64>,
+    /// Find the largest batch size that fits in --memory (from the traces, as --scale does)
+    #[arg(long, conflicts_with = "scale")]
+    pub max_batch: bool,
     /// The bytes the allocator may reserve on the device to predict for (`24GiB`, `80GB`)
     /// [default: the traced device's]
     #[arg(long, value_name = "SIZE")]

@@ -2,7 +2,7 @@
 //! replayed on the allocator's model (analysis::allocator) on a device of SIZE with those
 //! settings; exit 5 when it runs out of memory there.
 use super::files;
-use crate::analysis::allocator::{self, Event, Settings};
+use crate::analysis::allocator::{self, scale, Event, Settings};
 use crate::cli::FitArgs;
 use crate::error::{exit_code, Error, Result};
 use crate::model::prediction::{PredictedOom, Prediction, PREDICTION_SEMANTICS};
@@ -14,40 +14,80 @@ use std::path::Path;
 
 pub fn fit(args: FitArgs) -> Result<i32> {
     let format = Format::resolve(args.format, args.output.as_deref());
-    let trace = read_trace(&args.trace)?;
-    let events = events_of(&trace)?;
+    let traces: Vec<Trace> = args
+        .traces
+        .iter()
+        .map(|p| read_trace(p))
+        .collect::<Result<_>>()?;
+    let events: Vec<Vec<Event>> = traces.iter().map(events_of).collect::<Result<_>>()?;
+    let first = &traces[0];
     let conf = args
         .alloc_conf
         .clone()
-        .or_else(|| trace.settings.clone())
+        .or_else(|| first.settings.clone())
         .unwrap_or_default();
     let settings = Settings::parse(&conf).map_err(|e| {
         Error::usage(format!("--alloc-conf: {}", e.0))
             .hint("write the settings as PYTORCH_CUDA_ALLOC_CONF does: KEY:VALUE,...")
     })?;
-    let memory = match &args.memory {
-        Some(text) => units::parse_size(text).filter(|&n| n > 0).ok_or_else(|| {
-            Error::usage(format!("--memory {text} is not a size"))
-                .hint("write it as 24GiB, 80GB or a number of bytes")
-        })?,
-        None => trace
-            .device
-            .as_ref()
-            .and_then(|d| d.total_memory)
-            .ok_or_else(|| {
-                Error::usage("the trace does not say its device's memory")
-                    .hint("pass the device's size: --memory 24GiB")
-            })?,
+    let memory = memory_of(&args, first)?;
+    let name = args
+        .traces
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let scaling = args.scale.is_some() || args.max_batch;
+    let (replayed, batch, max_batch, not_affine, measured) = if scaling || args.traces.len() > 1 {
+        let ats: Vec<Vec<Option<String>>> = traces
+            .iter()
+            .map(|t| t.events.iter().map(|e| e.at.clone()).collect())
+            .collect();
+        let traced = traced(&args, &events, &ats)?;
+        let bad =
+            |e: String| Error::usage(e).hint("record the traces from the same program and steps");
+        let (batch, max_batch) = if args.max_batch {
+            match scale::max_batch(&traced, memory as u64, &settings, MAX_BATCH).map_err(bad)? {
+                Some(n) => (n, Some(n)),
+                None => {
+                    return Err(Error {
+                        message: format!(
+                            "not even batch 1 fits in {} with these traces",
+                            units::bytes(memory)
+                        ),
+                        hint: Some("a larger --memory, or other --alloc-conf settings".into()),
+                        code: exit_code::DOES_NOT_FIT,
+                    })
+                }
+            }
+        } else {
+            (args.scale.expect("--scale or --max-batch"), None)
+        };
+        let scaled = scale::synthesize(&traced, batch).map_err(bad)?;
+        (
+            scaled.events,
+            Some(batch),
+            max_batch,
+            scaled.not_affine,
+            None,
+        )
+    } else {
+        (
+            events[0].clone(),
+            None,
+            None,
+            Vec::new(),
+            first.measured.clone(),
+        )
     };
-    let replay = allocator::replay(&events, memory as u64, settings).map_err(|e| {
-        Error::usage(format!("'{}': {e}", args.trace.display()))
-            .hint("pass a trace written by memprof, whole")
+    let replay = allocator::replay(&replayed, memory as u64, settings).map_err(|e| {
+        Error::usage(format!("'{name}': {e}")).hint("pass a trace written by memprof, whole")
     })?;
     let s = &replay.stats;
     let prediction = Prediction {
         semantics: PREDICTION_SEMANTICS.into(),
-        trace: args.trace.display().to_string(),
-        events: events.len() as u64,
+        trace: name,
+        events: replayed.len() as u64,
         memory_bytes: memory,
         settings: conf,
         fits: replay.out_of_memory.is_none(),
@@ -57,15 +97,23 @@ pub fn fit(args: FitArgs) -> Result<i32> {
             num_alloc_retries: Some(s.num_alloc_retries as i64),
             segment_peak: Some(s.segment_peak as i64),
         },
-        measured: trace.measured.clone(),
+        measured,
         out_of_memory: replay.out_of_memory.map(|(i, oom)| PredictedOom {
             event: i as u64,
-            at: trace.events[i].at.clone(),
+            at: first.events[i].at.clone(),
             requested_bytes: oom.requested as i64,
             allocation_bytes: oom.allocation as i64,
             allocated_bytes: oom.allocated_bytes as i64,
             reserved_bytes: oom.reserved_bytes as i64,
         }),
+        batch,
+        traced_batches: if batch.is_some() {
+            args.batches.clone()
+        } else {
+            Vec::new()
+        },
+        max_batch,
+        not_affine,
     };
     let width = args.output.is_none().then(terminal::width).flatten();
     files::deliver(
@@ -78,6 +126,54 @@ pub fn fit(args: FitArgs) -> Result<i32> {
     } else {
         exit_code::DOES_NOT_FIT
     })
+}
+
+/// The largest batch --max-batch tries.
+const MAX_BATCH: u64 = 1 << 24;
+
+/// --memory, or the traced device's.
+fn memory_of(args: &FitArgs, trace: &Trace) -> Result<i64> {
+    match &args.memory {
+        Some(text) => units::parse_size(text).filter(|&n| n > 0).ok_or_else(|| {
+            Error::usage(format!("--memory {text} is not a size"))
+                .hint("write it as 24GiB, 80GB or a number of bytes")
+        }),
+        None => trace
+            .device
+            .as_ref()
+            .and_then(|d| d.total_memory)
+            .ok_or_else(|| {
+                Error::usage("the trace does not say its device's memory")
+                    .hint("pass the device's size: --memory 24GiB")
+            }),
+    }
+}
+
+/// The traces with their batch sizes, for --scale and --max-batch.
+fn traced<'a>(
+    args: &FitArgs,
+    events: &'a [Vec<Event>],
+    ats: &'a [Vec<Option<String>>],
+) -> Result<Vec<scale::Traced<'a>>> {
+    let usage = |m: &str| {
+        Err(Error::usage(m.to_string())
+            .hint("memprof fit a.json b.json --batches 8,16 --scale 64 (or --max-batch)"))
+    };
+    if args.scale.is_none() && !args.max_batch {
+        return usage("several traces are for another batch size: add --scale N or --max-batch");
+    }
+    if events.len() < 2 {
+        return usage("another batch size needs traces at two or three batch sizes");
+    }
+    if args.batches.len() != events.len() {
+        return usage("--batches gives each trace's batch size, in their order");
+    }
+    Ok(args
+        .batches
+        .iter()
+        .zip(events.iter().zip(ats))
+        .map(|(&batch, (events, at))| scale::Traced { batch, events, at })
+        .collect())
 }
 
 fn read_trace(path: &Path) -> Result<Trace> {

@@ -25,6 +25,17 @@ pub struct Prediction {
     pub measured: Option<Measured>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub out_of_memory: Option<PredictedOom>,
+    /// The batch size predicted for (--scale, --max-batch), and the traced ones it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traced_batches: Vec<u64>,
+    /// --max-batch: the largest batch that fits (the prediction above is at it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_batch: Option<u64>,
+    /// Lines whose sizes a third trace puts off the fitted line (the prediction is less sure).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_affine: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

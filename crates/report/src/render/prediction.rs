@@ -24,6 +24,25 @@ fn table(p: &Prediction) -> String {
         p.events,
         units::bytes(p.memory_bytes)
     );
+    if let Some(batch) = p.batch {
+        let traced: Vec<String> = p.traced_batches.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            out,
+            "at batch {batch}, synthesized from the traces at batch {} (each allocation's size \
+             affine in the batch)",
+            traced.join(", ")
+        );
+    }
+    if let Some(n) = p.max_batch {
+        let _ = writeln!(out, "largest batch that fits: {n}");
+    }
+    for line in &p.not_affine {
+        let _ = writeln!(
+            out,
+            "warning: at {line} the third trace's sizes are not on the fitted line: the \
+             prediction there is less sure"
+        );
+    }
     match &p.out_of_memory {
         None => {
             let _ = writeln!(out, "fits: yes");

@@ -18,7 +18,9 @@
 //! - `garbage_collection_threshold` frees the oldest whole cached segments of the large pool
 //!   before a `cudaMalloc` once reserved memory passes that fraction of the capacity.
 //!
-//! Expandable segments are not modelled yet (the settings refuse them). Uses nothing.
+//! Expandable segments are not modelled yet (the settings refuse them). `scale` synthesizes a
+//! trace at another batch size from traces at two or three. Uses nothing.
+pub mod scale;
 mod settings;
 #[cfg(test)]
 mod tests;

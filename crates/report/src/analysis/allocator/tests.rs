@@ -217,3 +217,110 @@ fn garbage_collection_frees_the_oldest_cached_segments_past_its_threshold() {
         (146 * MIB, 0)
     );
 }
+
+/// A step at batch `b`: 4 MiB of weights (kept), then an activation and an output of 2 MiB per
+/// sample, both freed. The third trace's output is off the line when `bent`.
+fn step(b: u64, bent: bool) -> (Vec<Event>, Vec<Option<String>>) {
+    let out = if bent { b * b * MIB } else { 2 * b * MIB };
+    let events = vec![
+        Event::Alloc {
+            id: 1,
+            size: 4 * MIB,
+            stream: 0,
+        },
+        Event::Alloc {
+            id: 2,
+            size: 2 * b * MIB,
+            stream: 0,
+        },
+        Event::Alloc {
+            id: 3,
+            size: out,
+            stream: 0,
+        },
+        Event::Free { id: 2 },
+        Event::Free { id: 3 },
+    ];
+    let at = ["model.py:1", "model.py:2", "model.py:3", "", ""]
+        .iter()
+        .map(|s| (!s.is_empty()).then(|| s.to_string()))
+        .collect();
+    (events, at)
+}
+
+#[test]
+fn another_batch_size_is_synthesized_from_two_and_checked_by_a_third() {
+    use scale::{max_batch, synthesize, Traced};
+    let (e2, a2) = step(2, false);
+    let (e4, a4) = step(4, false);
+    let traced = [
+        Traced {
+            batch: 2,
+            events: &e2,
+            at: &a2,
+        },
+        Traced {
+            batch: 4,
+            events: &e4,
+            at: &a4,
+        },
+    ];
+    let at8 = synthesize(&traced, 8).unwrap();
+    assert_eq!(at8.events, step(8, false).0);
+    // At batch 8 on 40 MiB: the weights' 20 MiB segment keeps 16 MiB free, which the
+    // activation takes; the output gets a 16 MiB segment: 36 MiB reserved. At 9, the 18 MiB
+    // activation and output need two new segments: 20 + 18 + 18 > 40, and the weights'
+    // segment is split, so nothing can be freed: the largest batch is 8.
+    let r = replay(&at8.events, 40 * MIB, Settings::default()).unwrap();
+    assert!(r.out_of_memory.is_none());
+    assert_eq!(r.stats.reserved_bytes_peak, 36 * MIB);
+    assert_eq!(
+        max_batch(&traced, 40 * MIB, &Settings::default(), 1 << 20).unwrap(),
+        Some(8)
+    );
+    assert_eq!(
+        max_batch(&traced, 3 * MIB, &Settings::default(), 1 << 20).unwrap(),
+        None
+    );
+    // A third trace off the line names the line.
+    let (e6, a6) = step(6, true);
+    let three = [
+        Traced {
+            batch: 2,
+            events: &e2,
+            at: &a2,
+        },
+        Traced {
+            batch: 4,
+            events: &e4,
+            at: &a4,
+        },
+        Traced {
+            batch: 6,
+            events: &e6,
+            at: &a6,
+        },
+    ];
+    assert_eq!(synthesize(&three, 8).unwrap().not_affine, ["model.py:3"]);
+    // Traces of different programs are refused where they part.
+    let (mut other, other_at) = step(4, false);
+    other.swap(3, 4);
+    let err = synthesize(
+        &[
+            Traced {
+                batch: 2,
+                events: &e2,
+                at: &a2,
+            },
+            Traced {
+                batch: 4,
+                events: &other,
+                at: &other_at,
+            },
+        ],
+        8,
+    )
+    .err()
+    .unwrap();
+    assert!(err.contains("differ at event 3"), "{err}");
+}

@@ -1,0 +1,194 @@
+//! Another batch size: traces of one program at two or three batch sizes, matched allocation by
+//! allocation (the same events in the same order, each allocation at the same line), each size
+//! fitted as an affine function of the batch from the first two, and the trace synthesized at
+//! another batch. A third trace checks the fit: where its sizes are not on the line (beyond the
+//! allocator's 512-byte rounding), the line is named.
+use super::Event;
+
+/// One traced run: its batch size, its events, and each event's line (allocations).
+pub struct Traced<'a> {
+    pub batch: u64,
+    pub events: &'a [Event],
+    pub at: &'a [Option<String>],
+}
+
+/// The synthesized trace, and the lines whose sizes a third trace puts off the fitted line.
+pub struct Scaled {
+    pub events: Vec<Event>,
+    pub not_affine: Vec<String>,
+}
+
+/// How far a third trace's size may be from the line (the allocator rounds to 512 bytes).
+const ROUNDING: i128 = 512;
+
+/// The trace at `batch`, from `traces` (two or three, distinct batches).
+pub fn synthesize(traces: &[Traced], batch: u64) -> Result<Scaled, String> {
+    let [a, b, rest @ ..] = traces else {
+        return Err("another batch size needs traces at two or three batch sizes".into());
+    };
+    if rest.len() > 1 {
+        return Err("at most three traces".into());
+    }
+    let mut batches: Vec<u64> = traces.iter().map(|t| t.batch).collect();
+    batches.sort_unstable();
+    batches.dedup();
+    if batches.len() != traces.len() {
+        return Err("the traces' batch sizes must differ".into());
+    }
+    let sizes: Vec<Vec<u64>> = traces
+        .iter()
+        .map(|t| allocation_sizes(t, a))
+        .collect::<Result<_, _>>()?;
+    let fit = |j: usize, at: u64| -> u64 {
+        let (b1, b2) = (a.batch as i128, b.batch as i128);
+        let (s1, s2) = (sizes[0][j] as i128, sizes[1][j] as i128);
+        let num = s1 * (b2 - b1) + (s2 - s1) * (at as i128 - b1);
+        let den = b2 - b1;
+        // Rounded up: a prediction must not promise less than the run would take.
+        let v = if den > 0 {
+            num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0)
+        } else {
+            let (num, den) = (-num, -den);
+            num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0)
+        };
+        v.max(1) as u64
+    };
+    let mut not_affine = Vec::new();
+    if let [c] = rest {
+        for (j, &third) in sizes[2].iter().enumerate() {
+            let off = fit(j, c.batch) as i128 - third as i128;
+            if off.abs() > ROUNDING {
+                let line = a.at[alloc_event(a, j)]
+                    .clone()
+                    .unwrap_or_else(|| "an unknown line".into());
+                if !not_affine.contains(&line) {
+                    not_affine.push(line);
+                }
+            }
+        }
+    }
+    let mut j = 0;
+    let events = a
+        .events
+        .iter()
+        .map(|e| match *e {
+            Event::Alloc { id, stream, .. } => {
+                let size = fit(j, batch);
+                j += 1;
+                Event::Alloc { id, size, stream }
+            }
+            free => free,
+        })
+        .collect();
+    Ok(Scaled { events, not_affine })
+}
+
+/// The sizes of `t`'s allocations in order, after checking that `t` has `reference`'s events:
+/// the same kinds in the same order, allocations at the same lines, frees of the same
+/// allocations.
+fn allocation_sizes(t: &Traced, reference: &Traced) -> Result<Vec<u64>, String> {
+    let differ = |i: usize, what: &str| {
+        Err(format!(
+            "the traces at batch {} and {} differ at event {i} ({what}): the program's \
+             allocations must not depend on the batch size but by their sizes",
+            reference.batch, t.batch
+        ))
+    };
+    if t.events.len() != reference.events.len() {
+        return differ(
+            t.events.len().min(reference.events.len()),
+            "one trace ends there",
+        );
+    }
+    // Each trace's ids, as the ordinal of their allocation.
+    let ordinals = |tr: &Traced| {
+        let mut map = std::collections::HashMap::new();
+        let mut n = 0usize;
+        for e in tr.events {
+            if let Event::Alloc { id, .. } = e {
+                map.insert(*id, n);
+                n += 1;
+            }
+        }
+        map
+    };
+    let (mine, theirs) = (ordinals(t), ordinals(reference));
+    let mut sizes = Vec::new();
+    for (i, (e, r)) in t.events.iter().zip(reference.events).enumerate() {
+        match (e, r) {
+            (Event::Alloc { size, .. }, Event::Alloc { .. }) => {
+                if t.at[i] != reference.at[i] {
+                    return differ(i, "allocations at different lines");
+                }
+                sizes.push(*size);
+            }
+            (Event::Free { id }, Event::Free { id: rid }) => {
+                if mine.get(id) != theirs.get(rid) {
+                    return differ(i, "frees of different allocations");
+                }
+            }
+            _ => return differ(i, "an allocation against a free"),
+        }
+    }
+    Ok(sizes)
+}
+
+/// The index of `t`'s `j`th allocation event.
+fn alloc_event(t: &Traced, j: usize) -> usize {
+    t.events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Event::Alloc { .. }))
+        .nth(j)
+        .map_or(0, |(i, _)| i)
+}
+
+/// The largest batch whose synthesized trace fits in `capacity` with `settings` (at most
+/// `limit`): doubling from the largest traced batch, then halving the gap. None when not even
+/// batch 1 fits.
+pub fn max_batch(
+    traces: &[Traced],
+    capacity: u64,
+    settings: &super::Settings,
+    limit: u64,
+) -> Result<Option<u64>, String> {
+    let fits = |n: u64| -> Result<bool, String> {
+        let scaled = synthesize(traces, n)?;
+        Ok(super::replay(&scaled.events, capacity, settings.clone())?
+            .out_of_memory
+            .is_none())
+    };
+    let start = traces
+        .iter()
+        .map(|t| t.batch)
+        .max()
+        .unwrap_or(1)
+        .clamp(1, limit);
+    let (mut good, mut bad) = if fits(start)? {
+        let mut good = start;
+        loop {
+            let next = (good * 2).min(limit);
+            if next == good {
+                return Ok(Some(good));
+            }
+            if !fits(next)? {
+                break (good, next);
+            }
+            good = next;
+        }
+    } else {
+        if !fits(1)? {
+            return Ok(None);
+        }
+        (1, start)
+    };
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        if fits(mid)? {
+            good = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    Ok(Some(good))
+}
