@@ -4,8 +4,8 @@ use super::trace::Measured;
 use serde::{Deserialize, Serialize};
 
 pub const PREDICTION_SEMANTICS: &str = "The trace's allocations and frees replayed in order on \
-memprof's model of PyTorch's CUDA caching allocator (torch 2.11, without expandable segments or \
-CUDA graphs' private pools), with `memory_bytes` for the allocator to reserve and the given \
+memprof's model of PyTorch's CUDA caching allocator (torch 2.11, without CUDA graphs' private \
+pools), with `memory_bytes` for the allocator to reserve and the given \
 settings; the numbers are the allocator's own stats at the end of the replay, or where it ran out \
 of memory. Allocations outside the caching allocator (the CUDA context, NCCL, cuBLAS's own \
 workspace where it bypasses it) are not in the trace: leave them out of memory_bytes.";

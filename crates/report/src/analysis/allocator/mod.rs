@@ -18,8 +18,11 @@
 //! - `garbage_collection_threshold` frees the oldest whole cached segments of the large pool
 //!   before a `cudaMalloc` once reserved memory passes that fraction of the capacity.
 //!
-//! Expandable segments are not modelled yet (the settings refuse them). `scale` synthesizes a
-//! trace at another batch size from traces at two or three. Uses nothing.
+//! With `expandable_segments:True` (expandable.rs) a pool grows one segment per stream by pages
+//! (2 MiB small, 20 MiB large) instead of allocating segments, and gives free pages back when the
+//! device is full. `scale` synthesizes a trace at another batch size from traces at two or
+//! three. Uses nothing.
+mod expandable;
 pub mod scale;
 mod settings;
 #[cfg(test)]
@@ -48,6 +51,10 @@ struct Block {
     /// The pool's `get_free_blocks` count when the block was last cached (garbage collection's
     /// age).
     gc_base: u64,
+    /// Backed by device memory (always, outside expandable segments).
+    mapped: bool,
+    /// The expandable segment it is part of (`expandable_segments:True`).
+    segment: Option<usize>,
 }
 
 impl Block {
@@ -94,6 +101,10 @@ pub struct Allocator {
     large: BTreeSet<Key>,
     /// get_free_block calls per pool (small, large), counted while garbage collection is on.
     gc_calls: [u64; 2],
+    /// Unmapped blocks of expandable segments per pool (small, large), by (stream, address).
+    unmapped: [BTreeSet<(u64, u64, usize)>; 2],
+    /// Expandable segments: (base address, page size, pages mapped).
+    segments: Vec<expandable::Segment>,
     next_addr: u64,
     stats: Stats,
 }
@@ -107,6 +118,8 @@ impl Allocator {
             small: BTreeSet::new(),
             large: BTreeSet::new(),
             gc_calls: [0, 0],
+            unmapped: [BTreeSet::new(), BTreeSet::new()],
+            segments: Vec::new(),
             // Segments get addresses of their own, apart (the source's ptr order).
             next_addr: 1 << 32,
             stats: Stats::default(),
@@ -141,15 +154,15 @@ impl Allocator {
                 if self.settings.garbage_collection_threshold > 0.0 {
                     self.garbage_collect();
                 }
-                self.alloc_block(allocation, stream, small, false)
+                self.alloc_block(allocation, rounded, stream, small, false)
                     .or_else(|| {
                         self.release_available_cached_blocks(rounded, stream, small)
-                            .then(|| self.alloc_block(allocation, stream, small, false))
+                            .then(|| self.alloc_block(allocation, rounded, stream, small, false))
                             .flatten()
                     })
                     .or_else(|| {
                         self.release_cached_blocks();
-                        self.alloc_block(allocation, stream, small, true)
+                        self.alloc_block(allocation, rounded, stream, small, true)
                     })
             }
         };
@@ -221,9 +234,12 @@ impl Allocator {
             self.gc_calls[usize::from(!small)] += 1;
         }
         let max_split = self.settings.max_split_size;
-        let &(s, found, _, b) = self.pool(small).range((stream, size, 0, 0)..).next()?;
+        let &(s, mut found, _, mut b) = self.pool(small).range((stream, size, 0, 0)..).next()?;
         if s != stream {
             return None;
+        }
+        if self.settings.expandable_segments && self.blocks[b].segment.is_some() {
+            (b, found) = self.least_expandable_fit(b, stream, small);
         }
         // An oversize block only for an oversize request, and not much larger than it.
         if size < max_split && found >= max_split {
@@ -239,7 +255,7 @@ impl Allocator {
     fn should_split(&self, b: usize, size: u64) -> bool {
         let block = &self.blocks[b];
         let remaining = block.size - size;
-        if block.small {
+        if block.small || self.settings.expandable_segments {
             remaining >= MIN_BLOCK
         } else {
             size < self.settings.max_split_size && remaining > SMALL_SIZE
@@ -271,10 +287,14 @@ impl Allocator {
 
     /// Merges the free block `src` into `dst` (its neighbour), if it is free.
     fn try_merge(&mut self, dst: usize, src: usize) {
-        if self.blocks[src].allocated {
+        if self.blocks[src].allocated || self.blocks[src].mapped != self.blocks[dst].mapped {
             return;
         }
-        self.remove(src);
+        if self.blocks[src].mapped {
+            self.remove(src);
+        } else {
+            self.unmapped_remove(src);
+        }
         let s = self.blocks[src].clone();
         let d = &mut self.blocks[dst];
         if d.prev == Some(src) {
@@ -295,12 +315,22 @@ impl Allocator {
     }
 
     /// `alloc_block`: a new segment of `size` bytes, if the device has room.
-    fn alloc_block(&mut self, size: u64, stream: u64, small: bool, retry: bool) -> Option<usize> {
+    fn alloc_block(
+        &mut self,
+        size: u64,
+        rounded: u64,
+        stream: u64,
+        small: bool,
+        retry: bool,
+    ) -> Option<usize> {
         if retry {
             self.stats.num_alloc_retries += 1;
         }
         if self.stats.reserved_bytes + size > self.capacity {
             return None;
+        }
+        if self.settings.expandable_segments {
+            return self.allocate_expandable(stream, small, rounded);
         }
         let b = self.blocks.len();
         self.blocks.push(Block {
@@ -312,6 +342,8 @@ impl Allocator {
             prev: None,
             next: None,
             gc_base: 0,
+            mapped: true,
+            segment: None,
         });
         self.next_addr += size.next_multiple_of(ROUND_LARGE) + ROUND_LARGE;
         let s = &mut self.stats;
@@ -347,7 +379,7 @@ impl Allocator {
             .copied();
         match fitting {
             Some((s, _, _, b)) if s == stream => {
-                if self.blocks[b].is_split() {
+                if self.blocks[b].is_split() || self.blocks[b].segment.is_some() {
                     return false; // cudaFree needs a whole segment
                 }
                 self.release_block(b);
@@ -367,7 +399,7 @@ impl Allocator {
                     if released >= key_size {
                         break;
                     }
-                    if self.blocks[b].is_split() {
+                    if self.blocks[b].is_split() || self.blocks[b].segment.is_some() {
                         continue;
                     }
                     released += found;
@@ -382,13 +414,16 @@ impl Allocator {
     fn release_cached_blocks(&mut self) {
         for small in [false, true] {
             let pool = if small { &self.small } else { &self.large };
-            let whole: Vec<usize> = pool
+            let (expandable, whole): (Vec<usize>, Vec<usize>) = pool
                 .iter()
                 .map(|k| k.3)
-                .filter(|&b| !self.blocks[b].is_split())
-                .collect();
+                .filter(|&b| self.blocks[b].segment.is_some() || !self.blocks[b].is_split())
+                .partition(|&b| self.blocks[b].segment.is_some());
             for b in whole {
                 self.release_block(b);
+            }
+            for b in expandable {
+                self.unmap_free_pages(b);
             }
         }
     }

@@ -11,6 +11,8 @@ pub struct Settings {
     pub divisions: [u64; INTERVALS],
     /// `garbage_collection_threshold` (0: off).
     pub garbage_collection_threshold: f64,
+    /// `expandable_segments`.
+    pub expandable_segments: bool,
 }
 
 /// Power-of-two intervals from 1 MiB (2^20) to 64 GiB (2^36).
@@ -22,6 +24,7 @@ impl Default for Settings {
             max_split_size: u64::MAX,
             divisions: [0; INTERVALS],
             garbage_collection_threshold: 0.0,
+            expandable_segments: false,
         }
     }
 }
@@ -79,12 +82,12 @@ impl Settings {
                 }
                 "roundup_power2_divisions" => s.divisions = parse_divisions(value)?,
                 "expandable_segments" => {
-                    if value.eq_ignore_ascii_case("true") {
-                        return err(
-                            "expandable_segments:True is not modelled yet: memprof fit models \
-                             the allocator without it"
-                                .into(),
-                        );
+                    s.expandable_segments = match value.to_ascii_lowercase().as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => {
+                            return err(format!("expandable_segments:{value} is not True or False"))
+                        }
                     }
                 }
                 // Settings that do not change where blocks go.

@@ -186,8 +186,9 @@ fn settings_are_checked_as_torch_checks_them() {
     assert!(Settings::parse("max_split_size_mb:20").is_err());
     assert!(Settings::parse("garbage_collection_threshold:1.5").is_err());
     assert!(Settings::parse("roundup_power2_divisions:3").is_err());
-    assert!(Settings::parse("expandable_segments:True").is_err());
-    assert!(Settings::parse("expandable_segments:False").is_ok());
+    assert!(Settings::parse("expandable_segments:maybe").is_err());
+    assert!(with("expandable_segments:True").expandable_segments);
+    assert!(!with("expandable_segments:False").expandable_segments);
     assert!(Settings::parse("max_splitsize_mb:64").is_err());
     let s = with("max_split_size_mb:64,garbage_collection_threshold:0.6");
     assert_eq!(s.max_split_size, 64 * MIB);
@@ -323,4 +324,40 @@ fn another_batch_size_is_synthesized_from_two_and_checked_by_a_third() {
     .err()
     .unwrap();
     assert!(err.contains("differ at event 3"), "{err}");
+}
+
+#[test]
+fn expandable_segments_grow_by_pages_and_avoid_the_fragmentation_oom() {
+    // The fragmentation case above, with expandable segments (20 MiB pages, one growing segment):
+    // x maps page 0 (x 8, free 12); y splits the 12 (y 8, free 4); z finds the free 4 followed
+    // by unmapped space, maps page 1 beside it (40 MiB reserved) and takes 8 of the merged 24;
+    // freeing x and z leaves z's 24 MiB in one piece, which the 24 MiB request takes.
+    let mut a = Allocator::new(40 * MIB, with("expandable_segments:True"));
+    let x = a.malloc(8 * MIB, 0).unwrap();
+    let _y = a.malloc(8 * MIB, 0).unwrap();
+    let z = a.malloc(8 * MIB, 0).unwrap();
+    assert_eq!(a.stats().reserved_bytes, 40 * MIB);
+    a.free(x);
+    a.free(z);
+    a.malloc(24 * MIB, 0).unwrap();
+    let s = a.stats();
+    assert_eq!((s.reserved_bytes_peak, s.num_alloc_retries), (40 * MIB, 0));
+    assert_eq!((s.num_device_alloc, s.segment), (2, 0));
+}
+
+#[test]
+fn a_full_device_unmaps_the_free_pages_of_expandable_segments() {
+    // 30 MiB maps two 20 MiB pages (40 MiB, the device). Freed, its pages are free but mapped;
+    // a small request finds no room for a 2 MiB page, so the free pages are unmapped (the whole
+    // segment goes) and the retry maps one small page.
+    let mut a = Allocator::new(40 * MIB, with("expandable_segments:True"));
+    let x = a.malloc(30 * MIB, 0).unwrap();
+    a.free(x);
+    a.malloc(1000, 0).unwrap();
+    let s = a.stats();
+    assert_eq!(
+        (s.reserved_bytes, s.reserved_bytes_peak),
+        (2 * MIB, 40 * MIB)
+    );
+    assert_eq!((s.num_alloc_retries, s.num_device_free), (1, 1));
 }
