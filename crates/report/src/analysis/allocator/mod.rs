@@ -439,8 +439,11 @@ impl Allocator {
         let age = |a: &Allocator, b: usize| a.gc_calls[1] - a.blocks[b].gc_base;
         let mut total_age: u64 = 0;
         let mut count: u64 = 0;
+        // (A block of an expandable segment is never released whole: the source asserts so.)
+        let whole =
+            |a: &Allocator, b: usize| !a.blocks[b].is_split() && a.blocks[b].segment.is_none();
         for &(_, _, _, b) in &self.large {
-            if !self.blocks[b].is_split() {
+            if whole(self, b) {
                 total_age += age(self, b);
                 count += 1;
             }
@@ -452,7 +455,7 @@ impl Allocator {
             freed = false;
             let keys: Vec<Key> = self.large.iter().copied().collect();
             for (_, _, _, b) in keys {
-                if !self.blocks[b].is_split() && age(self, b) as f64 >= threshold_age {
+                if whole(self, b) && age(self, b) as f64 >= threshold_age {
                     freed = true;
                     reclaimed += self.blocks[b].size;
                     total_age -= age(self, b);
