@@ -222,6 +222,9 @@ pub fn python_with_memprof() -> Command {
         });
     let mut cmd = in_the_venv(Command::new(python()));
     cmd.env("MEMPROF_NATIVE", native);
+    // The checkout's package (the development set-up's .pth does the same in .venv; the GPU
+    // machine's venv has none).
+    cmd.env("PYTHONPATH", root().join("src").join("wheel"));
     cmd
 }
 
