@@ -20,7 +20,8 @@ fn a_fragmented_trace_runs_out_where_worked_out_and_fits_on_a_larger_device() {
         p["out_of_memory"],
         serde_json::json!({
             "event": 5, "at": "model.py:15", "requested_bytes": 25165824,
-            "allocation_bytes": 25165824, "allocated_bytes": 8388608, "reserved_bytes": 20971520
+            "allocation_bytes": 25165824, "allocated_bytes": 8388608, "reserved_bytes": 20971520,
+            "live": [{"at": "model.py:11", "bytes": 8388608, "blocks": 1}]
         })
     );
     assert_eq!(p["predicted"]["num_alloc_retries"], 1);

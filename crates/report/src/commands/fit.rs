@@ -5,7 +5,7 @@ use super::files;
 use crate::analysis::allocator::{self, scale, Event, Settings};
 use crate::cli::FitArgs;
 use crate::error::{exit_code, Error, Result};
-use crate::model::prediction::{PredictedOom, Prediction, PREDICTION_SEMANTICS};
+use crate::model::prediction::{LiveAt, PredictedOom, Prediction, PREDICTION_SEMANTICS};
 use crate::model::trace::{Measured, Trace, TraceEvent, TRACE_VERSION};
 use crate::model::units;
 use crate::output::terminal;
@@ -105,6 +105,7 @@ pub fn fit(args: FitArgs) -> Result<i32> {
             allocation_bytes: oom.allocation as i64,
             allocated_bytes: oom.allocated_bytes as i64,
             reserved_bytes: oom.reserved_bytes as i64,
+            live: live_by_line(&replay.live_at_oom, first),
         }),
         batch,
         traced_batches: if batch.is_some() {
@@ -126,6 +127,33 @@ pub fn fit(args: FitArgs) -> Result<i32> {
     } else {
         exit_code::DOES_NOT_FIT
     })
+}
+
+/// The allocations live at an out-of-memory error, summed by the line that made them (the
+/// first trace's lines: a synthesized trace keeps its events), largest first.
+fn live_by_line(live: &[(u64, u64)], trace: &Trace) -> Vec<LiveAt> {
+    let at: std::collections::HashMap<u64, &str> = trace
+        .events
+        .iter()
+        .filter_map(|e| Some((e.alloc?, e.at.as_deref().unwrap_or("unknown"))))
+        .collect();
+    let mut by_line: Vec<LiveAt> = Vec::new();
+    for &(id, bytes) in live {
+        let line = at.get(&id).copied().unwrap_or("unknown");
+        match by_line.iter_mut().find(|l| l.at == line) {
+            Some(l) => {
+                l.bytes += bytes as i64;
+                l.blocks += 1;
+            }
+            None => by_line.push(LiveAt {
+                at: line.to_string(),
+                bytes: bytes as i64,
+                blocks: 1,
+            }),
+        }
+    }
+    by_line.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.at.cmp(&b.at)));
+    by_line
 }
 
 /// The largest batch --max-batch tries.

@@ -50,4 +50,15 @@ pub struct PredictedOom {
     /// allocated and reserved bytes then, after the cache was freed.
     pub allocated_bytes: i64,
     pub reserved_bytes: i64,
+    /// What was live then, by the line that allocated it, largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<LiveAt>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct LiveAt {
+    /// `file.py:LINE`, or `unknown` for allocations without a line.
+    pub at: String,
+    pub bytes: i64,
+    pub blocks: u64,
 }

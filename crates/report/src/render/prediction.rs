@@ -62,6 +62,28 @@ fn table(p: &Prediction) -> String {
                 units::bytes(o.allocated_bytes),
                 units::bytes(o.reserved_bytes)
             );
+            if !o.live.is_empty() {
+                let _ = writeln!(out, "live then, by the line that allocated it:");
+                for l in o.live.iter().take(10) {
+                    let _ = writeln!(
+                        out,
+                        "  {:>12} {:>6} block{}  {}",
+                        units::bytes(l.bytes),
+                        l.blocks,
+                        if l.blocks == 1 { " " } else { "s" },
+                        l.at
+                    );
+                }
+                if o.live.len() > 10 {
+                    let rest: i64 = o.live[10..].iter().map(|l| l.bytes).sum();
+                    let _ = writeln!(
+                        out,
+                        "  {:>12} in {} more lines",
+                        units::bytes(rest),
+                        o.live.len() - 10
+                    );
+                }
+            }
         }
     }
     out.push('\n');

@@ -502,6 +502,8 @@ fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
 pub struct Replay {
     pub stats: Stats,
     pub out_of_memory: Option<(usize, OutOfMemory)>,
+    /// With an out-of-memory error: the allocations live then, as (id, block bytes).
+    pub live_at_oom: Vec<(u64, u64)>,
 }
 
 /// One event of a trace: an allocation of `size` bytes on `stream` known by `id` from then on,
@@ -526,10 +528,16 @@ pub fn replay(events: &[Event], capacity: u64, settings: Settings) -> Result<Rep
                     }
                 }
                 Err(oom) => {
+                    let mut live_at_oom: Vec<(u64, u64)> = live
+                        .iter()
+                        .map(|(&id, &b)| (id, allocator.blocks[b].size))
+                        .collect();
+                    live_at_oom.sort_unstable();
                     return Ok(Replay {
                         stats: allocator.stats().clone(),
                         out_of_memory: Some((i, oom)),
-                    })
+                        live_at_oom,
+                    });
                 }
             },
             Event::Free { id } => {
@@ -543,5 +551,6 @@ pub fn replay(events: &[Event], capacity: u64, settings: Settings) -> Result<Rep
     Ok(Replay {
         stats: allocator.stats().clone(),
         out_of_memory: None,
+        live_at_oom: Vec::new(),
     })
 }
