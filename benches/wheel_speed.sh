@@ -49,13 +49,19 @@ for r in $(seq "$rounds"); do
     grep '^BENCH' >>"$out/calls-none.txt"
   $pin "$memprof" run -f rare -o "$out/r.json" "$w" untargeted --n 200000 --repeats 7 2>/dev/null |
     grep '^BENCH' >>"$out/calls-rare.txt"
+  if [ "$("$py" -c 'import sys; print(sys.version_info[:2] == (3, 11))')" = True ]; then
+    # The control on 3.11: python under a frame-evaluation hook that does nothing, the price
+    # CPython 3.11 charges any such hook (memprof's finds targeted frames with one).
+    $pin "$py" benches/eval_frame_hook.py "$w" untargeted --n 200000 --repeats 7 |
+      grep '^BENCH' >>"$out/calls-hooked.txt"
+  fi
   suite_time >>"$out/suite-python.txt"
   suite_time --memprof-limit 1GiB >>"$out/suite-limit.txt"
 done
 echo
 echo "1 and 2: $rounds interleaved rounds"
 "$py" benches/rounds_table.py "$out" "calls=untargeted calls (200k per repeat, median of 7)" \
-  "python=python;none=memprof run, no target;rare=memprof run -f rare"
+  "python=python;none=memprof run, no target;rare=memprof run -f rare;hooked=python under a no-op frame-evaluation hook (3.11)"
 "$py" benches/rounds_table.py "$out" "suite=pytest, 200 small torch tests (ms per suite)" \
   "python=plain;limit=--memprof-limit 1GiB (every test measured)" | tail -n +3
 echo
