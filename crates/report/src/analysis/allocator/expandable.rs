@@ -153,19 +153,9 @@ impl Allocator {
         self.blocks[b].mapped = true;
         if bytes < self.blocks[b].size {
             // The rest stays unmapped, a block of its own after `b`.
-            let rest = Block {
-                addr: self.blocks[b].addr + bytes,
-                size: self.blocks[b].size - bytes,
-                prev: Some(b),
-                mapped: false,
-                ..self.blocks[b].clone()
-            };
-            let r = self.blocks.len();
-            self.blocks.push(rest);
-            if let Some(n) = self.blocks[b].next {
-                self.blocks[n].prev = Some(r);
-            }
-            self.blocks[b].next = Some(r);
+            let (addr, size) = (self.blocks[b].addr + bytes, self.blocks[b].size - bytes);
+            let r = self.splice_after(b, addr, size);
+            self.blocks[r].mapped = false;
             self.blocks[b].size = bytes;
             self.unmapped_insert(r);
         }
@@ -226,35 +216,13 @@ impl Allocator {
         self.remove(b);
         let start = base + first as u64 * page;
         let end = base + last as u64 * page;
-        let before = start - addr;
-        if before > 0 {
-            let f = self.blocks.len();
-            self.blocks.push(Block {
-                size: before,
-                prev: self.blocks[b].prev,
-                next: Some(b),
-                ..self.blocks[b].clone()
-            });
-            if let Some(p) = self.blocks[b].prev {
-                self.blocks[p].next = Some(f);
-            }
-            self.blocks[b].prev = Some(f);
+        // What is left of the first and last pages stays a free mapped block on either side.
+        if start > addr {
+            let f = self.splice_before(b, addr, start - addr);
             self.insert(f);
         }
-        let after = addr + size - end;
-        if after > 0 {
-            let a = self.blocks.len();
-            self.blocks.push(Block {
-                addr: end,
-                size: after,
-                prev: Some(b),
-                next: self.blocks[b].next,
-                ..self.blocks[b].clone()
-            });
-            if let Some(n) = self.blocks[b].next {
-                self.blocks[n].prev = Some(a);
-            }
-            self.blocks[b].next = Some(a);
+        if addr + size > end {
+            let a = self.splice_after(b, end, addr + size - end);
             self.insert(a);
         }
         for p in first..last {

@@ -265,24 +265,48 @@ impl Allocator {
     /// The first `size` bytes of `b` become a block of their own (returned); the rest stays
     /// cached.
     fn split(&mut self, b: usize, size: u64) -> usize {
-        let front = Block {
-            size,
-            prev: self.blocks[b].prev,
-            next: Some(b),
-            allocated: false,
-            ..self.blocks[b].clone()
-        };
-        let f = self.blocks.len();
-        self.blocks.push(front);
-        if let Some(p) = self.blocks[f].prev {
-            self.blocks[p].next = Some(f);
-        }
+        let addr = self.blocks[b].addr;
+        let f = self.splice_before(b, addr, size);
+        self.blocks[f].allocated = false;
         let rest = &mut self.blocks[b];
-        rest.prev = Some(f);
         rest.addr += size;
         rest.size -= size;
         self.insert(b);
         f
+    }
+
+    /// A new block like `b` at `addr` of `size` bytes, linked in just before `b` (its handle).
+    fn splice_before(&mut self, b: usize, addr: u64, size: u64) -> usize {
+        let n = self.blocks.len();
+        self.blocks.push(Block {
+            addr,
+            size,
+            prev: self.blocks[b].prev,
+            next: Some(b),
+            ..self.blocks[b].clone()
+        });
+        if let Some(p) = self.blocks[b].prev {
+            self.blocks[p].next = Some(n);
+        }
+        self.blocks[b].prev = Some(n);
+        n
+    }
+
+    /// A new block like `b` at `addr` of `size` bytes, linked in just after `b` (its handle).
+    fn splice_after(&mut self, b: usize, addr: u64, size: u64) -> usize {
+        let n = self.blocks.len();
+        self.blocks.push(Block {
+            addr,
+            size,
+            prev: Some(b),
+            next: self.blocks[b].next,
+            ..self.blocks[b].clone()
+        });
+        if let Some(x) = self.blocks[b].next {
+            self.blocks[x].prev = Some(n);
+        }
+        self.blocks[b].next = Some(n);
+        n
     }
 
     /// Merges the free block `src` into `dst` (its neighbour), if it is free.
