@@ -503,5 +503,23 @@ fn with_no_flags_each_rank_explains_its_own_peak_and_merge_names_the_rank_of_the
         "{x:#}"
     );
     assert_eq!(peak["ranks"].as_array().unwrap().len(), 2);
-    assert_eq!(peak["allocated_bytes"]["max_rank"], 1, "{peak:#}");
+    // The rank of the max is the rank whose own peak is higher. (Which one that is varies on
+    // the CPU: gloo's threads allocate CPU tensors too, and rank 1's larger batch is only
+    // 192 KiB more.)
+    let own: Vec<i64> = (0..2)
+        .map(|rank| {
+            read_json(&dir.path().join(format!("p.rank{rank}.json")))["peak"]["allocated_bytes"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    let max_rank = i64::from(own[1] > own[0]);
+    assert_eq!(
+        (
+            &peak["allocated_bytes"]["max"],
+            &peak["allocated_bytes"]["max_rank"]
+        ),
+        (&own[max_rank as usize].into(), &max_rank.into()),
+        "{peak:#}"
+    );
 }
