@@ -116,6 +116,12 @@ with memprof.profile(device="cpu") as r3:
 out["peak_above_start"] = r3.peak_above_start
 out["after_bad"] = state() == before
 out["repr"] = repr(r3)
+net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+for k in ("modules_first", "modules_second"):
+    with memprof.profile(modules=True, device="cpu") as rm:
+        net(torch.randn(32, 64)).sum().backward()
+    out[k] = sorted((e["module"], e["phase"], e["calls"]) for e in rm.modules["modules"])
+out["after_modules"] = state() == before
 def tracer(frame, event, arg):
     return None
 sys.settrace(tracer)
@@ -155,6 +161,14 @@ fn sessions_measure_again_never_nest_and_leave_nothing_behind() {
     assert!(bad.contains("allocated_bytes.all.peek"), "{bad}");
     assert_eq!(out["peak_above_start"], 256 * 256 * 4);
     assert_eq!(out["decorated"], 1, "each call its own report");
+    // --modules in two sessions: each has its own module rows (the native tracker is fresh).
+    let rows = out["modules_first"].as_array().unwrap();
+    assert!(
+        rows.iter().any(|r| r[1] == "backward") && rows.len() >= 6,
+        "{rows:?}"
+    );
+    assert_eq!(out["modules_second"], out["modules_first"]);
+    assert_eq!(out["after_modules"], true, "the module hooks are gone");
     assert_eq!(
         out["tracer_kept"], true,
         "the program's own trace function (coverage's) stays"

@@ -555,6 +555,9 @@ fn end_call(call: &Call, pass: Option<&mut Pass>) -> u64 {
 #[pyfunction]
 fn modules_configure(tensor_type: Bound<'_, PyType>, native: bool, plan: bool) {
     let _ = TENSOR_TYPE.set(tensor_type.unbind());
+    // A fresh tracker: the module tracker that configures it is a new one (each in-process
+    // session has its own), and its entries are numbered from 0.
+    *lock() = Some(Tracker::default());
     with_tracker(|t| {
         t.native = native;
         t.plan = plan;
