@@ -23,64 +23,91 @@ const ROUNDING: i128 = 512;
 
 /// The trace at `batch`, from `traces` (two or three, distinct batches).
 pub fn synthesize(traces: &[Traced], batch: u64) -> Result<Scaled, String> {
-    let [a, b, rest @ ..] = traces else {
-        return Err("another batch size needs traces at two or three batch sizes".into());
-    };
-    if rest.len() > 1 {
-        return Err("at most three traces".into());
-    }
-    let mut batches: Vec<u64> = traces.iter().map(|t| t.batch).collect();
-    batches.sort_unstable();
-    batches.dedup();
-    if batches.len() != traces.len() {
-        return Err("the traces' batch sizes must differ".into());
-    }
-    let sizes: Vec<Vec<u64>> = traces
-        .iter()
-        .map(|t| allocation_sizes(t, a))
-        .collect::<Result<_, _>>()?;
-    let fit = |j: usize, at: u64| -> u64 {
-        let (b1, b2) = (a.batch as i128, b.batch as i128);
-        let (s1, s2) = (sizes[0][j] as i128, sizes[1][j] as i128);
-        let num = s1 * (b2 - b1) + (s2 - s1) * (at as i128 - b1);
-        let den = b2 - b1;
-        // Rounded up: a prediction must not promise less than the run would take.
-        let v = if den > 0 {
-            num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0)
-        } else {
-            let (num, den) = (-num, -den);
-            num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0)
+    let fitted = Fitted::new(traces)?;
+    Ok(Scaled {
+        events: fitted.events_at(batch),
+        not_affine: fitted.not_affine,
+    })
+}
+
+/// The traces matched and each allocation's size fitted, once: then asked at any batch.
+struct Fitted<'a> {
+    /// The first trace's events, the template of every synthesized one.
+    events: &'a [Event],
+    /// The two traces the line goes through: (batch, each allocation's size).
+    points: [(i128, Vec<u64>); 2],
+    not_affine: Vec<String>,
+}
+
+impl<'a> Fitted<'a> {
+    fn new(traces: &[Traced<'a>]) -> Result<Self, String> {
+        let [a, b, rest @ ..] = traces else {
+            return Err("another batch size needs traces at two or three batch sizes".into());
         };
-        v.max(1) as u64
-    };
-    let mut not_affine = Vec::new();
-    if let [c] = rest {
-        for (j, &third) in sizes[2].iter().enumerate() {
-            let off = fit(j, c.batch) as i128 - third as i128;
-            if off.abs() > ROUNDING {
-                let line = a.at[alloc_event(a, j)]
-                    .clone()
-                    .unwrap_or_else(|| "an unknown line".into());
-                if !not_affine.contains(&line) {
-                    not_affine.push(line);
+        if rest.len() > 1 {
+            return Err("at most three traces".into());
+        }
+        let mut batches: Vec<u64> = traces.iter().map(|t| t.batch).collect();
+        batches.sort_unstable();
+        batches.dedup();
+        if batches.len() != traces.len() {
+            return Err("the traces' batch sizes must differ".into());
+        }
+        let mut fitted = Fitted {
+            events: a.events,
+            points: [
+                (a.batch as i128, allocation_sizes(a, a)?),
+                (b.batch as i128, allocation_sizes(b, a)?),
+            ],
+            not_affine: Vec::new(),
+        };
+        if let [c] = rest {
+            let lines: Vec<&Option<String>> = a
+                .events
+                .iter()
+                .zip(a.at)
+                .filter(|(e, _)| matches!(e, Event::Alloc { .. }))
+                .map(|(_, at)| at)
+                .collect();
+            for (j, third) in allocation_sizes(c, a)?.into_iter().enumerate() {
+                let off = fitted.size(j, c.batch) as i128 - third as i128;
+                if off.abs() > ROUNDING {
+                    let line = lines[j].clone().unwrap_or_else(|| "an unknown line".into());
+                    if !fitted.not_affine.contains(&line) {
+                        fitted.not_affine.push(line);
+                    }
                 }
             }
         }
+        Ok(fitted)
     }
-    let mut j = 0;
-    let events = a
-        .events
-        .iter()
-        .map(|e| match *e {
-            Event::Alloc { id, stream, .. } => {
-                let size = fit(j, batch);
-                j += 1;
-                Event::Alloc { id, size, stream }
-            }
-            free => free,
-        })
-        .collect();
-    Ok(Scaled { events, not_affine })
+
+    /// The `j`th allocation's size at `batch`, on the line through the two points, rounded up:
+    /// a prediction must not promise less than the run would take.
+    fn size(&self, j: usize, batch: u64) -> u64 {
+        let [(b1, s1), (b2, s2)] = &self.points;
+        let (s1, s2) = (s1[j] as i128, s2[j] as i128);
+        let (num, den) = (s1 * (b2 - b1) + (s2 - s1) * (batch as i128 - b1), b2 - b1);
+        let (num, den) = if den < 0 { (-num, -den) } else { (num, den) };
+        let v = num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0);
+        v.max(1) as u64
+    }
+
+    /// The first trace's events with every allocation's size at `batch`.
+    fn events_at(&self, batch: u64) -> Vec<Event> {
+        let mut j = 0;
+        self.events
+            .iter()
+            .map(|e| match *e {
+                Event::Alloc { id, stream, .. } => {
+                    let size = self.size(j, batch);
+                    j += 1;
+                    Event::Alloc { id, size, stream }
+                }
+                free => free,
+            })
+            .collect()
+    }
 }
 
 /// The sizes of `t`'s allocations in order, after checking that `t` has `reference`'s events:
@@ -133,16 +160,6 @@ fn allocation_sizes(t: &Traced, reference: &Traced) -> Result<Vec<u64>, String> 
     Ok(sizes)
 }
 
-/// The index of `t`'s `j`th allocation event.
-fn alloc_event(t: &Traced, j: usize) -> usize {
-    t.events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| matches!(e, Event::Alloc { .. }))
-        .nth(j)
-        .map_or(0, |(i, _)| i)
-}
-
 /// The largest batch whose synthesized trace fits in `capacity` with `settings` (at most
 /// `limit`): doubling from the largest traced batch, then halving the gap. None when not even
 /// batch 1 fits.
@@ -152,11 +169,13 @@ pub fn max_batch(
     settings: &super::Settings,
     limit: u64,
 ) -> Result<Option<u64>, String> {
+    let fitted = Fitted::new(traces)?;
     let fits = |n: u64| -> Result<bool, String> {
-        let scaled = synthesize(traces, n)?;
-        Ok(super::replay(&scaled.events, capacity, settings.clone())?
-            .out_of_memory
-            .is_none())
+        Ok(
+            super::replay(&fitted.events_at(n), capacity, settings.clone())?
+                .out_of_memory
+                .is_none(),
+        )
     };
     let start = traces
         .iter()
