@@ -3,7 +3,7 @@
 //! pages for the small pool, 20 MiB for the large one) and unmapped again, whole pages of free
 //! blocks only, when the device is full: what `find_expandable_block`, `map_block`,
 //! `try_allocate_expandable_block` and `unmap_block` do in the source.
-use super::{Allocator, Block, LARGE_BUFFER, SMALL_BUFFER};
+use super::{Allocator, LARGE_BUFFER, SMALL_BUFFER};
 
 /// One expandable segment: its address range, its page size, and which pages are mapped.
 pub struct Segment {
@@ -106,26 +106,13 @@ impl Allocator {
         let pages = (self.capacity.saturating_add(self.capacity / 8))
             .div_ceil(page)
             .max(1);
-        let base = self.next_addr;
-        self.next_addr += pages * page + page;
         self.segments.push(Segment {
-            base,
+            base: self.next_addr,
             page,
             mapped: vec![false; pages as usize],
         });
-        let b = self.blocks.len();
-        self.blocks.push(Block {
-            addr: base,
-            size: pages * page,
-            stream,
-            small,
-            allocated: false,
-            prev: None,
-            next: None,
-            gc_base: 0,
-            mapped: false,
-            segment: Some(self.segments.len() - 1),
-        });
+        let segment = Some(self.segments.len() - 1);
+        let b = self.segment_block(pages * page, stream, small, segment);
         self.unmapped_insert(b);
         b
     }

@@ -356,6 +356,25 @@ impl Allocator {
         if self.settings.expandable_segments {
             return self.allocate_expandable(stream, small, rounded);
         }
+        let b = self.segment_block(size, stream, small, None);
+        let s = &mut self.stats;
+        s.reserved_bytes += size;
+        s.reserved_bytes_peak = s.reserved_bytes_peak.max(s.reserved_bytes);
+        s.segment += 1;
+        s.segment_peak = s.segment_peak.max(s.segment);
+        s.num_device_alloc += 1;
+        Some(b)
+    }
+
+    /// The one free block of a new segment of `size` bytes at addresses of its own: a
+    /// `cudaMalloc`'d one (mapped), or the unmapped whole of expandable segment `segment`.
+    fn segment_block(
+        &mut self,
+        size: u64,
+        stream: u64,
+        small: bool,
+        segment: Option<usize>,
+    ) -> usize {
         let b = self.blocks.len();
         self.blocks.push(Block {
             addr: self.next_addr,
@@ -366,17 +385,11 @@ impl Allocator {
             prev: None,
             next: None,
             gc_base: 0,
-            mapped: true,
-            segment: None,
+            mapped: segment.is_none(),
+            segment,
         });
         self.next_addr += size.next_multiple_of(ROUND_LARGE) + ROUND_LARGE;
-        let s = &mut self.stats;
-        s.reserved_bytes += size;
-        s.reserved_bytes_peak = s.reserved_bytes_peak.max(s.reserved_bytes);
-        s.segment += 1;
-        s.segment_peak = s.segment_peak.max(s.segment);
-        s.num_device_alloc += 1;
-        Some(b)
+        b
     }
 
     /// `release_block`: a cached whole segment back to the device.
