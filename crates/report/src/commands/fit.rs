@@ -19,7 +19,7 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         .iter()
         .map(|p| read_trace(p))
         .collect::<Result<_>>()?;
-    let events: Vec<Vec<Event>> = traces.iter().map(events_of).collect::<Result<_>>()?;
+    let mut events: Vec<Vec<Event>> = traces.iter().map(events_of).collect::<Result<_>>()?;
     let first = &traces[0];
     let conf = args
         .alloc_conf
@@ -73,7 +73,7 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         )
     } else {
         (
-            events[0].clone(),
+            std::mem::take(&mut events[0]),
             None,
             None,
             Vec::new(),
