@@ -46,14 +46,7 @@ pub fn start(
              (profile the outer block, with the inner functions as targets)",
         ));
     }
-    match begin(py, argv, callables, label, categories) {
-        Ok(s) => Ok(s),
-        Err(e) => {
-            reset();
-            RUNNING.store(false, Ordering::SeqCst);
-            Err(e)
-        }
-    }
+    begin(py, argv, callables, label, categories).inspect_err(|_| end())
 }
 
 fn begin(
@@ -153,8 +146,7 @@ impl Session {
         let facts = runner::collect(py, &boot, outcome);
         let uninstalled = boot.call_method0("uninstall");
         let finished = session::finish(&self.config, facts);
-        reset();
-        RUNNING.store(false, Ordering::SeqCst);
+        end();
         uninstalled?;
         Ok(render::render(&finished.profile, Format::Json))
     }
@@ -171,14 +163,16 @@ impl Drop for Session {
     }
 }
 
-/// Nothing of a session stays on: no recorder, no tracker, no line hook.
-fn reset() {
+/// The session is over: nothing of it stays on (no recorder, no tracker, no line hook), and
+/// another may start.
+fn end() {
     capture::peak::stop();
     *capture::recorder::RECORDER
         .lock()
         .unwrap_or_else(|e| e.into_inner()) = None;
     tracing::reset();
     crate::python::ext::forget_file_texts();
+    RUNNING.store(false, Ordering::SeqCst);
 }
 
 fn to_py(e: crate::error::Error) -> PyErr {
