@@ -217,70 +217,68 @@ pub fn run(program: &Program) -> Result<RunFacts> {
 /// The program (or an in-process session) has ended with `outcome`: every hook stops, and what
 /// Python and the hooks know is gathered for the report.
 pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outcome) -> RunFacts {
+    // What the report's own work allocates is not the program's.
+    crate::capture::peak::stop();
+    interrupt::set_script_running(false);
+    // An exception that ended the program left the main thread's targeted frames.
+    let raised = matches!(outcome.status.as_str(), "exception" | "interrupted");
+    let main_thread = tracing::current_thread();
+    let stopped_early = crate::capture::recorder::with(|r| {
+        r.stop(raised.then_some(main_thread));
+        r.stopped_early()
+    })
+    .unwrap_or(false);
+    let device_index = crate::capture::recorder::with(|r| r.sampler().device()).flatten();
+    tracing::stop_on_this_thread();
+    let _ = boot.call_method0("stop");
+    let collected = match boot
+        .call_method1("report", (device_index,))
+        .and_then(|j| j.extract::<String>())
     {
-        // What the report's own work allocates is not the program's.
-        crate::capture::peak::stop();
-        interrupt::set_script_running(false);
-        // An exception that ended the program left the main thread's targeted frames.
-        let raised = matches!(outcome.status.as_str(), "exception" | "interrupted");
-        let main_thread = tracing::current_thread();
-        let stopped_early = crate::capture::recorder::with(|r| {
-            r.stop(raised.then_some(main_thread));
-            r.stopped_early()
-        })
-        .unwrap_or(false);
-        let device_index = crate::capture::recorder::with(|r| r.sampler().device()).flatten();
-        tracing::stop_on_this_thread();
-        let _ = boot.call_method0("stop");
-        let collected = match boot
-            .call_method1("report", (device_index,))
-            .and_then(|j| j.extract::<String>())
-        {
-            Ok(j) => Some(j),
-            Err(e) => {
-                e.display(py);
-                None
-            }
-        };
-        let mut warnings = Vec::new();
-        if tracing::foreign_tracer_seen() {
-            warnings.push(
-                "the program installed its own trace function (sys.settrace, as coverage and \
-                 debuggers do), which replaces memprof's on Python 3.11: targeted calls that ran \
-                 under it were not measured; profile without that tracer, or on Python 3.12+ \
-                 where both work"
-                    .into(),
-            );
+        Ok(j) => Some(j),
+        Err(e) => {
+            e.display(py);
+            None
         }
-        warnings.extend(
-            ext::WARNINGS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .drain(..),
+    };
+    let mut warnings = Vec::new();
+    if tracing::foreign_tracer_seen() {
+        warnings.push(
+            "the program installed its own trace function (sys.settrace, as coverage and \
+             debuggers do), which replaces memprof's on Python 3.11: targeted calls that ran \
+             under it were not measured; profile without that tracer, or on Python 3.12+ \
+             where both work"
+                .into(),
         );
-        let torch_version = py
-            .import("sys")
-            .and_then(|s| s.getattr("modules"))
-            .and_then(|m| m.get_item("torch"))
-            .and_then(|t| t.getattr("__version__"))
-            .and_then(|v| v.str().map(|s| s.to_string()))
-            .unwrap_or_else(|_| torch::linked_version());
-        let python_version: String = py
-            .import("platform")
-            .and_then(|p| p.call_method0("python_version"))
-            .and_then(|v| v.extract())
-            .unwrap_or_default();
-        flush_stdio(py);
-        RunFacts {
-            outcome,
-            python_version,
-            torch_version,
-            device_index,
-            stopped_early,
-            hook_events: tracing::hook_events(),
-            warnings,
-            collected,
-        }
+    }
+    warnings.extend(
+        ext::WARNINGS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..),
+    );
+    let torch_version = py
+        .import("sys")
+        .and_then(|s| s.getattr("modules"))
+        .and_then(|m| m.get_item("torch"))
+        .and_then(|t| t.getattr("__version__"))
+        .and_then(|v| v.str().map(|s| s.to_string()))
+        .unwrap_or_else(|_| torch::linked_version());
+    let python_version: String = py
+        .import("platform")
+        .and_then(|p| p.call_method0("python_version"))
+        .and_then(|v| v.extract())
+        .unwrap_or_default();
+    flush_stdio(py);
+    RunFacts {
+        outcome,
+        python_version,
+        torch_version,
+        device_index,
+        stopped_early,
+        hook_events: tracing::hook_events(),
+        warnings,
+        collected,
     }
 }
 

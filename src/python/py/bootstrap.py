@@ -409,20 +409,11 @@ def _loaded_user_codes():
         filename = getattr(module, "__file__", None) or ""
         if name != "__main__" and not (filename and _is_user_file(filename)):
             continue
-        try:
-            values = list(vars(module).values())
-        except Exception:
-            continue
-        for obj in values:
-            if getattr(obj, "__module__", None) != name:
-                continue
-            candidates = list(vars(obj).values()) if isinstance(obj, type) else [obj]
-            for c in candidates:
-                for code in _codes_along(c):
-                    for inner in _walk(code):
-                        if id(inner) not in seen:
-                            seen.add(id(inner))
-                            out.append(inner)
+        for code in _codes_defined_in(name, module):
+            for inner in _walk(code):
+                if id(inner) not in seen:
+                    seen.add(id(inner))
+                    out.append(inner)
     return out
 
 
@@ -543,24 +534,29 @@ def _in_loaded_packages(qual):
     for name, mod in list(sys.modules.items()):
         if name.startswith("_memprof") or not hasattr(mod, "__dict__"):
             continue
-        try:
-            values = list(vars(mod).values())
-        except Exception:
-            continue
-        for obj in values:
-            try:
-                # A class and its methods; a function. Only what the module defines itself.
-                if getattr(obj, "__module__", None) != name:
-                    continue
-                candidates = list(vars(obj).values()) if isinstance(obj, type) else [obj]
-                for c in candidates:
-                    for code in _codes_along(c):
-                        q = code.co_qualname
-                        if (q == qual or q.endswith(suffix)) and f"{name}:{q}" not in found:
-                            found.append(f"{name}:{q}")
-            except Exception:  # objects whose attributes raise (lazy proxies): not functions
-                continue
+        for code in _codes_defined_in(name, mod):
+            q = code.co_qualname
+            if (q == qual or q.endswith(suffix)) and f"{name}:{q}" not in found:
+                found.append(f"{name}:{q}")
     return sorted(found)
+
+
+def _codes_defined_in(name, module):
+    """The code objects of the functions and methods that the module `name` defines itself (its
+    functions, and its classes' methods; not what it imports), outermost first."""
+    try:
+        values = list(vars(module).values())
+    except Exception:
+        return
+    for obj in values:
+        try:
+            if getattr(obj, "__module__", None) != name:
+                continue
+            candidates = list(vars(obj).values()) if isinstance(obj, type) else [obj]
+            codes = [code for c in candidates for code in _codes_along(c)]
+        except Exception:  # objects whose attributes raise (lazy proxies): not functions
+            continue
+        yield from codes
 
 
 def torch_facts():
