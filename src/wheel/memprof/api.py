@@ -136,6 +136,11 @@ class Report:
         return peak["allocated_bytes"] - self.allocated_at_start
 
     @property
+    def metadata(self):
+        """What measured: memprof's and torch's versions, the device, the stats shown."""
+        return self._ready()["metadata"]
+
+    @property
     def functions(self):
         """The targeted functions, each with its lines and their stats."""
         return self._ready().get("functions", [])

@@ -114,7 +114,7 @@ def _save(report_dir, item, report):
 
 def _over_limit(item, report, limit, source):
     peak = report.peak
-    device = report.to_dict().get("metadata", {}).get("device", {})
+    device = report.metadata["device"]
     where = device.get("type") or "the device"
     if device.get("index") is not None:
         where = "cuda:%d" % device["index"]
