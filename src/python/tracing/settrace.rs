@@ -215,19 +215,25 @@ pub fn reset_targets() {
 /// The script has ended: no more hooks. A trace function that is not memprof's (coverage's, a
 /// debugger's) stays: under `memprof.profile` the program goes on.
 pub fn stop_on_this_thread() {
+    let everywhere = TRACE_EVERYWHERE.load(Ordering::SeqCst);
     deactivate();
     // SAFETY: GIL held by the caller; this thread's state.
-    unsafe { remove_own_trace(ffi::PyThreadState_Get()) };
+    unsafe { remove_own_trace(ffi::PyThreadState_Get(), everywhere) };
 }
 
 /// Takes memprof's trace function off `tstate`, through the API (which recomputes the thread's
-/// `use_tracing`), and leaves any other.
-unsafe fn remove_own_trace(tstate: *mut ffi::PyThreadState) {
-    // SAFETY: GIL held by the callers; the fields read were checked by `layout_matches` when
-    // the hook went on (and memprof's trace function is only ever set after that check).
+/// `use_tracing`), and leaves any other. In the fallback (`everywhere`: this build's thread
+/// state is not laid out as memprof reads it) memprof put its own on every thread, over any
+/// other, and takes whatever is there off.
+unsafe fn remove_own_trace(tstate: *mut ffi::PyThreadState, everywhere: bool) {
+    // SAFETY: GIL held by the callers. Without the fallback the layout was checked when the hook
+    // went on (`layout_matches`), or memprof's trace function was never set and the field read
+    // (inside the thread state) cannot hold it.
     unsafe {
         let ts = tstate as *mut ThreadState;
-        if (*ts).c_tracefunc.map(|f| f as usize) == Some(trace as ffi::Py_tracefunc as usize) {
+        let own =
+            (*ts).c_tracefunc.map(|f| f as usize) == Some(trace as ffi::Py_tracefunc as usize);
+        if everywhere || own {
             _PyEval_SetTrace(tstate, None, std::ptr::null_mut());
         }
     }
@@ -245,17 +251,11 @@ extern "C" {
 
 /// Removes the hook, and memprof's trace function from every thread (another's stays), so that
 /// code runs as without memprof from now on.
-pub fn stop_on_all_threads(_py: Python<'_>) {
+pub fn stop_on_all_threads(py: Python<'_>) {
+    let everywhere = TRACE_EVERYWHERE.load(Ordering::SeqCst);
     deactivate();
-    // SAFETY: GIL held (the Python token); thread states are walked under it.
-    unsafe {
-        let interp = ffi::PyInterpreterState_Get();
-        let mut ts = ffi::PyInterpreterState_ThreadHead(interp);
-        while !ts.is_null() {
-            remove_own_trace(ts);
-            ts = ffi::PyThreadState_Next(ts);
-        }
-    }
+    // SAFETY: each thread state is live while walked, GIL held.
+    for_each_thread(py, |ts| unsafe { remove_own_trace(ts, everywhere) });
 }
 
 // --- the frame-evaluation hook (PEP 523) ----------------------------------------------
@@ -427,7 +427,10 @@ fn activate(py: Python<'_>) {
         HOOK_ACTIVE.store(true, Ordering::SeqCst);
     } else {
         TRACE_EVERYWHERE.store(true, Ordering::SeqCst);
-        set_on_all_threads(py, Some(trace));
+        // SAFETY: each thread state is live while walked, GIL held.
+        for_each_thread(py, |ts| unsafe {
+            _PyEval_SetTrace(ts, Some(trace), std::ptr::null_mut());
+        });
     }
 }
 
@@ -446,15 +449,14 @@ fn deactivate() {
     }
 }
 
-/// Sets (or, with None, removes) the trace function on every thread (what 3.12's
-/// PyEval_SetTraceAllThreads does).
-fn set_on_all_threads(_py: Python<'_>, func: Option<ffi::Py_tracefunc>) {
+/// Calls `f` with every thread state of this interpreter (GIL held: they are walked under it).
+fn for_each_thread(_py: Python<'_>, mut f: impl FnMut(*mut ffi::PyThreadState)) {
     // SAFETY: GIL held (the Python token); thread states are walked under it.
     unsafe {
         let interp = ffi::PyInterpreterState_Get();
         let mut ts = ffi::PyInterpreterState_ThreadHead(interp);
         while !ts.is_null() {
-            _PyEval_SetTrace(ts, func, std::ptr::null_mut());
+            f(ts);
             ts = ffi::PyThreadState_Next(ts);
         }
     }
