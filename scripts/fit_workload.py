@@ -1,0 +1,99 @@
+"""One workload of scripts/fit_check.py (issue 23's GPU acceptance), run bare or under
+`memprof run --trace`: a torchvision resnet50 training step (SGD with momentum, fp32), a GPT-2
+124M step (examples/gpt2_train.py's: bf16 autocast, fused AdamW, clipping) or a program that
+fragments the caching allocator (a growing temporary beside a small tensor kept from each
+step), for a few steps, with the allocator optionally capped at --cap bytes
+(torch.cuda.set_per_process_memory_fraction). Prints what the allocator itself read as one
+`FIT {json}` line, whether the program ran out of memory or not.
+
+    python scripts/fit_workload.py gpt2 --batch 8 --cap 20000000000
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+MiB = 1024 * 1024
+
+
+def resnet50(batch, steps):
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(steps):
+        images = torch.randn(batch, 3, 224, 224, device="cuda")
+        labels = torch.randint(0, 1000, (batch,), device="cuda")
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+    torch.cuda.synchronize()
+
+
+def gpt2(batch, steps):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    from gpt2_model import GPT, GPTConfig
+
+    torch.manual_seed(1337)
+    model = GPT(GPTConfig(block_size=1024, vocab_size=50304, n_layer=12, n_head=12, n_embd=768)).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    for _ in range(steps):
+        x = torch.randint(0, 50304, (batch, 1024), device="cuda")
+        y = torch.randint(0, 50304, (batch, 1024), device="cuda")
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+
+
+def fragment(batch, steps):
+    # Each step's temporary is larger than the last, so it never fits the free rest of an
+    # earlier one, and the 8 MiB kept from each step is split off a freed temporary's block,
+    # so no segment is ever whole again: reserved bytes grow far past allocated ones, and
+    # under a cap freeing the cache cannot help (expandable segments would).
+    kept = []
+    for step in range(steps * 8):
+        temporary = torch.empty((64 + 6 * step) * batch * MiB, dtype=torch.uint8, device="cuda")
+        temporary.fill_(1)
+        del temporary
+        kept.append(torch.empty(8 * MiB, dtype=torch.uint8, device="cuda"))
+    torch.cuda.synchronize()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("workload", choices=["resnet50", "gpt2", "fragment"])
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--cap", type=int, default=None, help="bytes the allocator may reserve")
+    args = p.parse_args()
+    total = torch.cuda.get_device_properties(0).total_memory
+    if args.cap is not None:
+        # The allocator's own limit is int(fraction * total): the cap asked for, to the byte
+        # or one under it.
+        torch.cuda.set_per_process_memory_fraction(args.cap / total)
+    oom = None
+    try:
+        {"resnet50": resnet50, "gpt2": gpt2, "fragment": fragment}[args.workload](args.batch, args.steps)
+    except torch.OutOfMemoryError as e:
+        oom = str(e).splitlines()[0][:200]
+    stats = torch.cuda.memory_stats()
+    print("FIT " + json.dumps({
+        "workload": args.workload, "batch": args.batch, "cap": args.cap, "total_memory": total,
+        "fits": oom is None, "oom": oom,
+        "reserved_bytes.all.peak": stats["reserved_bytes.all.peak"],
+        "allocated_bytes.all.peak": stats["allocated_bytes.all.peak"],
+        "num_alloc_retries": stats["num_alloc_retries"],
+        "segment.all.peak": stats["segment.all.peak"],
+    }), flush=True)
+
+
+if __name__ == "__main__":
+    main()
