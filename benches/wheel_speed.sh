@@ -9,15 +9,14 @@
 #   2. the pytest plugin left on: a suite of 200 small torch tests, plain and with
 #      `--memprof-limit 1GiB` (every test measured), interleaved ROUNDS rounds;
 #   3. start-up of the commands that only read files: `memprof show --help` (and merge, diff,
-#      plot, stats) through the pip command and through the wheel's binary itself, RUNS runs
-#      each (default 21), median.
+#      plot, stats) through the pip-installed `memprof` command (the wheel's binary itself) and
+#      through `python -m memprof`, RUNS runs each (default 21), median.
 #   benches/wheel_speed.sh VENV
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=$(cd "$1" && pwd)
 py=$venv/bin/python
 memprof=$venv/bin/memprof
-binary=$(ls "$venv"/lib/python3.*/site-packages/memprof/bin/memprof)
 rounds=${ROUNDS:-7}
 runs=${RUNS:-21}
 pin=$(command -v taskset >/dev/null && echo "taskset -c ${CORE:-1}" || true)
@@ -66,18 +65,18 @@ echo "1 and 2: $rounds interleaved rounds"
   "python=plain;limit=--memprof-limit 1GiB (every test measured)" | tail -n +3
 echo
 echo "3: start-up of the commands that read files, $runs runs each (ms: min / median / max)"
-"$py" - "$memprof" "$binary" "$runs" <<'PY'
+"$py" - "$memprof" "$py" "$runs" <<'PY'
 import statistics, subprocess, sys, time
-memprof, binary, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
-print("| command | `memprof` (pip's command) | the wheel's binary |")
+memprof, python, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+print("| command | `memprof` (the command pip installs) | `python -m memprof` |")
 print("| --- | --- | --- |")
 for command in ("show", "merge", "diff", "plot", "stats"):
     cells = []
-    for exe in (memprof, binary):
+    for exe in ([memprof], [python, "-m", "memprof"]):
         times = []
         for _ in range(runs):
             t0 = time.perf_counter()
-            subprocess.run([exe, command, "--help"], stdout=subprocess.DEVNULL, check=True)
+            subprocess.run(exe + [command, "--help"], stdout=subprocess.DEVNULL, check=True)
             times.append((time.perf_counter() - t0) * 1e3)
         cells.append("%.1f / **%.1f** / %.1f" % (min(times), statistics.median(times), max(times)))
     print("| `memprof %s --help` | %s | %s |" % (command, cells[0], cells[1]))

@@ -7,8 +7,10 @@ Python package (src/wheel/memprof).
 
 The wheel is a zip with the layout of PEP 427, written here directly (as ziglang's and cmake's
 binary wheels are): nothing needs a build backend, only the right tags and metadata.
-- `memprof/bin/memprof`: the binary that reads reports (show, merge, diff, plot, stats); it links
-  neither libtorch nor libpython.
+- `memprof-VERSION.data/scripts/memprof`: the `memprof` command, the binary itself (installed
+  into the venv's bin, as maturin installs a crate's binaries): it reads reports (show, merge,
+  diff, plot, stats) linking neither libtorch nor libpython, so they start at once, and hands
+  `run` to the python beside it (`python -m memprof run`).
 - `memprof/_native.cpython-XY-x86_64-linux-gnu.so`: the native core (libmemprof.so). The wheel's
   `memprof run` loads it into the user's own python (memprof/_launcher.py), as do `import
   memprof`, the magics and the pytest plugin. Its RUNPATH is `$ORIGIN/../torch/lib` (torch beside
@@ -17,7 +19,7 @@ binary wheels are): nothing needs a build backend, only the right tags and metad
   glibc and libtorch from the user's venv, so it is not a manylinux wheel.
 - Version 0.1.0+torch2.11 and Requires-Dist torch==2.11.*: one wheel per torch minor release,
   pinned as torch extensions pin theirs.
-- Entry points: the `memprof` command, and the pytest plugin (`pytest11`).
+- Entry point: the pytest plugin (`pytest11`).
 """
 
 import argparse
@@ -123,7 +125,7 @@ def main():
         if source.name != "_build.py":
             files["memprof/" + source.name] = source.read_bytes()
     files["memprof/_build.py"] = build.encode()
-    files["memprof/bin/memprof"] = portable_binary(args.binary)
+    files["memprof-%s.data/scripts/memprof" % version] = portable_binary(args.binary)
     files["memprof/_native.%s-%s-x86_64-linux-gnu.so" % (
         "cpython", args.python.replace(".", ""))] = portable_extension(args.extension)
     files[dist_info + "/METADATA"] = (
@@ -136,8 +138,7 @@ def main():
         "Root-Is-Purelib: false\nTag: %s\n" % tag
     ).encode()
     files[dist_info + "/entry_points.txt"] = (
-        b"[console_scripts]\nmemprof = memprof._launcher:main\n"
-        b"\n[pytest11]\nmemprof = memprof.pytest_plugin\n"
+        b"[pytest11]\nmemprof = memprof.pytest_plugin\n"
     )
     record = [record_line(name, data) for name, data in files.items()]
     record.append(dist_info + "/RECORD,,")
@@ -149,7 +150,7 @@ def main():
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in files.items():
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-            executable = name.endswith("/bin/memprof")
+            executable = name.endswith("/scripts/memprof")
             info.external_attr = (0o100755 if executable else 0o100644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)

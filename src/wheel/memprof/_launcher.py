@@ -1,4 +1,5 @@
-"""The wheel's `memprof` command.
+"""`python -m memprof`, which the wheel's `memprof` command (the binary the wheel installs
+beside the venv's python) runs for `run` and `--version`.
 
 `memprof run` runs the script in this very interpreter (the user's python, at python's own
 speed) with memprof's native core loaded as the `memprof._native` extension: the same code as
@@ -23,8 +24,6 @@ except ImportError:  # a development checkout: the package without the wheel's b
     sys.exit(2)
 
 USAGE = 2
-HERE = os.path.dirname(os.path.abspath(__file__))
-BINARY = os.path.join(HERE, "bin", "memprof")
 # memprof's options that take a value and may come before the subcommand.
 GLOBAL_VALUED = ("--device", "--stat")
 
@@ -160,12 +159,30 @@ def main():
         # The binary would describe its own build; `run` is this Python's.
         print("memprof " + long_version())
         return 0
+    binary = installed_binary()
     try:
-        os.execv(BINARY, [BINARY] + args)
+        os.execv(binary, [binary] + args)
     except OSError as e:
         sys.stderr.write(
             "memprof: error: cannot run memprof's binary %s: %s\n"
             "hint: reinstall the wheel (`pip install --force-reinstall memprof`)\n"
-            % (BINARY, e.strerror)
+            % (binary, e.strerror)
         )
         return USAGE
+
+
+def installed_binary():
+    """The wheel's binary: the `memprof` command itself, in this Python's scripts folder (or
+    the user scheme's, for `pip install --user`)."""
+    import sysconfig
+
+    folders = [sysconfig.get_path("scripts")]
+    try:
+        folders.append(sysconfig.get_path("scripts", "%s_user" % os.name))
+    except KeyError:
+        pass
+    for folder in folders:
+        path = os.path.join(folder, "memprof")
+        if os.path.isfile(path):
+            return path
+    return os.path.join(folders[0], "memprof")
