@@ -33,6 +33,23 @@ fn main() {
         .file("src/torch/cpp/grad_hooks.cpp")
         .file("src/torch/cpp/saved_info.cpp")
         .compile("memprof_shim");
+    // The CUDA allocator's trace entries: its class from torch's headers, which name CUDA
+    // runtime types; cuda_decls/ declares them where the toolkit is absent (first on the path,
+    // so that one build is the same everywhere).
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include("src/torch/cpp/cuda_decls")
+        .include(&include)
+        .flag("-std=c++17")
+        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        .define("NDEBUG", None)
+        .flag("-O2")
+        .file("src/torch/cpp/cuda_trace.cpp")
+        .compile("memprof_cuda_trace");
+    println!("cargo:rerun-if-changed=src/torch/cpp/cuda_trace.cpp");
+    println!("cargo:rerun-if-changed=src/torch/cpp/cuda_decls");
     println!("cargo:rerun-if-changed=src/torch/cpp/shim.cpp");
     println!("cargo:rerun-if-changed=src/torch/cpp/grad_hooks.cpp");
     println!("cargo:rerun-if-changed=src/torch/cpp/saved_info.cpp");

@@ -79,6 +79,8 @@ def capacities(workload, batch):
     print(f"== {workload} (batch {batch}): traced under memprof, then bare")
     check(all(traced[k] == bare[k] for k in KEYS),
           "the program's own readings under memprof equal bare: " + ", ".join(f"{k} {traced[k]}" for k in KEYS))
+    sizes = json.load(open(path)).get("sizes")
+    check(sizes == "requested", f"the trace has the sizes requested and the streams (sizes: {sizes})")
     own = fit(path, "--memory", str(total))
     # The exactness: reserved peak, retries and segments (the allocated peak is shown).
     same = all(own["predicted"][k] == traced[k] for k in KEYS if k != "allocated_bytes.all.peak")

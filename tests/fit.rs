@@ -110,6 +110,9 @@ fn a_run_records_its_trace_and_its_replay_gives_the_runs_allocated_peak() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("trace written to"), "{}", r.stderr);
     let t = read_json(&trace);
+    // The sizes asked for: tensor bytes on the CPU, the CUDA allocator's own trace entries on
+    // a GPU (not its blocks).
+    assert_eq!(t["sizes"], "requested", "{}", t["sizes"]);
     let events = t["events"].as_array().unwrap();
     // step's three allocations, in order, at their lines (the fixture's sizes are multiples of
     // 512 B, and of 2 MiB above 1 MiB: the same on the CPU and in CUDA's blocks).

@@ -141,19 +141,37 @@ pub struct Tracker {
     started: Instant,
     /// `--trace`: every allocation and free seen, in order.
     trace: Option<TraceLog>,
+    /// The size requested and the stream of the allocation reported next (the CUDA
+    /// allocator's trace entry), for the trace.
+    requested: Option<(i64, u64)>,
 }
 
-/// The device's allocations and frees in order (`--trace`): (allocation serial, bytes, site);
-/// a free has negative bytes and its allocation's serial. Bounded: past `max` events it stops
+/// The device's allocations and frees in order (`--trace`). Bounded: past `max` events it stops
 /// and says so.
 pub struct TraceLog {
-    pub events: Vec<(u64, i64, u32)>,
+    pub events: Vec<TraceRecord>,
     pub truncated: bool,
+    /// The streams seen, in order of first use: a record's `stream` is an index here.
+    pub streams: Vec<u64>,
     max: usize,
 }
 
+/// One allocation or free as the trace keeps it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TraceRecord {
+    /// The allocation's serial (a free names its allocation's).
+    pub serial: u64,
+    /// The block's bytes; negative for a free.
+    pub bytes: i64,
+    /// The bytes the program asked for (CUDA: the allocator's trace entry; 0: not known).
+    pub requested: i64,
+    pub site: u32,
+    /// The allocation's stream (an index into `streams`).
+    pub stream: u16,
+}
+
 impl TraceLog {
-    fn push(&mut self, event: (u64, i64, u32)) {
+    fn push(&mut self, event: TraceRecord) {
         if self.events.len() < self.max {
             self.events.push(event);
         } else {
@@ -183,6 +201,7 @@ impl Default for Tracker {
             site_functions: IntMap::default(),
             started: Instant::now(),
             trace: None,
+            requested: None,
         }
     }
 }
@@ -237,8 +256,23 @@ impl Tracker {
                 role: Role::Other,
             },
         );
+        let requested = self.requested.take();
         if let Some(log) = &mut self.trace {
-            log.push((self.serial, bytes, site));
+            let (requested, stream) = requested.unwrap_or((0, 0));
+            let stream = match log.streams.iter().position(|&s| s == stream) {
+                Some(i) => i,
+                None => {
+                    log.streams.push(stream);
+                    log.streams.len() - 1
+                }
+            };
+            log.push(TraceRecord {
+                serial: self.serial,
+                bytes,
+                requested,
+                site,
+                stream: stream.min(u16::MAX as usize) as u16,
+            });
         }
         self.site_bytes[i] += bytes;
         self.site_blocks[i] += 1;
@@ -281,7 +315,13 @@ impl Tracker {
         }
         if let Some(block) = self.live.remove(&ptr) {
             if let Some(log) = &mut self.trace {
-                log.push((block.serial, -block.bytes, block.site));
+                log.push(TraceRecord {
+                    serial: block.serial,
+                    bytes: -block.bytes,
+                    requested: 0,
+                    site: block.site,
+                    stream: 0,
+                });
             }
             self.forget(block);
         }
@@ -292,8 +332,14 @@ impl Tracker {
         self.trace = Some(TraceLog {
             events: Vec::new(),
             truncated: false,
+            streams: Vec::new(),
             max,
         });
+    }
+
+    /// Whether a trace is being recorded.
+    pub fn traces(&self) -> bool {
+        self.trace.is_some()
     }
 
     /// The recorded trace, if one was asked for.
@@ -578,8 +624,10 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Tracker>> {
 /// Called by the shim's reporter for every allocation and free on the measured device, inside
 /// the allocator (its lock held, on whichever thread allocates): no Python, no panic.
 /// `backward_site`: the site of the backward this allocation works for (0: none); `has_totals`:
-/// whether `total`/`reserved` are the allocator's (CUDA).
+/// whether `total`/`reserved` are the allocator's (CUDA); `requested` (> 0 when known) and
+/// `stream`: what the allocation asked for, from the CUDA allocator's trace entry (`--trace`).
 #[no_mangle]
+#[allow(clippy::too_many_arguments)]
 pub extern "C" fn mp_rust_allocation_event(
     ptr: u64,
     bytes: i64,
@@ -587,6 +635,8 @@ pub extern "C" fn mp_rust_allocation_event(
     has_totals: i32,
     total: i64,
     reserved: i64,
+    requested: i64,
+    stream: u64,
 ) {
     if !is_on() {
         return;
@@ -611,6 +661,7 @@ pub extern "C" fn mp_rust_allocation_event(
                     t.attribute_site(s, &ids);
                 }
             }
+            t.requested = (requested > 0).then_some((requested, stream));
             t.on_event(ptr, bytes, site, backward_site != 0, totals);
         }
     });

@@ -15,32 +15,53 @@ pub const MAX_EVENTS: usize = 20_000_000;
 /// Writes the trace; a warning for the report when it could not be written, or is cut.
 pub fn write(path: &Path, profile: &Profile) -> Option<String> {
     let log = peak::with(|t| t.take_trace()).flatten()?;
+    crate::torch::cuda_trace_enable(false);
     let places = sites::sites();
     let at = |site: u32| {
         places
             .get((site as usize).wrapping_sub(1))
             .map(|s| format!("{}:{}", s.place.file, s.place.line))
     };
+    let (mut requested, mut allocations) = (0usize, 0usize);
     let events = log
         .events
         .iter()
-        .map(|&(serial, bytes, site)| {
-            if bytes > 0 {
+        .map(|r| {
+            if r.bytes > 0 {
+                allocations += 1;
+                // The size asked for where the allocator's trace entry gave it (CUDA) or the
+                // tensor's bytes are exact (CPU), else the block's.
+                let size = if r.requested > 0 {
+                    requested += 1;
+                    r.requested
+                } else {
+                    r.bytes
+                };
                 TraceEvent {
-                    alloc: Some(serial),
-                    size: Some(bytes as u64),
-                    stream: Some(0),
-                    at: at(site),
+                    alloc: Some(r.serial),
+                    size: Some(size as u64),
+                    stream: Some(u64::from(r.stream)),
+                    at: at(r.site),
                     ..TraceEvent::default()
                 }
             } else {
                 TraceEvent {
-                    free: Some(serial),
+                    free: Some(r.serial),
                     ..TraceEvent::default()
                 }
             }
         })
         .collect();
+    let sizes = if requested == allocations {
+        "requested".to_string()
+    } else if requested == 0 {
+        "block".to_string()
+    } else {
+        format!(
+            "requested, block for {} of {allocations} allocations",
+            allocations - requested
+        )
+    };
     let device = &profile.metadata.device;
     let cuda = device.kind == "cuda";
     let trace = Trace {
@@ -56,7 +77,7 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
         measured: cuda.then(|| measured(device.index)).flatten(),
         events,
         truncated: log.truncated,
-        sizes: Some(if cuda { "block" } else { "requested" }.into()),
+        sizes: Some(sizes),
     };
     let text = serde_json::to_string(&trace).expect("traces serialise") + "\n";
     if let Err(e) = file::write_atomically(path, &text) {

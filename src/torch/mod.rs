@@ -103,6 +103,14 @@ pub fn allocator_initialized() -> bool {
     rc == 0 && n == 1
 }
 
+/// Starts or stops taking the CUDA allocator's own trace entries (the sizes requested and the
+/// streams) for `--trace`; false where there is no CUDA caching allocator to trace (a CPU build,
+/// another allocator backend, CUDA not initialised yet).
+pub fn cuda_trace_enable(on: bool) -> bool {
+    // SAFETY: plain call.
+    unsafe { ffi::mp_cuda_trace_enable(c_int::from(on)) == 0 }
+}
+
 /// Reads the device's 122 allocator stats into `out`.
 pub fn device_stats(device: i32, out: &mut [i64; CUDA_STAT_COUNT]) -> Result<()> {
     // SAFETY: out has room for the 122 values the shim writes.

@@ -140,6 +140,20 @@ fn measured_device() -> Option<i32> {
     recorder::with(|r| r.sampler().device()).flatten()
 }
 
+/// Whether `--trace` records the device's allocations.
+#[pyfunction]
+fn allocation_trace_on() -> bool {
+    crate::capture::peak::with(|t| t.traces()).unwrap_or(false)
+}
+
+/// `--trace` on CUDA, once the program has initialised it: the allocator's own trace entries
+/// (requested sizes, streams) from now on. False where it cannot (the trace keeps block sizes).
+/// Never raises: torch's lazy-init queue runs it.
+#[pyfunction]
+fn cuda_trace_attach() -> bool {
+    allocation_trace_on() && torch::cuda_trace_enable(true)
+}
+
 /// Whether a call the schedule measures is running (always, without `--warmup`/`--calls`).
 #[pyfunction]
 fn measuring() -> bool {
@@ -186,6 +200,8 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(scope_close, &m)?)?;
     m.add_function(wrap_pyfunction!(measured_device, &m)?)?;
     m.add_function(wrap_pyfunction!(measuring, &m)?)?;
+    m.add_function(wrap_pyfunction!(allocation_trace_on, &m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_trace_attach, &m)?)?;
     m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
     m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
     m.add_function(wrap_pyfunction!(schedule_verdict, &m)?)?;

@@ -53,6 +53,10 @@ def install(script_path):
         d = sysconfig.get_paths().get(key)
         if d:
             library += _spellings(d)
+    if _memprof.allocation_trace_on():
+        import _memprof_imports
+
+        _memprof_imports.after_import("torch.cuda", _trace_cuda_requests)
     user_dir = os.path.dirname(script_path) if script_path else os.getcwd()
     # Inductor's generated files, wherever its cache is (they are also named to the site
     # finder one by one as they load: compiled.py).
@@ -74,6 +78,13 @@ def install(script_path):
     import _memprof_compiled
 
     _memprof_compiled.install()
+
+
+def _trace_cuda_requests(cuda):
+    # --trace: the CUDA allocator's own trace entries (each allocation's requested size and
+    # stream) need its tracker attached once it exists: torch runs its lazy-init queue right
+    # after initialising CUDA (or the call runs now, if the program already has).
+    cuda._lazy_call(_memprof.cuda_trace_attach)
 
 
 def _hook_optimizers(optimizer_module):

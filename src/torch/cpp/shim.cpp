@@ -36,7 +36,10 @@
 
 // src/capture/peak.rs: the peak tracker (no Python, no panic, no C++ exception).
 extern "C" void mp_rust_allocation_event(uint64_t ptr, int64_t bytes, uint32_t backward_site,
-                                         int32_t has_totals, int64_t total, int64_t reserved);
+                                         int32_t has_totals, int64_t total, int64_t reserved,
+                                         int64_t requested, uint64_t stream);
+// cuda_trace.cpp: the CUDA allocator's trace entry of the allocation being reported.
+extern "C" int mp_cuda_trace_requested(uint64_t ptr, int64_t* size, uint64_t* stream);
 
 namespace {
 
@@ -165,7 +168,7 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
         remember(ptr, size);
         record_history(ptr, size);
         mp_rust_allocation_event((uint64_t)(uintptr_t)ptr, size,
-                                 backward_site.load(std::memory_order_relaxed), 0, 0, 0);
+                                 backward_site.load(std::memory_order_relaxed), 0, 0, 0, size, 0);
       }
       Tally& t = cpu_tally;
       int64_t now = t.allocated_current.fetch_add(size, std::memory_order_relaxed) + size;
@@ -176,9 +179,12 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
     if (device.index() != device_index.load(std::memory_order_relaxed)) return;
     own_device.fetch_add(size, std::memory_order_relaxed);
     remember(ptr, size);
+    int64_t requested = 0;
+    uint64_t stream = 0;
+    if (size > 0) mp_cuda_trace_requested((uint64_t)(uintptr_t)ptr, &requested, &stream);
     mp_rust_allocation_event((uint64_t)(uintptr_t)ptr, size,
                              backward_site.load(std::memory_order_relaxed), 1,
-                             (int64_t)total_allocated, (int64_t)total_reserved);
+                             (int64_t)total_allocated, (int64_t)total_reserved, requested, stream);
     Tally& t = device_tally;
     t.allocated_current.store((int64_t)total_allocated, std::memory_order_relaxed);
     t.reserved_current.store((int64_t)total_reserved, std::memory_order_relaxed);

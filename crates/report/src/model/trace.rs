@@ -30,8 +30,9 @@ pub struct Trace {
     /// The recording stopped at its limit: the trace is not whole (and cannot be replayed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
-    /// What the sizes are: `requested` (the program's), or `block` (the allocator's blocks, as
-    /// memprof's allocation reports give them on CUDA: rounded, a kept remainder included).
+    /// What the sizes are: `requested` (the program's: CPU tensors' bytes, the CUDA allocator's
+    /// own trace entries), or `block` (the allocator's blocks, as its reports to the profiler
+    /// give them, where its trace entries could not be read: rounded, a kept remainder included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sizes: Option<String>,
 }

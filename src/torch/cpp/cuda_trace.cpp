@@ -1,0 +1,88 @@
+// The CUDA caching allocator's own trace entries, for `memprof run --trace`: the size each
+// allocation requested (before the allocator rounded it or handed out a larger block) and its
+// stream, which the allocator's reports to the profiler (shim.cpp) do not carry.
+//
+// The allocator calls its trace trackers inside malloc, with its lock held, just before it
+// reports the same block to the profiler on the same thread: the tracker leaves the entry in a
+// thread-local slot, and the reporter takes it when the pointer matches. A tracker cannot be
+// detached, so it is attached once per process and does nothing unless a trace is being taken.
+//
+// libc10_cuda is not linked (CPU builds have none): the allocator is found in the copy that the
+// script's torch loaded, and its class comes from torch's headers, compiled against
+// cuda_decls/ (declarations only) where the CUDA toolkit is absent.
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+
+namespace {
+
+using c10::CachingDeviceAllocator::TraceEntry;
+using c10::cuda::CUDACachingAllocator::CUDAAllocator;
+
+struct Requested {
+  uint64_t ptr = 0;
+  int64_t size = 0;
+  uint64_t stream = 0;
+};
+
+thread_local Requested last_alloc;
+std::atomic<bool> attached{false};
+std::atomic<bool> tracing{false};
+
+void on_trace_entry(const TraceEntry& entry) {
+  if (!tracing.load(std::memory_order_relaxed) || entry.action_ != TraceEntry::ALLOC) return;
+  last_alloc = Requested{(uint64_t)entry.addr_, (int64_t)entry.size_,
+                         (uint64_t)(uintptr_t)entry.stream_};
+}
+
+// c10::cuda::CUDACachingAllocator::allocator, the std::atomic<CUDAAllocator*> that torch's
+// CUDA build defines in libc10_cuda.so.
+CUDAAllocator* cuda_allocator() {
+  void* lib = dlopen("libc10_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
+  if (lib == nullptr) return nullptr;
+  void* slot = dlsym(lib, "_ZN3c104cuda20CUDACachingAllocator9allocatorE");
+  dlclose(lib);
+  if (slot == nullptr) return nullptr;
+  return static_cast<std::atomic<CUDAAllocator*>*>(slot)->load();
+}
+
+}  // namespace
+
+extern "C" {
+
+/// Starts (on != 0) or stops recording the requested sizes; attaches the tracker the first time.
+/// Call after the program initialised CUDA (the allocator attaches trackers to the devices it
+/// has). 0 on success, -1 where there is no CUDA caching allocator to trace (a CPU build, another
+/// allocator backend).
+int mp_cuda_trace_enable(int on) {
+  tracing.store(on != 0);
+  if (on == 0 || attached.load()) return 0;
+  try {
+    CUDAAllocator* allocator = cuda_allocator();
+    if (allocator == nullptr || !allocator->initialized() || allocator->name() != "native") {
+      tracing.store(false);
+      return -1;
+    }
+    allocator->attachAllocatorTraceTracker(&on_trace_entry);
+    attached.store(true);
+    return 0;
+  } catch (const std::exception&) {
+    tracing.store(false);
+    return -1;
+  }
+}
+
+/// The size requested and the stream of the allocation at `ptr` that the calling thread's
+/// allocator call is reporting now: 1 when the tracker saw it, 0 when not.
+int mp_cuda_trace_requested(uint64_t ptr, int64_t* size, uint64_t* stream) {
+  if (!tracing.load(std::memory_order_relaxed) || last_alloc.ptr != ptr) return 0;
+  *size = last_alloc.size;
+  *stream = last_alloc.stream;
+  last_alloc.ptr = 0;
+  return 1;
+}
+}
