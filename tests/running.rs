@@ -383,7 +383,7 @@ fn the_memprof_binary_loads_neither_libtorch_nor_libpython_and_hands_run_over() 
     // Without memprof-embedded beside it, `run` says what is missing (exit 2).
     let dir = tempfile::tempdir().unwrap();
     let alone = dir.path().join("memprof");
-    std::fs::copy(env!("CARGO_BIN_EXE_memprof"), &alone).unwrap();
+    std::fs::copy(memprof_binary(), &alone).unwrap();
     let r = finish(
         std::process::Command::new(&alone)
             .args(["run", "lines.py"])

@@ -57,12 +57,16 @@ pub fn python() -> PathBuf {
         .unwrap_or_else(|| venv().join("bin").join("python"))
 }
 
+/// The memprof binary under test (`MEMPROF_BIN`, else the one cargo built).
+pub fn memprof_binary() -> PathBuf {
+    std::env::var_os("MEMPROF_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_memprof")))
+}
+
 /// A memprof command with the venv active.
 pub fn memprof() -> Command {
-    let bin = std::env::var_os("MEMPROF_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_memprof")));
-    in_the_venv(Command::new(bin))
+    in_the_venv(Command::new(memprof_binary()))
 }
 
 /// `cmd` as the tests run things: the venv active, no PYTHONPATH, the test device named, the
@@ -293,9 +297,7 @@ pub fn assert_prints_as_under_python(args: &[&str], flag_sets: &[&[&str]]) {
 /// `torchrun --standalone --nproc-per-node N --no-python memprof --device cpu run <args>`, run in
 /// `cwd`: a real multi-rank job (the fixtures use the gloo backend on the CPU).
 pub fn torchrun(nproc: u32, cwd: &Path, args: &[&str]) -> Run {
-    let bin = std::env::var_os("MEMPROF_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_memprof")));
+    let bin = memprof_binary();
     // memprof()'s environment (the venv, the device), lent to torchrun and so to every rank.
     let template = memprof();
     let torchrun = venv().join("bin").join("torchrun");
