@@ -79,8 +79,21 @@ def capacities(workload, batch):
     print(f"== {workload} (batch {batch}): traced under memprof, then bare")
     check(all(traced[k] == bare[k] for k in KEYS),
           "the program's own readings under memprof equal bare: " + ", ".join(f"{k} {traced[k]}" for k in KEYS))
-    sizes = json.load(open(path)).get("sizes")
-    check(sizes == "requested", f"the trace has the sizes requested and the streams (sizes: {sizes})")
+    t = json.load(open(path))
+    check(t.get("sizes") == "requested", f"the trace has the sizes requested and the streams (sizes: {t.get('sizes')})")
+    # The allocator's own segment events: their running count peaks at segment.all.peak.
+    live = most = mallocs = 0
+    for e in t["events"]:
+        live += ("segment_alloc" in e) - ("segment_free" in e)
+        mallocs += "segment_alloc" in e
+        most = max(most, live)
+    check(most == traced["segment.all.peak"],
+          f"the trace's segment events ({mallocs} cudaMalloc) peak at {most} segments, the run's segment.all.peak {traced['segment.all.peak']}")
+    outside = t["measured"].get("outside_allocator_bytes")
+    print(f"  the device {t['device'].get('device_memory')} B, outside the allocator at the end {outside} B")
+    default = fit(path)
+    check(default["memory_bytes"] == t["device"]["total_memory"] and default["fits"],
+          f"with no --memory: the device less what was outside the allocator ({gb(default['memory_bytes'])}), fits")
     own = fit(path, "--memory", str(total))
     # The exactness: reserved peak, retries and segments (the allocated peak is shown).
     same = all(own["predicted"][k] == traced[k] for k in KEYS if k != "allocated_bytes.all.peak")

@@ -66,6 +66,47 @@ fn a_fragmented_trace_runs_out_where_worked_out_and_fits_on_a_larger_device() {
 }
 
 #[test]
+fn the_runs_own_segment_events_are_read_past_and_memory_outside_the_allocator_is_shown() {
+    // The fragmentation trace as a CUDA run writes it: the allocator's own segment events
+    // between the allocations (where the run made them, here on 80 MiB) and what was in use
+    // outside the allocator at its end. The replay is the model's alone: the same outcome.
+    let dir = tempfile::tempdir().unwrap();
+    let mut t: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("fixtures/traces/fragmentation.json")).unwrap(),
+    )
+    .unwrap();
+    let events = t["events"].as_array_mut().unwrap();
+    events.insert(
+        0,
+        serde_json::json!({"segment_alloc": 20971520, "stream": 0}),
+    );
+    events.insert(
+        4,
+        serde_json::json!({"segment_alloc": 20971520, "stream": 0}),
+    );
+    events.push(serde_json::json!({"segment_free": 20971520}));
+    t["measured"]["outside_allocator_bytes"] = serde_json::json!(536870912);
+    let path = dir.path().join("trace.json");
+    std::fs::write(&path, t.to_string()).unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let r = fit(&[&path, "--format", "json"]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    let p = r.json();
+    assert_eq!(p["events"], 8);
+    assert_eq!(p["out_of_memory"]["event"], 5);
+    assert_eq!(p["out_of_memory"]["at"], "model.py:15");
+    assert_eq!(p["predicted"]["num_alloc_retries"], 1);
+    assert_eq!(p["measured"]["outside_allocator_bytes"], 536870912);
+    let r = fit(&[&path]);
+    assert!(
+        r.stdout
+            .contains("outside the caching allocator at the end of the traced run: 512.00 MiB"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
 fn bad_settings_and_traces_get_one_message_and_exit_2() {
     let r = fit(&[
         "traces/fragmentation.json",

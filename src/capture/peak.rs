@@ -156,10 +156,37 @@ pub struct TraceLog {
     max: usize,
 }
 
-/// One allocation or free as the trace keeps it.
+/// What a trace record is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceKind {
+    /// An allocation (bytes > 0) or a free (bytes < 0) of a block.
+    Block,
+    /// The allocator's own segment events (CUDA): cudaMalloc, cudaFree, and expandable
+    /// segments' pages mapped and unmapped; `bytes` is the segment's or the pages'.
+    SegmentAlloc,
+    SegmentFree,
+    SegmentMap,
+    SegmentUnmap,
+}
+
+impl TraceKind {
+    /// The shim's numbering (cuda_trace.cpp).
+    fn of_segment(kind: i32) -> Option<Self> {
+        Some(match kind {
+            1 => TraceKind::SegmentAlloc,
+            2 => TraceKind::SegmentFree,
+            3 => TraceKind::SegmentMap,
+            4 => TraceKind::SegmentUnmap,
+            _ => return None,
+        })
+    }
+}
+
+/// One allocation, free or segment event as the trace keeps it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TraceRecord {
-    /// The allocation's serial (a free names its allocation's).
+    pub kind: TraceKind,
+    /// The allocation's serial (a free names its allocation's; 0 for a segment event).
     pub serial: u64,
     /// The block's bytes; negative for a free.
     pub bytes: i64,
@@ -171,6 +198,18 @@ pub struct TraceRecord {
 }
 
 impl TraceLog {
+    /// The index of `stream` in the streams seen, added if new.
+    fn stream_index(&mut self, stream: u64) -> u16 {
+        let i = match self.streams.iter().position(|&s| s == stream) {
+            Some(i) => i,
+            None => {
+                self.streams.push(stream);
+                self.streams.len() - 1
+            }
+        };
+        i.min(u16::MAX as usize) as u16
+    }
+
     fn push(&mut self, event: TraceRecord) {
         if self.events.len() < self.max {
             self.events.push(event);
@@ -259,19 +298,14 @@ impl Tracker {
         let requested = self.requested.take();
         if let Some(log) = &mut self.trace {
             let (requested, stream) = requested.unwrap_or((0, 0));
-            let stream = match log.streams.iter().position(|&s| s == stream) {
-                Some(i) => i,
-                None => {
-                    log.streams.push(stream);
-                    log.streams.len() - 1
-                }
-            };
+            let stream = log.stream_index(stream);
             log.push(TraceRecord {
+                kind: TraceKind::Block,
                 serial: self.serial,
                 bytes,
                 requested,
                 site,
-                stream: stream.min(u16::MAX as usize) as u16,
+                stream,
             });
         }
         self.site_bytes[i] += bytes;
@@ -316,6 +350,7 @@ impl Tracker {
         if let Some(block) = self.live.remove(&ptr) {
             if let Some(log) = &mut self.trace {
                 log.push(TraceRecord {
+                    kind: TraceKind::Block,
                     serial: block.serial,
                     bytes: -block.bytes,
                     requested: 0,
@@ -335,6 +370,21 @@ impl Tracker {
             streams: Vec::new(),
             max,
         });
+    }
+
+    /// One of the allocator's segment events, for the trace (if one is recorded).
+    pub fn on_segment(&mut self, kind: TraceKind, bytes: i64, stream: u64) {
+        if let Some(log) = &mut self.trace {
+            let stream = log.stream_index(stream);
+            log.push(TraceRecord {
+                kind,
+                serial: 0,
+                bytes,
+                requested: 0,
+                site: 0,
+                stream,
+            });
+        }
     }
 
     /// Whether a trace is being recorded.
@@ -663,6 +713,23 @@ pub extern "C" fn mp_rust_allocation_event(
             }
             t.requested = (requested > 0).then_some((requested, stream));
             t.on_event(ptr, bytes, site, backward_site != 0, totals);
+        }
+    });
+}
+
+/// Called by cuda_trace.cpp for each segment event of the measured device while a trace is
+/// taken, inside the allocator (its lock held): no Python, no panic.
+#[no_mangle]
+pub extern "C" fn mp_rust_segment_event(kind: i32, bytes: i64, stream: u64) {
+    let Some(kind) = TraceKind::of_segment(kind) else {
+        return;
+    };
+    if !is_on() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(t) = lock().as_mut() {
+            t.on_segment(kind, bytes, stream);
         }
     });
 }

@@ -1,7 +1,7 @@
 //! `memprof run --trace FILE`: the measured device's allocations and frees as the peak tracker
 //! saw them, in order, with the line of each allocation, written as an allocation trace
 //! (`model::trace`) for `memprof fit`; with what the allocator itself read at the end.
-use crate::capture::peak;
+use crate::capture::peak::{self, TraceKind};
 use crate::model::profile::Profile;
 use crate::model::stats;
 use crate::model::trace::{Measured, Trace, TraceDevice, TraceEvent, TRACE_VERSION};
@@ -27,6 +27,37 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
         .events
         .iter()
         .map(|r| {
+            let segment = |bytes: i64| Some(bytes.unsigned_abs());
+            let stream = Some(u64::from(r.stream));
+            match r.kind {
+                TraceKind::Block => {}
+                TraceKind::SegmentAlloc => {
+                    return TraceEvent {
+                        segment_alloc: segment(r.bytes),
+                        stream,
+                        ..TraceEvent::default()
+                    }
+                }
+                TraceKind::SegmentFree => {
+                    return TraceEvent {
+                        segment_free: segment(r.bytes),
+                        ..TraceEvent::default()
+                    }
+                }
+                TraceKind::SegmentMap => {
+                    return TraceEvent {
+                        segment_map: segment(r.bytes),
+                        stream,
+                        ..TraceEvent::default()
+                    }
+                }
+                TraceKind::SegmentUnmap => {
+                    return TraceEvent {
+                        segment_unmap: segment(r.bytes),
+                        ..TraceEvent::default()
+                    }
+                }
+            }
             if r.bytes > 0 {
                 allocations += 1;
                 // The size asked for where the allocator's trace entry gave it (CUDA) or the
@@ -40,7 +71,8 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
                 TraceEvent {
                     alloc: Some(r.serial),
                     size: Some(size as u64),
-                    stream: Some(u64::from(r.stream)),
+                    block: (r.bytes != size).then_some(r.bytes as u64),
+                    stream,
                     at: at(r.site),
                     ..TraceEvent::default()
                 }
@@ -64,17 +96,28 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
     };
     let device = &profile.metadata.device;
     let cuda = device.kind == "cuda";
+    let measured = cuda.then(|| measured(device.index)).flatten();
+    let memory = device
+        .index
+        .filter(|_| cuda)
+        .and_then(crate::torch::device_memory_info);
     let trace = Trace {
         memprof_trace: TRACE_VERSION,
         torch_version: Some(profile.metadata.torch_version.clone()),
         device: Some(TraceDevice {
             name: device.name.clone(),
-            total_memory: None,
+            // What the allocator could have reserved in this run: the device less what was
+            // in use outside it at the end.
+            total_memory: memory.and_then(|(_, total)| {
+                let outside = measured.as_ref()?.outside_allocator_bytes?;
+                Some(total - outside)
+            }),
+            device_memory: memory.map(|(_, total)| total),
         }),
         settings: ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"]
             .iter()
             .find_map(|k| std::env::var(k).ok()),
-        measured: cuda.then(|| measured(device.index)).flatten(),
+        measured,
         events,
         truncated: log.truncated,
         sizes: Some(sizes),
@@ -92,7 +135,7 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
     log.truncated.then(|| {
         format!(
             "the trace stopped at {MAX_EVENTS} events: it is not whole, and memprof fit refuses it \
-             (record fewer steps, or use --warmup/--calls)"
+             (record fewer steps: a trace covers the whole run)"
         )
     })
 }
@@ -109,10 +152,13 @@ fn measured(index: Option<i32>) -> Option<Measured> {
             .and_then(|d| d.cuda_index)
             .map(|i| values[i])
     };
+    let outside = crate::torch::device_memory_info(index)
+        .and_then(|(free, total)| Some(total - free - get("reserved_bytes.all.current")?));
     Some(Measured {
         reserved_bytes_peak: get("reserved_bytes.all.peak"),
         allocated_bytes_peak: get("allocated_bytes.all.peak"),
         num_alloc_retries: get("num_alloc_retries"),
         segment_peak: get("segment.all.peak"),
+        outside_allocator_bytes: outside,
     })
 }

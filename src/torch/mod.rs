@@ -111,6 +111,14 @@ pub fn cuda_trace_enable(on: bool) -> bool {
     unsafe { ffi::mp_cuda_trace_enable(c_int::from(on)) == 0 }
 }
 
+/// The device's free and total bytes as the driver reads them (every process's use counts).
+pub fn device_memory_info(device: i32) -> Option<(i64, i64)> {
+    let (mut free, mut total) = (0i64, 0i64);
+    // SAFETY: writes two i64.
+    let rc = unsafe { ffi::mp_device_memory_info(device, &mut free, &mut total) };
+    (rc == 0).then_some((free, total))
+}
+
 /// Reads the device's 122 allocator stats into `out`.
 pub fn device_stats(device: i32, out: &mut [i64; CUDA_STAT_COUNT]) -> Result<()> {
     // SAFETY: out has room for the 122 values the shim writes.

@@ -1,6 +1,7 @@
 // The CUDA caching allocator's own trace entries, for `memprof run --trace`: the size each
 // allocation requested (before the allocator rounded it or handed out a larger block) and its
-// stream, which the allocator's reports to the profiler (shim.cpp) do not carry.
+// stream, which the allocator's reports to the profiler (shim.cpp) do not carry, and its
+// segment events (cudaMalloc, cudaFree, expandable segments' maps and unmaps).
 //
 // The allocator calls its trace trackers inside malloc, with its lock held, just before it
 // reports the same block to the profiler on the same thread: the tracker leaves the entry in a
@@ -18,6 +19,10 @@
 #include <cstdint>
 #include <exception>
 
+// shim.cpp: the device the reporter counts; src/capture/peak.rs: a segment event for the trace.
+extern "C" int mp_reporter_device();
+extern "C" void mp_rust_segment_event(int32_t kind, int64_t bytes, uint64_t stream);
+
 namespace {
 
 using c10::CachingDeviceAllocator::TraceEntry;
@@ -33,10 +38,30 @@ thread_local Requested last_alloc;
 std::atomic<bool> attached{false};
 std::atomic<bool> tracing{false};
 
+// The trace's kinds of segment event (src/capture/peak.rs, TraceKind).
+int32_t segment_kind(TraceEntry::Action action) {
+  switch (action) {
+    case TraceEntry::SEGMENT_ALLOC:
+      return 1;
+    case TraceEntry::SEGMENT_FREE:
+      return 2;
+    case TraceEntry::SEGMENT_MAP:
+      return 3;
+    case TraceEntry::SEGMENT_UNMAP:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
 void on_trace_entry(const TraceEntry& entry) {
-  if (!tracing.load(std::memory_order_relaxed) || entry.action_ != TraceEntry::ALLOC) return;
-  last_alloc = Requested{(uint64_t)entry.addr_, (int64_t)entry.size_,
-                         (uint64_t)(uintptr_t)entry.stream_};
+  if (!tracing.load(std::memory_order_relaxed) || entry.device_ != mp_reporter_device()) return;
+  if (entry.action_ == TraceEntry::ALLOC) {
+    last_alloc = Requested{(uint64_t)entry.addr_, (int64_t)entry.size_,
+                           (uint64_t)(uintptr_t)entry.stream_};
+  } else if (int32_t kind = segment_kind(entry.action_)) {
+    mp_rust_segment_event(kind, (int64_t)entry.size_, (uint64_t)(uintptr_t)entry.stream_);
+  }
 }
 
 // c10::cuda::CUDACachingAllocator::allocator, the std::atomic<CUDAAllocator*> that torch's

@@ -415,6 +415,20 @@ int mp_current_device(int* out) {
   });
 }
 
+/// The device's free and total memory as the CUDA driver reads them (device-wide: every
+/// process's use counts), or -1 where the allocator cannot say.
+int mp_device_memory_info(int device, int64_t* free, int64_t* total) {
+  return guarded([&] {
+    auto [f, t] = c10::getDeviceAllocator(c10::DeviceType::CUDA)
+                      ->getMemoryInfo((c10::DeviceIndex)device);
+    *free = (int64_t)f;
+    *total = (int64_t)t;
+  });
+}
+
+/// The CUDA device the reporter counts (-1: none, the CPU).
+int mp_reporter_device() { return device_index.load(std::memory_order_relaxed); }
+
 /// Makes the reporter count `device` from now on; its tally restarts at that device's current
 /// allocated and reserved bytes, so no maximum of the previous device carries over.
 int mp_reporter_set_device(int device) {

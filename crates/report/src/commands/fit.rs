@@ -18,6 +18,14 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         .traces
         .iter()
         .map(|p| read_trace(p))
+        .map(|t| {
+            t.map(|mut t| {
+                // The allocator's own segment events are the run's, for reading: the model
+                // makes its own.
+                t.events.retain(|e| !e.is_segment_event());
+                t
+            })
+        })
         .collect::<Result<_>>()?;
     let mut events: Vec<Vec<Event>> = traces.iter().map(events_of).collect::<Result<_>>()?;
     let first = &traces[0];
@@ -96,6 +104,7 @@ pub fn fit(args: FitArgs) -> Result<i32> {
             allocated_bytes_peak: Some(s.allocated_bytes_peak as i64),
             num_alloc_retries: Some(s.num_alloc_retries as i64),
             segment_peak: Some(s.segment_peak as i64),
+            outside_allocator_bytes: None,
         },
         measured,
         out_of_memory: replay.out_of_memory.map(|(i, oom)| PredictedOom {

@@ -37,6 +37,16 @@ pub struct Trace {
     pub sizes: Option<String>,
 }
 
+impl TraceEvent {
+    /// One of the allocator's own segment events (not replayed: the model makes its own).
+    pub fn is_segment_event(&self) -> bool {
+        self.segment_alloc.is_some()
+            || self.segment_free.is_some()
+            || self.segment_map.is_some()
+            || self.segment_unmap.is_some()
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct TraceDevice {
     pub name: String,
@@ -44,6 +54,9 @@ pub struct TraceDevice {
     /// `set_per_process_memory_fraction`'s share), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_memory: Option<i64>,
+    /// The device's memory as the driver reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_memory: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
@@ -68,17 +81,39 @@ pub struct Measured {
         skip_serializing_if = "Option::is_none"
     )]
     pub segment_peak: Option<i64>,
+    /// The device's memory in use that the caching allocator had not reserved, at the end of
+    /// the run (the driver's used bytes less `reserved_bytes.all.current`): the CUDA context,
+    /// libraries' own allocations (NCCL, cuBLAS where it bypasses the allocator), other
+    /// processes. Not in the model: what the allocator could reserve is the device's less this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_allocator_bytes: Option<i64>,
 }
 
-/// `{"alloc": ID, "size": BYTES, "stream": S, "at": "file.py:LINE"}` or `{"free": ID}`.
+/// `{"alloc": ID, "size": BYTES, "stream": S, "at": "file.py:LINE"}` or `{"free": ID}`; on CUDA
+/// also the allocator's segment events, `{"segment_alloc": BYTES, "stream": S}` (a cudaMalloc),
+/// `{"segment_free": BYTES}`, and expandable segments' `{"segment_map": BYTES}` and
+/// `{"segment_unmap": BYTES}`, where the run made them.
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
 pub struct TraceEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alloc: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub free: Option<u64>,
+    /// The size the program requested (`sizes` says where it is the block's instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// The block the allocator handed out, where it differs from `size` (rounded, or a
+    /// remainder kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_alloc: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_free: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_map: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_unmap: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<u64>,
     /// Where the program allocated it (`file.py:LINE`).

@@ -119,5 +119,13 @@ fn table(p: &Prediction) -> String {
         }
         out.push('\n');
     }
+    if let Some(outside) = measured.outside_allocator_bytes {
+        let _ = writeln!(
+            out,
+            "\noutside the caching allocator at the end of the traced run: {} (the CUDA \
+             context, libraries' own memory, other processes; not in the model)",
+            units::bytes(outside)
+        );
+    }
     out
 }
