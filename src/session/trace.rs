@@ -9,7 +9,7 @@ use crate::output::{self, file};
 use crate::python::sites;
 use std::path::Path;
 
-/// The most events a trace keeps (16 bytes each while recording): beyond, it is cut and says so.
+/// The most events a trace keeps (32 bytes each while recording): beyond, it is cut and says so.
 pub const MAX_EVENTS: usize = 20_000_000;
 
 /// Writes the trace; a warning for the report when it could not be written, or is cut.
