@@ -209,6 +209,33 @@ fn a_run_records_its_trace_and_its_replay_gives_the_runs_allocated_peak() {
 }
 
 #[test]
+fn with_modules_each_allocation_names_the_module_whose_forward_made_it() {
+    // fixtures/mlp.py: batch 64, Linear(128, 512), ReLU, Linear(512, 256) in fp32: the forward's
+    // outputs are 64 x 512 x 4, the same again, and 64 x 256 x 4 bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let trace_text = trace.to_string_lossy().into_owned();
+    let (r, _) = profile(&[], &["--modules", "--trace", &trace_text, "mlp.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let t = read_json(&trace);
+    let first_step: Vec<(u64, &str)> = t["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["size"].as_u64()?, e["module"].as_str()?)))
+        .take(3)
+        .collect();
+    assert_eq!(
+        first_step,
+        [
+            (131072, "Sequential.0"),
+            (131072, "Sequential.1"),
+            (65536, "Sequential.2")
+        ]
+    );
+}
+
+#[test]
 fn traces_at_two_batch_sizes_predict_another_and_find_the_largest_that_fits() {
     // A step at batch b: 4 MiB of weights kept, an activation and an output of 2b MiB. At 8 on
     // 40 MiB: the weights' 20 MiB segment lends its 16 free MiB to the activation, the output

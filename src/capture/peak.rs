@@ -153,7 +153,20 @@ pub struct TraceLog {
     pub truncated: bool,
     /// The streams seen, in order of first use: a record's `stream` is an index here.
     pub streams: Vec<u64>,
+    /// `--modules`' names of the entries (by entry id), given when the modules' report is made.
+    pub module_names: Vec<String>,
     max: usize,
+}
+
+thread_local! {
+    /// The `--modules` forward entry running innermost on this thread (+1; 0: none), which the
+    /// trace names each allocation by.
+    static THREAD_MODULE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The module call running innermost on this thread now (`--modules`' forward entry), or None.
+pub fn set_thread_module(entry: Option<u32>) {
+    THREAD_MODULE.with(|m| m.set(entry.map_or(0, |e| e.saturating_add(1))));
 }
 
 /// What a trace record is.
@@ -193,6 +206,8 @@ pub struct TraceRecord {
     /// The bytes the program asked for (CUDA: the allocator's trace entry; 0: not known).
     pub requested: i64,
     pub site: u32,
+    /// The `--modules` forward entry running innermost on the allocating thread (+1; 0: none).
+    pub module: u32,
     /// The allocation's stream (an index into `streams`).
     pub stream: u16,
 }
@@ -305,6 +320,7 @@ impl Tracker {
                 bytes,
                 requested,
                 site,
+                module: THREAD_MODULE.with(|m| m.get()),
                 stream,
             });
         }
@@ -355,6 +371,7 @@ impl Tracker {
                     bytes: -block.bytes,
                     requested: 0,
                     site: block.site,
+                    module: 0,
                     stream: 0,
                 });
             }
@@ -368,6 +385,7 @@ impl Tracker {
             events: Vec::new(),
             truncated: false,
             streams: Vec::new(),
+            module_names: Vec::new(),
             max,
         });
     }
@@ -382,8 +400,16 @@ impl Tracker {
                 bytes,
                 requested: 0,
                 site: 0,
+                module: 0,
                 stream,
             });
+        }
+    }
+
+    /// `--modules`' names of its entries, by entry id, for the trace's allocations.
+    pub fn name_trace_modules(&mut self, names: Vec<String>) {
+        if let Some(log) = &mut self.trace {
+            log.module_names = names;
         }
     }
 

@@ -74,6 +74,9 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
                     block: (r.bytes != size).then_some(r.bytes as u64),
                     stream,
                     at: at(r.site),
+                    module: (r.module as usize)
+                        .checked_sub(1)
+                        .and_then(|e| log.module_names.get(e).cloned()),
                     ..TraceEvent::default()
                 }
             } else {

@@ -154,6 +154,12 @@ fn cuda_trace_attach() -> bool {
     allocation_trace_on() && torch::cuda_trace_enable(true)
 }
 
+/// `--modules`' names of its entries (by entry id), for the trace's allocations.
+#[pyfunction]
+fn name_trace_modules(names: Vec<String>) {
+    crate::capture::peak::with(|t| t.name_trace_modules(names));
+}
+
 /// Whether a call the schedule measures is running (always, without `--warmup`/`--calls`).
 #[pyfunction]
 fn measuring() -> bool {
@@ -202,6 +208,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(measuring, &m)?)?;
     m.add_function(wrap_pyfunction!(allocation_trace_on, &m)?)?;
     m.add_function(wrap_pyfunction!(cuda_trace_attach, &m)?)?;
+    m.add_function(wrap_pyfunction!(name_trace_modules, &m)?)?;
     m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
     m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
     m.add_function(wrap_pyfunction!(schedule_verdict, &m)?)?;

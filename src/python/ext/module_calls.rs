@@ -355,6 +355,7 @@ fn enter(
             0
         };
         pass.calls.push(None);
+        crate::capture::peak::set_thread_module(Some(entry));
         th.stack.push(Call {
             token,
             entry,
@@ -488,6 +489,7 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
             }
         }
         let (token, entry, saved) = last?;
+        crate::capture::peak::set_thread_module(th.stack.last().map(|c| c.entry));
         let parent = th.stack.last().map_or(-1, |c| i64::from(c.entry));
         // The root call ended: its pass, and whether it was the root's own call.
         let root = if th.stack.is_empty() {

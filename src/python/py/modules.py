@@ -494,6 +494,10 @@ class Tracker:
                 saved_bytes=saved,
                 collectives=dict(collectives),
             ))
+        if _memprof.allocation_trace_on():
+            # --trace names each allocation by the module running it (entry ids index these).
+            _memprof.name_trace_modules(
+                [e["root"] + ("." + e["module"] if e["module"] else "") for e in entries])
         chain = None
         if best is not None:
             root, calls = best

@@ -119,4 +119,8 @@ pub struct TraceEvent {
     /// Where the program allocated it (`file.py:LINE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
+    /// With `--modules`: the module whose forward ran it (`GPT.transformer.h.3.mlp`), innermost,
+    /// on the allocating thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
 }
