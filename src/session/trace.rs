@@ -27,36 +27,19 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
         .events
         .iter()
         .map(|r| {
-            let segment = |bytes: i64| Some(bytes.unsigned_abs());
             let stream = Some(u64::from(r.stream));
+            // The allocator's own segment events: their bytes, and a new segment's stream.
+            let bytes = Some(r.bytes.unsigned_abs());
+            let mut e = TraceEvent::default();
             match r.kind {
                 TraceKind::Block => {}
-                TraceKind::SegmentAlloc => {
-                    return TraceEvent {
-                        segment_alloc: segment(r.bytes),
-                        stream,
-                        ..TraceEvent::default()
-                    }
-                }
-                TraceKind::SegmentFree => {
-                    return TraceEvent {
-                        segment_free: segment(r.bytes),
-                        ..TraceEvent::default()
-                    }
-                }
-                TraceKind::SegmentMap => {
-                    return TraceEvent {
-                        segment_map: segment(r.bytes),
-                        stream,
-                        ..TraceEvent::default()
-                    }
-                }
-                TraceKind::SegmentUnmap => {
-                    return TraceEvent {
-                        segment_unmap: segment(r.bytes),
-                        ..TraceEvent::default()
-                    }
-                }
+                TraceKind::SegmentAlloc => (e.segment_alloc, e.stream) = (bytes, stream),
+                TraceKind::SegmentMap => (e.segment_map, e.stream) = (bytes, stream),
+                TraceKind::SegmentFree => e.segment_free = bytes,
+                TraceKind::SegmentUnmap => e.segment_unmap = bytes,
+            }
+            if r.kind != TraceKind::Block {
+                return e;
             }
             if r.bytes > 0 {
                 allocations += 1;
