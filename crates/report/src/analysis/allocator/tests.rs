@@ -249,23 +249,17 @@ fn step(b: u64, bent: bool) -> (Vec<Event>, Vec<Option<String>>) {
     (events, at)
 }
 
+/// One traced run for scale's matching.
+fn traced_run<'a>(batch: u64, events: &'a [Event], at: &'a [Option<String>]) -> scale::Traced<'a> {
+    scale::Traced { batch, events, at }
+}
+
 #[test]
 fn another_batch_size_is_synthesized_from_two_and_checked_by_a_third() {
-    use scale::{max_batch, synthesize, Traced};
+    use scale::{max_batch, synthesize};
     let (e2, a2) = step(2, false);
     let (e4, a4) = step(4, false);
-    let traced = [
-        Traced {
-            batch: 2,
-            events: &e2,
-            at: &a2,
-        },
-        Traced {
-            batch: 4,
-            events: &e4,
-            at: &a4,
-        },
-    ];
+    let traced = [traced_run(2, &e2, &a2), traced_run(4, &e4, &a4)];
     let at8 = synthesize(&traced, 8).unwrap();
     assert_eq!(at8.events, step(8, false).0);
     // At batch 8 on 40 MiB: the weights' 20 MiB segment keeps 16 MiB free, which the
@@ -286,21 +280,9 @@ fn another_batch_size_is_synthesized_from_two_and_checked_by_a_third() {
     // A third trace off the line names the line.
     let (e6, a6) = step(6, true);
     let three = [
-        Traced {
-            batch: 2,
-            events: &e2,
-            at: &a2,
-        },
-        Traced {
-            batch: 4,
-            events: &e4,
-            at: &a4,
-        },
-        Traced {
-            batch: 6,
-            events: &e6,
-            at: &a6,
-        },
+        traced_run(2, &e2, &a2),
+        traced_run(4, &e4, &a4),
+        traced_run(6, &e6, &a6),
     ];
     assert_eq!(synthesize(&three, 8).unwrap().not_affine, ["model.py:3"]);
     // Frees between two allocations may come in another order (autocast's cache is freed in
@@ -308,16 +290,8 @@ fn another_batch_size_is_synthesized_from_two_and_checked_by_a_third() {
     let (mut reordered, reordered_at) = step(4, false);
     reordered.swap(3, 4);
     let same = [
-        Traced {
-            batch: 2,
-            events: &e2,
-            at: &a2,
-        },
-        Traced {
-            batch: 4,
-            events: &reordered,
-            at: &reordered_at,
-        },
+        traced_run(2, &e2, &a2),
+        traced_run(4, &reordered, &reordered_at),
     ];
     assert_eq!(synthesize(&same, 8).unwrap().events, at8.events);
     // Traces of different programs are refused where they part: here an allocation comes
@@ -325,18 +299,7 @@ fn another_batch_size_is_synthesized_from_two_and_checked_by_a_third() {
     let (mut other, other_at) = step(4, false);
     other.swap(2, 3);
     let err = synthesize(
-        &[
-            Traced {
-                batch: 2,
-                events: &e2,
-                at: &a2,
-            },
-            Traced {
-                batch: 4,
-                events: &other,
-                at: &other_at,
-            },
-        ],
+        &[traced_run(2, &e2, &a2), traced_run(4, &other, &other_at)],
         8,
     )
     .err()
