@@ -16,15 +16,7 @@ use std::process::Command;
 const EMBEDDED: &str = "memprof-embedded";
 
 fn main() {
-    let args = memprof_report::cli::argv::from_env();
-    // The wheel's `--version` is its Python's: `run` uses that interpreter, not one of ours.
-    if asks_version(&args) {
-        if let Ok(Runner::Python(python)) = runner() {
-            return fail(hand_over(Runner::Python(python)));
-        }
-    }
-    let cli = commands::parse(args, version::LONG);
-    let code = match commands::dispatch(cli, |_, _| hand_over(runner()?)) {
+    let code = match memprof(memprof_report::cli::argv::from_env()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{e}");
@@ -32,6 +24,17 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+fn memprof(args: Vec<String>) -> Result<i32> {
+    // The wheel's `--version` is its Python's: `run` uses that interpreter, not one of ours.
+    if memprof_report::cli::argv::asks_version(&args) {
+        if let Ok(python @ Runner::Python(_)) = runner() {
+            return hand_over(python);
+        }
+    }
+    let cli = commands::parse(args, version::LONG);
+    commands::dispatch(cli, |_, _| hand_over(runner()?))
 }
 
 /// What runs programs for this binary.
@@ -72,44 +75,22 @@ fn runner() -> Result<Runner> {
 /// Replaces this process with the runner, given this process's arguments as they came; returns
 /// only when it cannot start.
 fn hand_over(runner: Runner) -> Result<i32> {
-    let args = std::env::args_os().skip(1);
-    let (program, e) = match runner {
-        Runner::Embedded(path) => {
-            let e = Command::new(&path).args(args).exec();
-            (path, e)
-        }
+    let (program, mut command) = match runner {
+        Runner::Embedded(path) => (path.clone(), Command::new(path)),
         Runner::Python(path) => {
-            let e = Command::new(&path)
-                .args(["-m", "memprof"])
-                .args(args)
-                .exec();
-            (path, e)
+            let mut command = Command::new(&path);
+            command.args(["-m", "memprof"]);
+            (path, command)
         }
     };
+    let e = command.args(std::env::args_os().skip(1)).exec();
     Err(Error {
         message: format!("cannot start {}: {e}", program.display()),
-        hint: Some("reinstall memprof (`cargo install --path .`, or `pip install --force-reinstall memprof`)".into()),
+        hint: Some(
+            "reinstall memprof (`cargo install --path .`, or `pip install --force-reinstall \
+             memprof`)"
+                .into(),
+        ),
         code: exit_code::USAGE,
     })
-}
-
-fn fail(r: Result<i32>) {
-    if let Err(e) = r {
-        eprintln!("{e}");
-        std::process::exit(e.code);
-    }
-}
-
-/// Whether memprof's own options (before any subcommand) ask for the version.
-fn asks_version(args: &[String]) -> bool {
-    let mut i = 0;
-    while let Some(a) = args.get(i) {
-        match a.as_str() {
-            "--version" | "-V" => return true,
-            "--device" | "--stat" => i += 2,
-            a if a.starts_with('-') => i += 1,
-            _ => return false,
-        }
-    }
-    false
 }

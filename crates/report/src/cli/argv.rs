@@ -34,6 +34,23 @@ pub fn from_env() -> Vec<String> {
         .collect()
 }
 
+/// Whether memprof's own options before any subcommand ask for the version (`--version`, `-V`):
+/// the pip wheel's binary hands that to its Python before clap would answer it.
+pub fn asks_version(args: &[String]) -> bool {
+    let valued = options_with_values();
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        match a.as_str() {
+            "--version" | "-V" => return true,
+            "--" => return false,
+            a if !a.starts_with('-') => return false,
+            a if valued.contains(a) => i += 2,
+            _ => i += 1,
+        }
+    }
+    false
+}
+
 /// Splits `args` (without the program name) into what memprof parses, up to and including the
 /// script (or module) of `run`, and the script's own arguments. Other subcommands are not split.
 pub fn split(args: Vec<String>) -> (Vec<String>, Vec<String>) {
@@ -113,6 +130,21 @@ mod tests {
             "run --modules -- -weird.py",
             "--tensors",
         );
+    }
+
+    #[test]
+    fn the_version_is_asked_for_only_before_a_subcommand() {
+        for line in ["--version", "-V", "--device 1 --version", "--stat a,b -V"] {
+            assert!(asks_version(&words(line)), "{line}");
+        }
+        for line in [
+            "run x.py --version",
+            "--device --version run",
+            "show r.json -V",
+            "",
+        ] {
+            assert!(!asks_version(&words(line)), "{line}");
+        }
     }
 
     #[test]
