@@ -6,10 +6,16 @@ use crate::model::saved::{self, Saved};
 use crate::output::{self, file};
 use std::path::{Path, PathBuf};
 
+/// A file memprof saved (a report, a trace), as text; a file that cannot be read is a usage
+/// error naming it.
+pub fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::usage(format!("cannot read '{}': {e}", path.display())))
+}
+
 /// Reads a saved report of either kind, told apart by its `schema`.
 pub fn read_report(path: &Path) -> Result<Saved> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::usage(format!("cannot read '{}': {e}", path.display())))?;
+    let text = read_text(path)?;
     saved::parse(&text).map_err(|e| {
         let first = e
             .lines()

@@ -6,6 +6,7 @@ use crate::analysis::allocator::{self, scale, Event, Settings};
 use crate::cli::FitArgs;
 use crate::error::{exit_code, Error, Result};
 use crate::model::prediction::{LiveAt, PredictedOom, Prediction, PREDICTION_SEMANTICS};
+use crate::model::saved::from_json_or_yaml;
 use crate::model::trace::{Measured, Trace, TraceEvent, TRACE_VERSION};
 use crate::model::units;
 use crate::output::terminal;
@@ -18,14 +19,6 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         .traces
         .iter()
         .map(|p| read_trace(p))
-        .map(|t| {
-            t.map(|mut t| {
-                // The allocator's own segment events are the run's, for reading: the model
-                // makes its own.
-                t.events.retain(|e| !e.is_segment_event());
-                t
-            })
-        })
         .collect::<Result<_>>()?;
     let mut events: Vec<Vec<Event>> = traces.iter().map(events_of).collect::<Result<_>>()?;
     let first = &traces[0];
@@ -214,14 +207,8 @@ fn traced<'a>(
 }
 
 fn read_trace(path: &Path) -> Result<Trace> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::usage(format!("cannot read '{}': {e}", path.display())))?;
-    let parsed: std::result::Result<Trace, String> = if text.trim_start().starts_with('{') {
-        serde_json::from_str(&text).map_err(|e| e.to_string())
-    } else {
-        serde_yaml::from_str(&text).map_err(|e| e.to_string())
-    };
-    let trace = parsed.map_err(|e| {
+    let text = files::read_text(path)?;
+    let mut trace: Trace = from_json_or_yaml(&text).map_err(|e| {
         Error::usage(format!(
             "'{}' is not a memprof allocation trace ({e})",
             path.display()
@@ -233,7 +220,7 @@ fn read_trace(path: &Path) -> Result<Trace> {
             "'{}' is truncated: its recording stopped at its limit of events",
             path.display()
         ))
-        .hint("record a shorter run (--warmup/--calls), or fewer steps"));
+        .hint("record a shorter run (fewer steps: a trace covers the whole run)"));
     }
     if trace.memprof_trace != TRACE_VERSION {
         return Err(Error::usage(format!(
@@ -243,6 +230,8 @@ fn read_trace(path: &Path) -> Result<Trace> {
         ))
         .hint("replay it with the memprof that wrote it"));
     }
+    // The allocator's own segment events are the run's, for reading: the model makes its own.
+    trace.events.retain(|e| !e.is_segment_event());
     Ok(trace)
 }
 

@@ -2,6 +2,7 @@
 //! its `schema` field (YAML or JSON).
 use super::merged::{Merged, MERGED_SCHEMA};
 use super::profile::Profile;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 /// A saved report: one run's, or several ranks' merged.
@@ -16,33 +17,28 @@ struct Kind {
     schema: Option<String>,
 }
 
-/// Whether the document's `schema` field names a merged report.
-fn is_merged(text: &str, json: bool) -> Result<bool, String> {
-    let kind: Kind = if json {
-        serde_json::from_str(text).map_err(|e| e.to_string())?
+/// Parses what memprof saves (`-o`'s reports, traces): JSON when it starts with `{`, else YAML;
+/// the error is the parser's message.
+pub fn from_json_or_yaml<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| e.to_string())
     } else {
-        serde_yaml::from_str(text).map_err(|e| e.to_string())?
-    };
+        serde_yaml::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+/// Whether the document's `schema` field names a merged report.
+fn is_merged(text: &str) -> Result<bool, String> {
+    let kind: Kind = from_json_or_yaml(text)?;
     Ok(kind.schema.as_deref() == Some(MERGED_SCHEMA))
 }
 
 /// Parses a saved report; the error is the parser's message.
 pub fn parse(text: &str) -> Result<Saved, String> {
-    let json = text.trim_start().starts_with('{');
-    let merged = is_merged(text, json)?;
-    match (json, merged) {
-        (true, false) => serde_json::from_str(text)
-            .map(|p| Saved::Run(Box::new(p)))
-            .map_err(|e| e.to_string()),
-        (true, true) => serde_json::from_str(text)
-            .map(|m| Saved::Merged(Box::new(m)))
-            .map_err(|e| e.to_string()),
-        (false, false) => serde_yaml::from_str(text)
-            .map(|p| Saved::Run(Box::new(p)))
-            .map_err(|e| e.to_string()),
-        (false, true) => serde_yaml::from_str(text)
-            .map(|m| Saved::Merged(Box::new(m)))
-            .map_err(|e| e.to_string()),
+    if is_merged(text)? {
+        from_json_or_yaml(text).map(|m| Saved::Merged(Box::new(m)))
+    } else {
+        from_json_or_yaml(text).map(|p| Saved::Run(Box::new(p)))
     }
 }
 
@@ -54,12 +50,12 @@ mod tests {
     fn the_schema_field_not_a_mention_tells_the_kinds_apart() {
         // A run whose script's name mentions the merged schema is a run's report.
         let run = r#"{"schema": "memprof.profile/1", "metadata": {"script": "memprof.merged/1"}}"#;
-        assert_eq!(is_merged(run, true), Ok(false));
+        assert_eq!(is_merged(run), Ok(false));
         assert_eq!(
-            is_merged("schema: memprof.merged/1\nmetadata: {}\n", false),
+            is_merged("schema: memprof.merged/1\nmetadata: {}\n"),
             Ok(true)
         );
-        assert_eq!(is_merged("metadata: {}\n", false), Ok(false));
-        assert!(is_merged("[1, 2", true).is_err());
+        assert_eq!(is_merged("metadata: {}\n"), Ok(false));
+        assert!(is_merged("[1, 2").is_err());
     }
 }
