@@ -82,11 +82,10 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
     };
     let device = &profile.metadata.device;
     let cuda = device.kind == "cuda";
-    let measured = cuda.then(|| measured(device.index)).flatten();
-    let memory = device
-        .index
-        .filter(|_| cuda)
-        .and_then(crate::torch::device_memory_info);
+    let index = device.index.filter(|_| cuda);
+    // Read once: the driver's free bytes move with the device's other users.
+    let memory = index.and_then(crate::torch::device_memory_info);
+    let measured = index.and_then(|i| measured(i, memory));
     let trace = Trace {
         memprof_trace: TRACE_VERSION,
         torch_version: Some(profile.metadata.torch_version.clone()),
@@ -126,9 +125,9 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
     })
 }
 
-/// The allocator's own reading of the device at the end: what a replay on it must give.
-fn measured(index: Option<i32>) -> Option<Measured> {
-    let index = index?;
+/// The allocator's own reading of the device at the end: what a replay on it must give; with
+/// the driver's (free, total) bytes, what was in use outside it.
+fn measured(index: i32, memory: Option<(i64, i64)>) -> Option<Measured> {
     let mut values = [0i64; stats::CUDA_STAT_COUNT];
     crate::torch::device_stats(index, &mut values).ok()?;
     let defs = stats::cuda_stats();
@@ -138,8 +137,8 @@ fn measured(index: Option<i32>) -> Option<Measured> {
             .and_then(|d| d.cuda_index)
             .map(|i| values[i])
     };
-    let outside = crate::torch::device_memory_info(index)
-        .and_then(|(free, total)| Some(total - free - get("reserved_bytes.all.current")?));
+    let outside =
+        memory.and_then(|(free, total)| Some(total - free - get("reserved_bytes.all.current")?));
     Some(Measured {
         reserved_bytes_peak: get("reserved_bytes.all.peak"),
         allocated_bytes_peak: get("allocated_bytes.all.peak"),
