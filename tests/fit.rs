@@ -7,14 +7,32 @@ fn fit(args: &[&str]) -> Run {
     finish(memprof().arg("fit").args(args).output().unwrap())
 }
 
+/// `memprof fit ARGS --format json`, which must exit with `code`: its prediction.
+fn fit_json(args: &[&str], code: i32) -> serde_json::Value {
+    let r = fit(&[args, &["--format", "json"]].concat());
+    assert_eq!(r.code, code, "{}", r.stderr);
+    r.json()
+}
+
+/// `memprof run --trace FILE ARGS...` (exit 0): the run's report, the trace, and its path.
+fn record_trace(
+    dir: &tempfile::TempDir,
+    args: &[&str],
+) -> (serde_json::Value, serde_json::Value, String) {
+    let trace = dir.path().join("trace.json");
+    let trace_text = trace.to_string_lossy().into_owned();
+    let (r, report) = profile(&[], &[&["--trace", &trace_text], args].concat());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("trace written to"), "{}", r.stderr);
+    (report, read_json(&trace), trace_text)
+}
+
 #[test]
 fn a_fragmented_trace_runs_out_where_worked_out_and_fits_on_a_larger_device() {
     // 40 MiB: x, y from segment A (20 MiB: 8 + 8 + 4 free), z in segment B; x and z freed; the
     // 24 MiB request finds 12 MiB free in A and 20 on the device once B is released: no 24 in
     // one piece. One retry, then out of memory with y's 8 MiB allocated and A's 20 reserved.
-    let r = fit(&["traces/fragmentation.json", "--format", "json"]);
-    assert_eq!(r.code, 5, "{}", r.stderr);
-    let p = r.json();
+    let p = fit_json(&["traces/fragmentation.json"], 5);
     assert_eq!(p["fits"], false);
     assert_eq!(
         p["out_of_memory"],
@@ -29,29 +47,20 @@ fn a_fragmented_trace_runs_out_where_worked_out_and_fits_on_a_larger_device() {
     assert_eq!(p["measured"]["num_alloc_retries"], 1);
     // 44 MiB: 40 + 24 > 44, so B is freed (one retry) and the 24 MiB segment fits beside A:
     // 44 MiB reserved at the peak.
-    let r = fit(&[
-        "traces/fragmentation.json",
-        "--memory",
-        "44MiB",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let p = r.json();
+    let p = fit_json(&["traces/fragmentation.json", "--memory", "44MiB"], 0);
     assert_eq!(p["fits"], true);
     assert_eq!(p["predicted"]["reserved_bytes.all.peak"], 44 * 1024 * 1024);
     assert_eq!(p["predicted"]["num_alloc_retries"], 1);
     // Expandable segments grow one segment by pages: the free 24 MiB stays in one piece, and
     // the same 40 MiB holds it (analysis/allocator/tests.rs works it out page by page).
-    let r = fit(&[
-        "traces/fragmentation.json",
-        "--alloc-conf",
-        "expandable_segments:True",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let p = r.json();
+    let p = fit_json(
+        &[
+            "traces/fragmentation.json",
+            "--alloc-conf",
+            "expandable_segments:True",
+        ],
+        0,
+    );
     assert_eq!(p["fits"], true);
     assert_eq!(p["predicted"]["reserved_bytes.all.peak"], 40 << 20);
     // The table says it in words.
@@ -89,9 +98,7 @@ fn the_runs_own_segment_events_are_read_past_and_memory_outside_the_allocator_is
     let path = dir.path().join("trace.json");
     std::fs::write(&path, t.to_string()).unwrap();
     let path = path.to_string_lossy().into_owned();
-    let r = fit(&[&path, "--format", "json"]);
-    assert_eq!(r.code, 5, "{}", r.stderr);
-    let p = r.json();
+    let p = fit_json(&[&path], 5);
     assert_eq!(p["events"], 8);
     assert_eq!(p["out_of_memory"]["event"], 5);
     assert_eq!(p["out_of_memory"]["at"], "model.py:15");
@@ -145,12 +152,7 @@ fn bad_settings_and_traces_get_one_message_and_exit_2() {
 #[test]
 fn a_run_records_its_trace_and_its_replay_gives_the_runs_allocated_peak() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("trace.json");
-    let trace_text = trace.to_string_lossy().into_owned();
-    let (r, report) = profile(&[], &["--trace", &trace_text, "lines.py"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("trace written to"), "{}", r.stderr);
-    let t = read_json(&trace);
+    let (report, t, trace_text) = record_trace(&dir, &["lines.py"]);
     // The sizes asked for: tensor bytes on the CPU, the CUDA allocator's own trace entries on
     // a GPU (not its blocks).
     assert_eq!(t["sizes"], "requested", "{}", t["sizes"]);
@@ -199,9 +201,7 @@ fn a_run_records_its_trace_and_its_replay_gives_the_runs_allocated_peak() {
         assert!(events[0]["segment_alloc"].is_u64(), "{}", events[0]);
     }
     // Replayed with room to spare, the model's allocated peak is the run's.
-    let r = fit(&[&trace_text, "--memory", "1GiB", "--format", "json"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let p = r.json();
+    let p = fit_json(&[&trace_text, "--memory", "1GiB"], 0);
     assert_eq!(
         p["predicted"]["allocated_bytes.all.peak"], report["peak"]["allocated_bytes"],
         "{p:#}"
@@ -214,11 +214,7 @@ fn with_modules_each_allocation_names_the_module_whose_forward_made_it() {
     // outputs are 64 x 512 x 4, the same again, and 64 x 256 x 4 bytes. The last step's (the
     // first forward on CUDA also allocates cuBLAS's workspace, in the first Linear).
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("trace.json");
-    let trace_text = trace.to_string_lossy().into_owned();
-    let (r, _) = profile(&[], &["--modules", "--trace", &trace_text, "mlp.py"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let t = read_json(&trace);
+    let (_, t, _) = record_trace(&dir, &["--modules", "mlp.py"]);
     let mut last_step: Vec<(u64, &str)> = t["events"]
         .as_array()
         .unwrap()
@@ -251,22 +247,16 @@ fn traces_at_two_batch_sizes_predict_another_and_find_the_largest_that_fits() {
         "--batches",
         "2,4",
     ];
-    let r = fit(&[
-        &both[..],
-        &["--max-batch", "--memory", "40MiB", "--format", "json"],
-    ]
-    .concat());
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let p = r.json();
+    let p = fit_json(
+        &[&both[..], &["--max-batch", "--memory", "40MiB"]].concat(),
+        0,
+    );
     assert_eq!((&p["max_batch"], &p["batch"]), (&8.into(), &8.into()));
     assert_eq!(p["predicted"]["reserved_bytes.all.peak"], 36 << 20);
-    let r = fit(&[
-        &both[..],
-        &["--scale", "9", "--memory", "40MiB", "--format", "json"],
-    ]
-    .concat());
-    assert_eq!(r.code, 5, "{}", r.stderr);
-    let p = r.json();
+    let p = fit_json(
+        &[&both[..], &["--scale", "9", "--memory", "40MiB"]].concat(),
+        5,
+    );
     assert_eq!(p["out_of_memory"]["at"], "model.py:3");
     assert_eq!(p["out_of_memory"]["requested_bytes"], 18 << 20);
     let r = fit(&[&both[..], &["--scale", "9", "--memory", "40MiB"]].concat());
