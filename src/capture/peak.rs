@@ -123,6 +123,8 @@ pub struct Tracker {
     site_allocations: Vec<u64>,
     /// Bytes allocated per site over the run, and of them by backward passes.
     site_allocated: Vec<i64>,
+    /// (allocations, bytes) per tag of compiled graphs' lines (`count_tagged`).
+    tagged: Vec<(u64, i64)>,
     site_backward_allocated: Vec<i64>,
     /// Live bytes per site and known role.
     site_roles: IntMap<(u32, Role), i64>,
@@ -242,6 +244,7 @@ impl Default for Tracker {
             site_blocks: Vec::new(),
             site_allocations: Vec::new(),
             site_allocated: Vec::new(),
+            tagged: Vec::new(),
             site_backward_allocated: Vec::new(),
             site_roles: IntMap::default(),
             seen_total: 0,
@@ -444,6 +447,26 @@ impl Tracker {
         )
     }
 
+    /// An allocation of `bytes` made by a compiled graph's line that carries `tag`.
+    pub fn count_tagged(&mut self, tag: u32, bytes: i64) {
+        let i = tag as usize;
+        if i >= self.tagged.len() {
+            self.tagged.resize(i + 1, (0, 0));
+        }
+        self.tagged[i].0 += 1;
+        self.tagged[i].1 += bytes;
+    }
+
+    /// (tag, allocations, bytes) of every tag that allocated.
+    pub fn tagged_totals(&self) -> Vec<(u32, u64, i64)> {
+        self.tagged
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.0 > 0)
+            .map(|(i, t)| (i as u32, t.0, t.1))
+            .collect()
+    }
+
     /// The serial of the latest allocation (a backward pass notes it when it starts).
     pub fn serial(&self) -> u64 {
         self.serial
@@ -601,18 +624,23 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// The site of the calling thread's innermost frames: `python::sites` registers it.
 static RESOLVER: AtomicUsize = AtomicUsize::new(0);
 
-/// Registers the function that finds the calling thread's site (UNKNOWN_SITE: none).
-pub fn set_resolver(resolve: fn() -> u32) {
+/// What the site finder says of the calling thread: its site (UNKNOWN_SITE: none) and the tag
+/// of the compiled graph's line allocating (0: none), which names the module that line's
+/// buffers belong to (`--modules` on compiled models).
+pub type Resolver = fn() -> (u32, u32);
+
+/// Registers the function that finds the calling thread's site.
+pub fn set_resolver(resolve: Resolver) {
     RESOLVER.store(resolve as usize, Ordering::Release);
 }
 
-fn resolve() -> u32 {
+fn resolve() -> (u32, u32) {
     let f = RESOLVER.load(Ordering::Acquire);
     if f == 0 {
-        return UNKNOWN_SITE;
+        return (UNKNOWN_SITE, 0);
     }
-    // SAFETY: only `set_resolver` stores here, and it stores a `fn() -> u32`.
-    let f: fn() -> u32 = unsafe { std::mem::transmute::<usize, fn() -> u32>(f) };
+    // SAFETY: only `set_resolver` stores here, and it stores a `Resolver`.
+    let f: Resolver = unsafe { std::mem::transmute::<usize, Resolver>(f) };
     f()
 }
 
@@ -718,13 +746,13 @@ pub extern "C" fn mp_rust_allocation_event(
         return;
     }
     let _ = std::panic::catch_unwind(|| {
-        let site = if bytes > 0 {
+        let (site, tag) = if bytes > 0 {
             match resolve() {
-                UNKNOWN_SITE => backward_site,
-                site => site,
+                (UNKNOWN_SITE, tag) => (backward_site, tag),
+                found => found,
             }
         } else {
-            UNKNOWN_SITE
+            (UNKNOWN_SITE, 0)
         };
         let totals = (has_totals != 0).then_some((total, reserved));
         if let Some(t) = lock().as_mut() {
@@ -738,6 +766,9 @@ pub extern "C" fn mp_rust_allocation_event(
                 }
             }
             t.requested = (requested > 0).then_some((requested, stream));
+            if tag != 0 {
+                t.count_tagged(tag, bytes);
+            }
             t.on_event(ptr, bytes, site, backward_site != 0, totals);
         }
     });

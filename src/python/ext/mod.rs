@@ -160,6 +160,13 @@ fn name_trace_modules(names: Vec<String>) {
     crate::capture::peak::with(|t| t.name_trace_modules(names));
 }
 
+/// `--modules` on compiled models: (tag, allocations, bytes) of the compiled graphs' lines that
+/// allocated, by the tags `py/compiled_modules.py` gave their lines.
+#[pyfunction]
+fn compiled_tag_totals() -> Vec<(u32, u64, i64)> {
+    crate::capture::peak::with(|t| t.tagged_totals()).unwrap_or_default()
+}
+
 /// Whether a call the schedule measures is running (always, without `--warmup`/`--calls`).
 #[pyfunction]
 fn measuring() -> bool {
@@ -209,6 +216,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(allocation_trace_on, &m)?)?;
     m.add_function(wrap_pyfunction!(cuda_trace_attach, &m)?)?;
     m.add_function(wrap_pyfunction!(name_trace_modules, &m)?)?;
+    m.add_function(wrap_pyfunction!(compiled_tag_totals, &m)?)?;
     m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
     m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
     m.add_function(wrap_pyfunction!(schedule_verdict, &m)?)?;

@@ -28,15 +28,23 @@ pub type Entry = (u32, Vec<(String, u32, String)>);
 pub struct LineMap {
     starts: Vec<u32>,
     chains: Vec<Option<Chain>>,
+    /// (first line, tag), by line: the module each line's buffers belong to, as
+    /// `py/compiled_modules.py` numbered it (0: none; empty without `--modules`).
+    tags: Vec<(u32, u32)>,
 }
 
 impl LineMap {
     /// The map of `entries` (line, frames innermost first as (file, line, function)), in the
     /// order torch wrote them; frames are classified by `rules`.
-    pub fn new(entries: Vec<Entry>, rules: &Rules) -> LineMap {
+    pub fn new(entries: Vec<Entry>, tags: Vec<(u32, u32)>, rules: &Rules) -> LineMap {
         let mut entries = entries;
+        let mut tags = tags;
+        tags.sort_by_key(|(line, _)| *line);
         entries.sort_by_key(|(line, _)| *line);
-        let mut map = LineMap::default();
+        let mut map = LineMap {
+            tags,
+            ..LineMap::default()
+        };
         for (line, frames) in entries {
             let chain: Option<Chain> = (!frames.is_empty()).then(|| {
                 frames
@@ -62,6 +70,12 @@ impl LineMap {
     pub fn chain_at(&self, line: u32) -> Option<Chain> {
         let after = self.starts.partition_point(|&start| start <= line);
         after.checked_sub(1).and_then(|i| self.chains[i].clone())
+    }
+
+    /// The tag of `line` (0: none).
+    pub fn tag_at(&self, line: u32) -> u32 {
+        let after = self.tags.partition_point(|&(start, _)| start <= line);
+        after.checked_sub(1).map_or(0, |i| self.tags[i].1)
     }
 }
 

@@ -144,6 +144,10 @@ enum Frame {
 /// compiled line's frames 1 + the index in its chain (0: the frame itself).
 type FrameKey = (u32, i32, u32);
 
+/// What a resolved site is cached by: its frame, its context's, and the innermost compiled
+/// instruction's (generation, offset), whose line's tag names a module.
+type InstructionKey = (FrameKey, FrameKey, (u32, i32));
+
 /// The site and its context, as the walk outward finds them.
 #[derive(Default)]
 struct Pick {
@@ -181,12 +185,13 @@ struct Table {
     rules: Rules,
     codes: IntMap<usize, CodeInfo>,
     generations: u32,
-    /// (site frame, context frame) -> site id.
-    by_instruction: IntMap<(FrameKey, FrameKey), u32>,
+    /// (site frame, context frame, innermost compiled instruction) -> (site id, its line's tag).
+    by_instruction: IntMap<InstructionKey, (u32, u32)>,
     /// Generated files of compiled graphs -> their line maps (`register_compiled`).
     line_maps: HashMap<String, Arc<LineMap>>,
-    /// (generation, offset) of a compiled graph's instruction -> the frames its line stands for.
-    compiled_lines: IntMap<(u32, i32), Option<Chain>>,
+    /// (generation, offset) of a compiled graph's instruction -> the frames its line stands for,
+    /// and the line's tag.
+    compiled_lines: IntMap<(u32, i32), (Option<Chain>, u32)>,
     /// Site id -> the compiled chains it was found in (for attributing to outer frames).
     chains: IntMap<u32, Vec<Chain>>,
     by_site: HashMap<Site, u32>,
@@ -231,22 +236,31 @@ impl Table {
 
     /// The frames a compiled graph's instruction stands for (cached: reading a line is a walk
     /// of the line table, and a graph's `call` is long).
-    fn compiled_chain(&mut self, f: RawFrame, generation: u32) -> Option<Chain> {
-        if let Some(chain) = self.compiled_lines.get(&(generation, f.offset)) {
-            return chain.clone();
+    fn compiled_chain(&mut self, f: RawFrame, generation: u32) -> (Option<Chain>, u32) {
+        if let Some(found) = self.compiled_lines.get(&(generation, f.offset)) {
+            return found.clone();
         }
-        let map = self.codes.get(&f.code)?.line_map.clone()?;
+        let Some(map) = self.codes.get(&f.code).and_then(|c| c.line_map.clone()) else {
+            return (None, 0);
+        };
         // SAFETY: the frame's code object is alive while its thread is in the allocator.
-        let chain = unsafe { layout::line_of(f.code, f.offset) }.and_then(|l| map.chain_at(l));
+        let line = unsafe { layout::line_of(f.code, f.offset) };
+        let found = (
+            line.and_then(|l| map.chain_at(l)),
+            line.map_or(0, |l| map.tag_at(l)),
+        );
         self.compiled_lines
-            .insert((generation, f.offset), chain.clone());
-        chain
+            .insert((generation, f.offset), found.clone());
+        found
     }
 
-    /// The site of the frames `visit` is given, innermost first (UNKNOWN_SITE if none counts).
+    /// The site of the frames `visit` is given, innermost first (UNKNOWN_SITE if none counts),
+    /// and the tag of the innermost compiled graph's line among them (0: none).
     /// A compiled graph's frame counts as the source frames its line stands for, in their place.
-    fn resolve(&mut self, frames: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> u32 {
+    fn resolve(&mut self, frames: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> (u32, u32) {
         let mut pick = Pick::default();
+        // The innermost compiled instruction (its generation and offset) and its line's tag.
+        let mut innermost: Option<((u32, i32), u32)> = None;
         frames(&mut |f| {
             let (class, generation, function) = self.code(f.code);
             if class != Class::Compiled {
@@ -261,7 +275,11 @@ impl Table {
                 }
                 return pick.offer(class, (generation, f.offset, 0), || Frame::Real(f));
             }
-            let Some(chain) = self.compiled_chain(f, generation) else {
+            let (chain, tag) = self.compiled_chain(f, generation);
+            if innermost.is_none() {
+                innermost = Some(((generation, f.offset), tag));
+            }
+            let Some(chain) = chain else {
                 return true;
             };
             pick.compiled_root = chain.last().map(|v| v.function);
@@ -278,12 +296,17 @@ impl Table {
             }
             true
         });
+        let (compiled_at, tag) = innermost.unwrap_or(((0, -1), 0));
         let Some((f, class, site_key)) = pick.site else {
-            return peak::UNKNOWN_SITE;
+            return (peak::UNKNOWN_SITE, tag);
         };
-        let key = (site_key, pick.context.as_ref().map_or((0, -1, 0), |c| c.1));
-        if let Some(&id) = self.by_instruction.get(&key) {
-            return id;
+        let key = (
+            site_key,
+            pick.context.as_ref().map_or((0, -1, 0), |c| c.1),
+            compiled_at,
+        );
+        if let Some(&found) = self.by_instruction.get(&key) {
+            return found;
         }
         let chain = match &f {
             Frame::Virtual(chain, _) => Some(chain.clone()),
@@ -321,8 +344,8 @@ impl Table {
                 known.push(chain);
             }
         }
-        self.by_instruction.insert(key, id);
-        id
+        self.by_instruction.insert(key, (id, tag));
+        (id, tag)
     }
 }
 
@@ -343,19 +366,20 @@ fn place(f: &Frame) -> Place {
 }
 
 /// The calling thread's site (the resolver `capture::peak` calls inside the allocator).
-pub(crate) fn site_here() -> u32 {
+pub(crate) fn site_here() -> (u32, u32) {
+    const NONE: (u32, u32) = (peak::UNKNOWN_SITE, 0);
     if !READABLE.load(Ordering::Relaxed) {
-        return peak::UNKNOWN_SITE;
+        return NONE;
     }
     // SAFETY: this thread's own state (null on a thread that never ran Python); no GIL needed
     // to read its frames while it is inside the allocator.
     let tstate = unsafe { pyo3::ffi::PyGILState_GetThisThreadState() };
     if tstate.is_null() {
-        return peak::UNKNOWN_SITE;
+        return NONE;
     }
     let mut table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(table) = table.as_mut() else {
-        return peak::UNKNOWN_SITE;
+        return NONE;
     };
     // SAFETY: as above; the layout was checked at start.
     table.resolve(|visit| unsafe { layout::walk(tstate, visit) })
@@ -387,14 +411,16 @@ pub fn sites_start(
 }
 
 /// A compiled graph's generated file as inductor loaded it, with torch's map of its lines:
-/// (first line, the FX node's frames innermost first as (file, line, qualified name)).
+/// (first line, the FX node's frames innermost first as (file, line, qualified name)); and with
+/// `--modules`, the tags of its lines as (first line, tag) (`Tracker::tagged_totals`).
 #[pyfunction]
-pub fn register_compiled(path: String, entries: Vec<compiled::Entry>) {
+#[pyo3(signature = (path, entries, tags=Vec::new()))]
+pub fn register_compiled(path: String, entries: Vec<compiled::Entry>, tags: Vec<(u32, u32)>) {
     let mut table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(table) = table.as_mut() else {
         return;
     };
-    let map = Arc::new(LineMap::new(entries, &table.rules));
+    let map = Arc::new(LineMap::new(entries, tags, &table.rules));
     table.line_maps.insert(path, map);
     // The file's code objects may have been classified before the map came (its module's own
     // lines run while it loads); generations keep growing, so cached sites stay apart.

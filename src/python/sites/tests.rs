@@ -77,9 +77,16 @@ fn a_compiled_files_line_stands_for_the_frames_of_the_node_whose_lines_hold_it()
                 ],
             ),
         ],
+        // Out of order too: (first line, tag).
+        vec![(115, 2), (101, 1)],
         &rules(),
     );
     assert!(map.chain_at(99).is_none(), "before the first entry");
+    assert_eq!(
+        [100, 101, 114, 115, 5000].map(|l| map.tag_at(l)),
+        [0, 1, 1, 2, 2],
+        "a line's tag holds to the next tagged line"
+    );
     assert!(map.chain_at(105).is_none(), "a node without a stack trace");
     let chain = map.chain_at(119).expect("the 110 entry");
     let places: Vec<_> = chain
