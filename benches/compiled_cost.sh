@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What memprof costs on compiled training steps (issue 25), on the GPU machine: python3 against
-# memprof with no flags and with -f train_step, on examples/compiled_step.py (a compiled GPT-2
+# memprof with no flags, with -f train_step and with --modules, on examples/compiled_step.py (a compiled GPT-2
 # 124M step, bf16 autocast, fused AdamW, batch 8 x 1024; a compiled resnet50 step, batch 64), 15
 # steps of which the last 12 are timed, on a warm inductor cache (one bare run fills it first),
 # the variants interleaved, ROUNDS rounds (default 3). One device call:
@@ -31,9 +31,10 @@ for round in $(seq "$rounds"); do
     one "$c-python" python3 $s
     one "$c-memprof" "$memprof" run -o "$out/$c.json" $s
     one "$c-memprof-f" "$memprof" run -f train_step -o "$out/$c-f.json" $s
+    one "$c-memprof-modules" "$memprof" run --modules -o "$out/$c-modules.json" $s
   done
 done
 cd ..
 python3 benches/rounds_table.py "$out" \
   "gpt2=GPT-2 124M compiled, bf16 autocast, fused AdamW, 8 x 1024;resnet50=resnet50 compiled, batch 64, AdamW" \
-  "python=python3;memprof=memprof run (no flags);memprof-f=memprof run -f train_step"
+  "python=python3;memprof=memprof run (no flags);memprof-f=memprof run -f train_step;memprof-modules=memprof run --modules"

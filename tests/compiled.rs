@@ -195,3 +195,124 @@ fn lines_moved_by_an_edit_or_a_checkout_elsewhere_are_found_though_inductors_cac
     let there = report_of(&elsewhere, body);
     assert_eq!(there, before, "from the cache, compiled in another folder");
 }
+
+/// `--modules` on fixtures/compiled_lines.py's compiled `Net` (two Blocks, each a bias-free
+/// Linear and a ReLU, 2 steps), in a fresh inductor cache and then from it: the rows of the
+/// compiled submodules.
+fn compiled_modules(cache: &std::path::Path) -> (Vec<Value>, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let r = finish(
+        memprof()
+            .env("TORCHINDUCTOR_CACHE_DIR", cache)
+            .args(["--device", device_flag(), "run", "--modules"])
+            .args(["--suggest-checkpoints", "1", "-o"])
+            .arg(&out)
+            .arg(root().join("fixtures").join("compiled_lines.py"))
+            .arg("--module")
+            .output()
+            .expect("memprof starts"),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let m = &v["modules"];
+    (
+        m["compiled_modules"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no compiled modules: {m:#}"))
+            .clone(),
+        m["checkpoints"].clone(),
+    )
+}
+
+#[test]
+fn modules_of_a_compiled_model_are_its_submodules_with_the_bytes_aotautograd_saves() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("inductor-cache");
+    let (rows, plan) = compiled_modules(&cache);
+    let row = |module: &str, phase: &str| {
+        rows.iter()
+            .find(|r| r["module"] == module && r["phase"] == phase)
+            .unwrap_or_else(|| panic!("no {phase} row of {module:?}: {rows:#?}"))
+    };
+    let int = |v: &Value| v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"));
+    let names: Vec<(&str, &str, u64)> = rows
+        .iter()
+        .filter(|r| r["phase"] == "forward")
+        .map(|r| {
+            (
+                r["module"].as_str().unwrap(),
+                r["type"].as_str().unwrap(),
+                r["depth"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("", "Net", 0),
+            ("first", "Block", 1),
+            ("first.proj", "Linear", 2),
+            ("second", "Block", 1),
+            ("second.proj", "Linear", 2)
+        ],
+        "only the model with modules (not `chain`, a function)"
+    );
+    assert!(rows.iter().all(|r| r["root"] == "Net" && r["calls"] == 2));
+    // Saved for backward per step, as AOTAutograd's partitioner chose: the input h (a graph
+    // input, counted for first.proj, which takes it in), the first ReLU's output and the second
+    // ReLU's mask (bool); the weights are parameters.
+    let mask = MATRIX / 4;
+    assert_eq!(
+        int(&row("", "forward")["saved_bytes"]),
+        2 * (2 * MATRIX + mask)
+    );
+    assert_eq!(
+        int(&row("first.proj", "forward")["saved_bytes"]),
+        2 * MATRIX
+    );
+    assert_eq!(
+        int(&row("first", "forward")["saved_bytes"])
+            + int(&row("second", "forward")["saved_bytes"]),
+        int(&row("", "forward")["saved_bytes"]),
+        "everything saved was produced inside a block"
+    );
+    // Forward buffers: each projection's output (and the mask, with the second). (On a GPU
+    // the first matmul may also allocate cuBLAS's workspace.)
+    let fwd = |m: &str| int(&row(m, "forward")["allocated_bytes"]);
+    if device_flag() == "cpu" {
+        assert_eq!(fwd("first.proj"), 2 * MATRIX);
+        assert_eq!(fwd(""), 2 * (2 * MATRIX + mask));
+    } else {
+        assert!(fwd("first.proj") >= 2 * MATRIX && fwd("") >= 2 * (2 * MATRIX + mask));
+    }
+    // Backward: each projection's weight gradient at least, and the model's whole graph.
+    for m in ["first.proj", "second.proj"] {
+        assert!(
+            int(&row(m, "backward")["allocated_bytes"]) >= 2 * MATRIX,
+            "{m}"
+        );
+        assert!(row(m, "forward").get("saved_bytes").is_some());
+        assert!(row(m, "backward").get("saved_bytes").is_none());
+    }
+    assert!(
+        int(&row("", "backward")["allocated_bytes"])
+            >= int(&row("first", "backward")["allocated_bytes"])
+                + int(&row("second", "backward")["allocated_bytes"])
+    );
+    // --suggest-checkpoints works inside the compiled model: one pass's saved bytes, split
+    // between its two projections; the second takes in the first block's output.
+    assert_eq!(plan["root"], "Net", "{plan:#}");
+    assert_eq!(int(&plan["activation_bytes"]), 2 * MATRIX + mask);
+    let segments = plan["segments"].as_array().unwrap();
+    assert_eq!(segments.len(), 2, "{plan:#}");
+    assert_eq!(
+        (&segments[0]["first"], &segments[1]["first"]),
+        (&"first.proj".into(), &"second.proj".into())
+    );
+    assert_eq!(int(&segments[1]["input_bytes"]), MATRIX);
+    // The same from inductor's cache (no FX graphs of its own: names from dynamo's graph).
+    let (warm, warm_plan) = compiled_modules(&cache);
+    assert_eq!(warm, rows, "from the cache");
+    assert_eq!(warm_plan, plan, "from the cache");
+}

@@ -21,6 +21,7 @@ const OOM: &str = include_str!("py/oom.py");
 const HISTORY: &str = include_str!("py/history.py");
 const PEAK: &str = include_str!("py/peak.py");
 const COMPILED: &str = include_str!("py/compiled.py");
+const COMPILED_MODULES: &str = include_str!("py/compiled_modules.py");
 
 /// What to run.
 pub struct Program {
@@ -284,13 +285,18 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
 
 /// memprof's Python files: (module name, file name shown in tracebacks, source), in the order
 /// they are loaded (the bootstrap imports the others by name).
-const PY_FILES: [(&str, &str, &str); 8] = [
+const PY_FILES: [(&str, &str, &str); 9] = [
     ("_memprof_imports", "<memprof imports>", IMPORTS),
     ("_memprof_modules", "<memprof modules>", MODULES),
     ("_memprof_inventory", "<memprof inventory>", INVENTORY),
     ("_memprof_history", "<memprof history>", HISTORY),
     ("_memprof_oom", "<memprof oom>", OOM),
     ("_memprof_compiled", "<memprof compiled>", COMPILED),
+    (
+        "_memprof_compiled_modules",
+        "<memprof compiled modules>",
+        COMPILED_MODULES,
+    ),
     ("_memprof_peak", "<memprof peak>", PEAK),
     ("_memprof_bootstrap", "<memprof>", BOOTSTRAP),
 ];

@@ -4,7 +4,8 @@
 //! the measured pass and the OOM suggestions from the measured numbers.
 use crate::analysis::checkpoints::{self, Chain};
 use crate::model::profile::{
-    Inventory, ModuleEntry, ModuleEvent, ModulesProfile, OomReport, MODULE_SEMANTICS,
+    CompiledModuleEntry, Inventory, ModuleEntry, ModuleEvent, ModulesProfile, OomReport,
+    COMPILED_MODULE_SEMANTICS, MODULE_SEMANTICS,
 };
 use serde::Deserialize;
 
@@ -48,6 +49,10 @@ struct CollectedModules {
     timeline: Vec<ModuleEvent>,
     timeline_dropped: u64,
     chain: Option<Chain>,
+    /// The submodules of compiled models (`py/compiled_modules.py`), and the forward pass of the
+    /// one that saved the most, for checkpoint suggestions inside it.
+    compiled: Vec<CompiledModuleEntry>,
+    compiled_chain: Option<Chain>,
 }
 
 /// How the sections are shaped.
@@ -87,10 +92,19 @@ pub fn read(collected: Collected, options: SectionOptions) -> Sections {
             }
         }
         let keep = |depth: u32| options.depth.is_none_or(|d| depth <= d);
-        let checkpoints = options
-            .checkpoints
-            .zip(m.chain.as_ref())
-            .and_then(|(n, chain)| checkpoints::plan(chain, options.depth, n));
+        // A compiled model is one call to the module hooks: its plan comes from its graphs.
+        let checkpoints = options.checkpoints.and_then(|n| {
+            m.chain
+                .as_ref()
+                .and_then(|chain| checkpoints::plan(chain, options.depth, n))
+                .or_else(|| {
+                    m.compiled_chain
+                        .as_ref()
+                        .and_then(|chain| checkpoints::plan(chain, options.depth, n))
+                })
+        });
+        let compiled_semantics =
+            (!m.compiled.is_empty()).then(|| COMPILED_MODULE_SEMANTICS.to_string());
         ModulesProfile {
             semantics: MODULE_SEMANTICS.to_string(),
             depth: options.depth,
@@ -102,6 +116,8 @@ pub fn read(collected: Collected, options: SectionOptions) -> Sections {
                 .collect(),
             timeline_dropped: m.timeline_dropped,
             checkpoints,
+            compiled_modules: m.compiled.into_iter().filter(|e| keep(e.depth)).collect(),
+            compiled_semantics,
         }
     });
     let oom = collected

@@ -609,7 +609,10 @@ def _install_reports(options):
 
         _memprof_history.install(options)
     if options.modules:
+        import _memprof_compiled_modules
         import _memprof_modules
+
+        _memprof_compiled_modules.install()
 
         # The schedule's policy is Rust's: with -f, module calls follow the targets' measured
         # calls (follow_targets); without, the tracker counts each root module's calls itself

@@ -33,10 +33,13 @@ def install():
 
 
 def stop():
-    """Puts inductor's loader back."""
+    """Puts inductor's loader back (and compile_fx, for --modules)."""
     while _patched:
         cache, original = _patched.pop()
         cache.load_by_key_path = original
+    modules = sys.modules.get("_memprof_compiled_modules")
+    if modules is not None:
+        modules.stop()
 
 
 def _wrap_loader(codecache):
@@ -61,23 +64,40 @@ def _wrap_loader(codecache):
 
 def _register(cache, module):
     path = getattr(module, "__file__", None)
-    if not path or path in _registered:
+    if not path:
         return
-    _registered.add(path)
     # A file without a map (a CUDA-graph partition's wrapper has none) is still inductor's:
     # looked through, so its buffers are at the line that called the graph.
     starts, traces = cache.linemaps.get(path) or ((), ())
+    tags = _module_tags(path, module, starts, traces)
+    if path in _registered:
+        return
+    _registered.add(path)
     # Each distinct trace's frames as written, read once (many lines share a node's trace).
     written = {t: _FRAME.findall(t) for t in set(traces) if isinstance(t, str)}
     moved = _this_programs_files({f for frames in written.values() for f, _, _, _ in frames})
     if moved is None:
         _warn_stale()
+        if tags:
+            _memprof.register_compiled(path, [], tags)
         return
     if moved:
         written = {t: [(moved.get(f, f), n, q, x) for f, n, q, x in w] for t, w in written.items()}
     frames = {t: _frames(w) for t, w in written.items()}
     entries = [(int(start), frames.get(trace, [])) for start, trace in zip(starts, traces)]
-    _memprof.register_compiled(path, entries)
+    _memprof.register_compiled(path, entries, tags)
+
+
+def _module_tags(path, module, starts, traces):
+    """With --modules, the module each line of the graph allocates for (compiled_modules.py);
+    every load of a graph's code is its own graph there, whether or not the file is new."""
+    modules = sys.modules.get("_memprof_compiled_modules")
+    if modules is None or not modules.installed():
+        return []
+    try:
+        return modules.on_load(path, module, list(starts), list(traces))
+    except Exception:
+        return []
 
 
 def _this_programs_files(files):

@@ -506,6 +506,9 @@ class Tracker:
                  "saved_bytes": s, "input_bytes": i, "leaf": c == 0}
                 for (e, s, i, c) in calls
             ]}
+        import _memprof_compiled_modules
+
+        compiled, compiled_chain = _memprof_compiled_modules.report()
         warnings = []
         if self.unmeasured_passes:
             warnings.append(
@@ -520,6 +523,8 @@ class Tracker:
                          for e, reading, saved in timeline],
             "timeline_dropped": dropped,
             "chain": chain,
+            "compiled": compiled,
+            "compiled_chain": compiled_chain,
         }
 
 

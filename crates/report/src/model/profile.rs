@@ -294,6 +294,47 @@ pub struct ModulesProfile {
     /// `--suggest-checkpoints`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoints: Option<CheckpointPlan>,
+    /// The submodules of torch.compile'd models, per module and phase, as their compiled graphs'
+    /// FX nodes name them ([`COMPILED_MODULE_SEMANTICS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compiled_modules: Vec<CompiledModuleEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled_semantics: Option<String>,
+}
+
+/// The rules of the compiled modules' rows, written into a report that has them.
+pub const COMPILED_MODULE_SEMANTICS: &str =
+    "A torch.compile'd model runs as generated code, so its \
+submodules have no calls of their own: each row is an attribution of the compiled graphs' buffers \
+to the module of the FX nodes they were allocated for (inductor's source nodes of each kernel, \
+nn_module_stack in the nodes dynamo traced; a kernel with no node of its own module, such as a \
+weight gradient, goes to the module of the kernels around it, or the module holding both), not \
+an execution. calls counts the runs of the module's forward (or backward) graph that were not \
+CUDA-graph replays; allocated_bytes is what those graphs' lines allocated for the module, \
+submodules included, over the run; saved_bytes is the bytes of the storages AOTAutograd saved \
+for backward (the forward graph's results it keeps for the backward graph) by the module whose \
+node produced them (a graph input by the module that first uses it; parameters not counted), \
+summed over calls. Fused nodes of several modules belong to the innermost module holding them \
+all.";
+
+/// One module of a compiled model and phase ([`COMPILED_MODULE_SEMANTICS`]).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CompiledModuleEntry {
+    /// The compiled model's class (`GPT`), or the name the compiled function gives it.
+    pub root: String,
+    /// Qualified name in the model (`transformer.h.0.mlp`); empty for the model itself.
+    pub module: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub depth: u32,
+    /// `forward` or `backward`.
+    pub phase: String,
+    pub calls: u64,
+    pub allocations: u64,
+    pub allocated_bytes: i64,
+    /// Forward rows only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_bytes: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

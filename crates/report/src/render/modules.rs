@@ -2,7 +2,7 @@
 //! backward side by side), the top modules by peak and by saved activations, and the checkpoint
 //! plan.
 use super::style::{styled, write};
-use crate::model::profile::{CheckpointPlan, ModuleEntry, ModulesProfile};
+use crate::model::profile::{CheckpointPlan, CompiledModuleEntry, ModuleEntry, ModulesProfile};
 use crate::model::units;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -108,9 +108,55 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
             m.timeline_dropped
         );
     }
+    render_compiled(out, &m.compiled_modules);
     if let Some(plan) = &m.checkpoints {
         render_plan(out, plan);
     }
+}
+
+/// The submodules of compiled models: what their graphs allocated and saved for each.
+fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry]) {
+    let forward: Vec<&CompiledModuleEntry> =
+        entries.iter().filter(|e| e.phase == "forward").collect();
+    if forward.is_empty() {
+        return;
+    }
+    let backward: HashMap<(&str, &str), &CompiledModuleEntry> = entries
+        .iter()
+        .filter(|e| e.phase == "backward")
+        .map(|e| ((e.root.as_str(), e.module.as_str()), e))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nCompiled modules · the compiled graphs' buffers by the module of their FX nodes \
+         (attributions of fused graphs, not calls), summed over the graphs' runs\n"
+    );
+    let header = [
+        "Module",
+        "Type",
+        "Runs",
+        "Fwd allocated",
+        "Saved",
+        "Bwd allocated",
+    ];
+    let mut table = styled(&header);
+    for e in forward {
+        let b = backward.get(&(e.root.as_str(), e.module.as_str()));
+        table.add_row(vec![
+            format!(
+                "{}{}",
+                "  ".repeat(e.depth as usize),
+                crate::model::profile::module_label(&e.root, &e.module)
+            ),
+            e.kind.clone(),
+            e.calls.to_string(),
+            units::bytes(e.allocated_bytes),
+            opt_bytes(e.saved_bytes),
+            b.map(|b| units::bytes(b.allocated_bytes))
+                .unwrap_or_default(),
+        ]);
+    }
+    write(out, table, 2..header.len());
 }
 
 /// The Params cell: the bytes on this device, and the full size when some are sharded.
