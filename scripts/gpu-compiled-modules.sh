@@ -15,11 +15,12 @@ export MEMPROF_NATIVE=$PWD/.device/libmemprof.so
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 status=0
-echo "== compiled:: and modules:: tests on cuda:0"
-.device/tests/integration --test-threads 4 compiled:: modules:: >"$out/tests.log" 2>&1 || status=1
-grep -E "^test .*(FAILED|ok)$|^test result" "$out/tests.log" | grep -E "FAILED|test result" 
+echo "== compiled::, modules:: and gpu:: tests on cuda:0"
+.device/tests/integration --test-threads 4 compiled:: modules:: gpu:: >"$out/tests.log" 2>&1 || status=1
+grep -E "FAILED|test result" "$out/tests.log"
+grep -A12 "panicked" "$out/tests.log" | cut -c1-400 | head -60
 cd examples
-for model in gpt2 resnet50 mlp; do
+for model in ${MODELS:-gpt2 resnet50 mlp}; do
   cache=$(mktemp -d)
   for run in cold warm; do
     echo "== memprof run --modules --suggest-checkpoints 2 compiled_step.py --model $model ($run cache)"

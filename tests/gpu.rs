@@ -89,7 +89,8 @@ fn a_peak_that_needs_resets_says_so_in_the_header() {
 }
 
 #[test]
-fn a_cuda_graphs_private_pool_is_its_own_category_at_the_line_that_captured_it() {
+fn a_cuda_graphs_private_pool_is_its_own_category_at_the_line_that_captured_it_and_replays_are_counted(
+) {
     if !on_cuda() {
         eprintln!("skipped: set MEMPROF_TEST_DEVICE=cuda on a GPU machine");
         return;
@@ -109,6 +110,30 @@ fn a_cuda_graphs_private_pool_is_its_own_category_at_the_line_that_captured_it()
         captured["categories"]["cuda_graph_pool"],
         4 * MIB,
         "{captured}"
+    );
+    // Freed before the end, but live at the peak: its pool's all the same.
+    let temporary = sites
+        .iter()
+        .find(|s| {
+            s["source"]
+                .as_str()
+                .unwrap()
+                .starts_with("temporary_out = static_in * 4")
+        })
+        .unwrap_or_else(|| panic!("no site for the second capture: {sites:#?}"));
+    assert_eq!(
+        temporary["categories"]["cuda_graph_pool"],
+        4 * MIB,
+        "{temporary}"
+    );
+    assert_eq!(report["peak"]["cuda_graph_replays"], 2);
+    let table = run(&["cuda_graph.py"]);
+    assert!(
+        table
+            .stdout
+            .contains("CUDA graphs were replayed 2 times: a replay allocates nothing"),
+        "{}",
+        table.stdout
     );
     let warm = sites
         .iter()

@@ -34,6 +34,9 @@ pub enum Role {
     Parameters,
     Gradients,
     OptimizerState,
+    /// A block of a CUDA graph's private pool (allocated while a graph was captured, or while
+    /// torch's CUDA-graph trees ran a warm-up in their pool).
+    CudaGraphPool,
 }
 
 impl Role {
@@ -44,15 +47,18 @@ impl Role {
             Role::Parameters => "parameters",
             Role::Gradients => "gradients",
             Role::OptimizerState => "optimizer_state",
+            Role::CudaGraphPool => "cuda_graph_pool",
         }
     }
 
-    /// From the bootstrap's code: 1 parameters, 2 gradients, 3 optimizer state.
+    /// From the bootstrap's code: 1 parameters, 2 gradients, 3 optimizer state, 4 a CUDA
+    /// graph's private pool.
     pub fn from_code(code: u8) -> Role {
         match code {
             1 => Role::Parameters,
             2 => Role::Gradients,
             3 => Role::OptimizerState,
+            4 => Role::CudaGraphPool,
             _ => Role::Other,
         }
     }
@@ -125,6 +131,8 @@ pub struct Tracker {
     site_allocated: Vec<i64>,
     /// (allocations, bytes) per tag of compiled graphs' lines (`count_tagged`).
     tagged: Vec<(u64, i64)>,
+    /// Replays of CUDA graphs (`note_graph_replay`): they allocate nothing.
+    graph_replays: u64,
     site_backward_allocated: Vec<i64>,
     /// Live bytes per site and known role.
     site_roles: IntMap<(u32, Role), i64>,
@@ -245,6 +253,7 @@ impl Default for Tracker {
             site_allocations: Vec::new(),
             site_allocated: Vec::new(),
             tagged: Vec::new(),
+            graph_replays: 0,
             site_backward_allocated: Vec::new(),
             site_roles: IntMap::default(),
             seen_total: 0,
@@ -470,6 +479,30 @@ impl Tracker {
     /// The serial of the latest allocation (a backward pass notes it when it starts).
     pub fn serial(&self) -> u64 {
         self.serial
+    }
+
+    /// A CUDA graph was replayed.
+    pub fn note_graph_replay(&mut self) {
+        self.graph_replays += 1;
+    }
+
+    /// The CUDA graphs' replays so far.
+    pub fn graph_replays(&self) -> u64 {
+        self.graph_replays
+    }
+
+    /// The blocks allocated after allocation `since` that are still live and of no known role
+    /// take `role` (a CUDA graph's capture just ended: what it allocated is its pool's).
+    pub fn mark_since(&mut self, since: u64, role: Role) {
+        let blocks: Vec<u64> = self
+            .live
+            .iter()
+            .filter(|(_, b)| b.serial > since && b.role == Role::Other)
+            .map(|(&ptr, _)| ptr)
+            .collect();
+        for ptr in blocks {
+            self.mark_role(ptr, role);
+        }
     }
 
     /// A backward pass that started after allocation `since` returned: the blocks it allocated

@@ -132,6 +132,11 @@ impl Namer {
             other_sites,
             unseen_bytes: c.unseen_bytes,
             next_targets,
+            cuda_graph_replays: if whole_run {
+                tracker.graph_replays()
+            } else {
+                0
+            },
         }
     }
 

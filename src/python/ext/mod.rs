@@ -167,6 +167,25 @@ fn compiled_tag_totals() -> Vec<(u32, u64, i64)> {
     crate::capture::peak::with(|t| t.tagged_totals()).unwrap_or_default()
 }
 
+/// The tracker's latest allocation serial (0 without a tracker).
+#[pyfunction]
+fn allocation_serial() -> u64 {
+    crate::capture::peak::with(|t| t.serial()).unwrap_or(0)
+}
+
+/// A CUDA graph's capture (or a CUDA-graph tree's warm-up in its pool) that began after
+/// allocation `since` ended: the blocks it allocated that are still live are its pool's.
+#[pyfunction]
+fn mark_graph_pool(since: u64) {
+    crate::capture::peak::with(|t| t.mark_since(since, crate::capture::peak::Role::CudaGraphPool));
+}
+
+/// A CUDA graph is being replayed.
+#[pyfunction]
+fn note_graph_replay() {
+    crate::capture::peak::with(|t| t.note_graph_replay());
+}
+
 /// Whether a call the schedule measures is running (always, without `--warmup`/`--calls`).
 #[pyfunction]
 fn measuring() -> bool {
@@ -217,6 +236,9 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(cuda_trace_attach, &m)?)?;
     m.add_function(wrap_pyfunction!(name_trace_modules, &m)?)?;
     m.add_function(wrap_pyfunction!(compiled_tag_totals, &m)?)?;
+    m.add_function(wrap_pyfunction!(allocation_serial, &m)?)?;
+    m.add_function(wrap_pyfunction!(mark_graph_pool, &m)?)?;
+    m.add_function(wrap_pyfunction!(note_graph_replay, &m)?)?;
     m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
     m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
     m.add_function(wrap_pyfunction!(schedule_verdict, &m)?)?;

@@ -56,6 +56,7 @@ class _Graph:
         self.saved_last = {}  # module path -> bytes saved by the last call
         self.outputs = {}  # position in the forward's return -> module path (None: parameter)
         self.function = None  # the compiled function's qualified name, from a stack trace
+        self.root_class = None  # the class of the object the module paths start from
         self._counted = set()
         inside = {}
         for node in gm.graph.nodes:
@@ -95,6 +96,8 @@ class _Graph:
     def root_label(self):
         """The compiled model as the rows name it: its class (`GPT`, from `GPT.forward`), or the
         name the compiled function calls it by."""
+        if self.root_class:
+            return self.root_class
         function = self.function or ""
         if "." in function and (self.root == "self" or function.endswith(".forward")):
             return function.rsplit(".", 1)[0].split(".<locals>.")[-1]
@@ -108,13 +111,17 @@ class _Graph:
         if not stack:
             return None
         path = None
-        for depth, (written, kind) in enumerate(stack.values(), 1):
+        depth = 0
+        for written, kind in stack.values():
             path = _module_path(written)
             if path is None:
                 return None
             local = _LOCAL.match(written).group(1)
             if self.root is None:
                 self.root = local
+            if not path:  # the compiled model itself (a container's own forward)
+                continue
+            depth += 1
             if place and path not in self.types:
                 self.types[path] = getattr(kind, "__name__", str(kind))
                 self.depths[path] = depth
@@ -132,6 +139,26 @@ def _place_in(order, path):
         if inside:
             at = inside[-1] + 1
     order.insert(at, path)
+
+
+def _root_class(local):
+    """The class of the object named `local` in the frame dynamo is compiling (the model whose
+    submodules the paths name; a compiled model's own class, not OptimizedModule)."""
+    if not local:
+        return None
+    frame = sys._getframe(2)
+    for _ in range(150):
+        if frame is None:
+            return None
+        if "frame" in frame.f_code.co_varnames:
+            compiling = frame.f_locals.get("frame")
+            values = getattr(compiling, "f_locals", None)
+            if isinstance(values, dict) and local in values:
+                obj = values[local]
+                obj = getattr(obj, "_orig_mod", obj)
+                return type(obj).__name__
+        frame = frame.f_back
+    return None
 
 
 def _outermost_function(trace):
@@ -213,6 +240,7 @@ def _wrap_compile_fx(module):
             return original(model_, *args, **kwargs)
         try:
             graph = _Graph(model_)
+            graph.root_class = _root_class(graph.root)
         except Exception:
             graph = None
         _local.graph = graph

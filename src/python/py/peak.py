@@ -75,9 +75,68 @@ def install(script_path):
 
     _memprof_imports.after_import("torch.autograd", _patch_backward)
     _memprof_imports.after_import("torch.optim.optimizer", _hook_optimizers)
+    _memprof_imports.after_import("torch.cuda.graphs", _watch_cuda_graphs)
+    _memprof_imports.after_import("torch._inductor.cudagraph_trees", _watch_graph_tree_warmups)
     import _memprof_compiled
 
     _memprof_compiled.install()
+
+
+def _watch_cuda_graphs(graphs):
+    """A CUDA graph's capture (`torch.cuda.graph`, which torch's CUDA-graph trees record with):
+    what it allocated and still holds when it ends is its private pool's (cuda_graph_pool); each
+    replay is counted (it allocates nothing). Only memprof's bookkeeping runs around them: no
+    CUDA call, no allocation, so the captured graph is the same."""
+    context = getattr(graphs, "graph", None)
+    if context is not None and "__enter__" in context.__dict__ and "__exit__" in context.__dict__:
+        enter, leave = context.__enter__, context.__exit__
+
+        def __enter__(self):
+            self._memprof_since = _memprof.allocation_serial()
+            return enter(self)
+
+        def __exit__(self, *exc):
+            try:
+                return leave(self, *exc)
+            finally:
+                _memprof.mark_graph_pool(getattr(self, "_memprof_since", 2**63))
+
+        _patch(context, "__enter__", __enter__)
+        _patch(context, "__exit__", __exit__)
+    cuda_graph = getattr(graphs, "CUDAGraph", None)
+    replay = cuda_graph.__dict__.get("replay") if cuda_graph is not None else None
+    if callable(replay):
+
+        def replayed(self, *args, **kwargs):
+            _memprof.note_graph_replay()
+            return replay(self, *args, **kwargs)
+
+        _patch(cuda_graph, "replay", replayed)
+
+
+def _watch_graph_tree_warmups(trees):
+    """torch's CUDA-graph trees (mode="reduce-overhead") warm a graph up in its pool before
+    recording it: what the warm-up allocated and still holds is the pool's."""
+    manager = getattr(trees, "_use_cuda_memory_pool_manager", None)
+    if manager is None:
+        return
+    import contextlib
+
+    @contextlib.contextmanager
+    def in_pool(*args, **kwargs):
+        since = _memprof.allocation_serial()
+        try:
+            with manager(*args, **kwargs):
+                yield
+        finally:
+            _memprof.mark_graph_pool(since)
+
+    _patch(trees, "_use_cuda_memory_pool_manager", in_pool)
+
+
+def _patch(owner, name, value):
+    _patched.append((owner, name, owner.__dict__[name] if name in owner.__dict__ else getattr(owner, name)))
+    setattr(owner, name, value)
 
 
 def _trace_cuda_requests(cuda):
@@ -128,7 +187,7 @@ def _patch_backward(autograd):
         original = getattr(module, _ENTRY, None) if module is not None else None
         if original is not None and not isinstance(original, _memprof.BackwardEntry):
             setattr(module, _ENTRY, _memprof.BackwardEntry(original))
-            _patched.append((module, original))
+            _patched.append((module, _ENTRY, original))
 
 
 def stop():
@@ -142,8 +201,8 @@ def stop():
         _step_hook.remove()
         _step_hook = None
     while _patched:
-        module, original = _patched.pop()
-        setattr(module, _ENTRY, original)
+        owner, name, original = _patched.pop()
+        setattr(owner, name, original)
 
 
 def roles(device_type, device_index):

@@ -16,7 +16,10 @@ site's caller). Allocations made by autograd's threads count at the line that ra
 memprof saw no allocation: before it started, or on a thread without its reporter) sum to \
 allocated_bytes exactly. categories: bytes of the site's blocks still live when the run ended and \
 found then as parameters, buffers, gradients or optimizer_state of the models and optimizers in \
-memory, or as blocks of a CUDA graph's private pool (cuda_graph_pool); the rest is other.";
+memory, or as blocks of a CUDA graph's private pool (cuda_graph_pool: allocated while a graph was \
+captured or while torch's CUDA-graph trees warmed up in their pool, and live then, or found in a pool \
+when the run ended); the rest is other. cuda_graph_replays counts the CUDA graphs' replays, which \
+allocate nothing.";
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Peak {
@@ -40,6 +43,14 @@ pub struct Peak {
     /// The functions holding the largest sites, as `-f` arguments for the next run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub next_targets: Vec<String>,
+    /// CUDA graphs replayed during the run (the run's peak only): a replay allocates nothing,
+    /// its graph's memory being its private pool's (cuda_graph_pool).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cuda_graph_replays: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -169,6 +169,14 @@ pub fn render(
         }),
         None => out.push_str(&text),
     }
+    if peak.cuda_graph_replays > 0 {
+        let _ = writeln!(
+            out,
+            "CUDA graphs were replayed {} time{}: a replay allocates nothing (its graph's memory is its private pool's, cuda_graph_pool)",
+            peak.cuda_graph_replays,
+            if peak.cuda_graph_replays == 1 { "" } else { "s" }
+        );
+    }
     if let (Some(script), false) = (script, peak.next_targets.is_empty()) {
         let flags: Vec<String> = peak
             .next_targets
