@@ -301,14 +301,19 @@ fn modules_of_a_compiled_model_are_its_submodules_with_the_bytes_aotautograd_sav
                 + int(&row("second", "backward")["allocated_bytes"])
     );
     // --suggest-checkpoints works inside the compiled model: one pass's saved bytes, split
-    // between its two projections; the second takes in the first block's output.
+    // between its blocks (or their projections, when a block saves nothing of its own: on the
+    // CPU, whose C++ kernels name no nodes); the second takes in the first block's output.
     assert_eq!(plan["root"], "Net", "{plan:#}");
     assert_eq!(int(&plan["activation_bytes"]), 2 * MATRIX + mask);
     let segments = plan["segments"].as_array().unwrap();
     assert_eq!(segments.len(), 2, "{plan:#}");
-    assert_eq!(
-        (&segments[0]["first"], &segments[1]["first"]),
-        (&"first.proj".into(), &"second.proj".into())
+    let (one, two) = (
+        segments[0]["first"].as_str().unwrap(),
+        segments[1]["first"].as_str().unwrap(),
+    );
+    assert!(
+        one.starts_with("first") && two.starts_with("second"),
+        "{plan:#}"
     );
     assert_eq!(int(&segments[1]["input_bytes"]), MATRIX);
     // The same from inductor's cache (no FX graphs of its own: names from dynamo's graph).

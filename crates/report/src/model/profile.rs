@@ -309,8 +309,8 @@ submodules have no calls of their own: each row is an attribution of the compile
 to the module of the FX nodes they were allocated for (inductor's source nodes of each kernel, \
 nn_module_stack in the nodes dynamo traced; a kernel with no node of its own module, such as a \
 weight gradient, goes to the module of the kernels around it, or the module holding both), not \
-an execution. calls counts the runs of the module's forward (or backward) graph that were not \
-CUDA-graph replays; allocated_bytes is what those graphs' lines allocated for the module, \
+an execution. calls counts the runs of the generated code of the module's forward (or backward) \
+graph (a CUDA-graph replay runs none of it, and allocates nothing); allocated_bytes is what those graphs' lines allocated for the module, \
 submodules included, over the run; saved_bytes is the bytes of the storages AOTAutograd saved \
 for backward (the forward graph's results it keeps for the backward graph) by the module whose \
 node produced them (a graph input by the module that first uses it; parameters not counted), \
