@@ -316,8 +316,28 @@ fn modules_of_a_compiled_model_are_its_submodules_with_the_bytes_aotautograd_sav
         "{plan:#}"
     );
     assert_eq!(int(&segments[1]["input_bytes"]), MATRIX);
-    // The same from inductor's cache (no FX graphs of its own: names from dynamo's graph).
+    // The same from inductor's cache (no FX graphs of its own: names from dynamo's graph). On a
+    // GPU a cold compile autotunes its kernels on copies of their buffers: the bytes allocated
+    // may differ, the rows, runs and saved bytes may not.
     let (warm, warm_plan) = compiled_modules(&cache);
-    assert_eq!(warm, rows, "from the cache");
+    let without_allocations = |rows: &[Value]| -> Vec<Value> {
+        rows.iter()
+            .map(|r| {
+                let mut r = r.clone();
+                let o = r.as_object_mut().unwrap();
+                o.remove("allocations");
+                o.remove("allocated_bytes");
+                r
+            })
+            .collect()
+    };
+    assert_eq!(
+        without_allocations(&warm),
+        without_allocations(&rows),
+        "from the cache"
+    );
+    if device_flag() == "cpu" {
+        assert_eq!(warm, rows, "from the cache, to the byte");
+    }
     assert_eq!(warm_plan, plan, "from the cache");
 }
