@@ -149,3 +149,39 @@ fn a_cuda_graphs_private_pool_is_its_own_category_at_the_line_that_captured_it_a
         "{warm}"
     );
 }
+
+#[test]
+fn a_reduce_overhead_models_modules_say_what_went_to_its_cuda_graph_pool_and_replays_allocate_nothing(
+) {
+    if !on_cuda() {
+        eprintln!("skipped: set MEMPROF_TEST_DEVICE=cuda on a GPU machine");
+        return;
+    }
+    let args = [
+        "--modules",
+        "compiled_lines.py",
+        "--module",
+        "--reduce-overhead",
+    ];
+    let (r, report) = profile(&[], &args);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let rows = report["modules"]["compiled_modules"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no compiled modules: {report:#}"));
+    let root = rows
+        .iter()
+        .find(|r| r["module"] == "" && r["phase"] == "forward")
+        .unwrap();
+    // CUDA-graph trees warm up and record in the graph's pool: everything the graph's code
+    // allocated went there; replays ran none of it (fewer runs than the four steps).
+    let allocated = root["allocated_bytes"].as_i64().unwrap();
+    assert!(allocated > 0, "{root}");
+    assert_eq!(root["pool_bytes"].as_i64(), Some(allocated), "{root}");
+    assert!(root["calls"].as_u64().unwrap() < 4, "{root}");
+    assert!(
+        report["peak"]["cuda_graph_replays"].as_u64().unwrap_or(0) > 0,
+        "{:#}",
+        report["peak"]
+    );
+    assert_prints_as_under_python(&args[1..], &[&["--modules"]]);
+}

@@ -6,7 +6,7 @@
 //! for each targeted function while its calls run. Its memory is the live blocks and the
 //! distinct sites, never the run's length. Uses `torch` (device stats) and `int_hash`.
 use super::int_hash::IntMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -129,8 +129,9 @@ pub struct Tracker {
     site_allocations: Vec<u64>,
     /// Bytes allocated per site over the run, and of them by backward passes.
     site_allocated: Vec<i64>,
-    /// (allocations, bytes) per tag of compiled graphs' lines (`count_tagged`).
-    tagged: Vec<(u64, i64)>,
+    /// (allocations, bytes, of which in a CUDA graph's pool) per tag of compiled graphs' lines
+    /// (`count_tagged`).
+    tagged: Vec<(u64, i64, i64)>,
     /// Replays of CUDA graphs (`note_graph_replay`): they allocate nothing.
     graph_replays: u64,
     site_backward_allocated: Vec<i64>,
@@ -456,23 +457,28 @@ impl Tracker {
         )
     }
 
-    /// An allocation of `bytes` made by a compiled graph's line that carries `tag`.
-    pub fn count_tagged(&mut self, tag: u32, bytes: i64) {
+    /// An allocation of `bytes` made by a compiled graph's line that carries `tag` (`in_pool`:
+    /// while a CUDA graph captured, or a CUDA-graph tree warmed up in its pool).
+    pub fn count_tagged(&mut self, tag: u32, bytes: i64, in_pool: bool) {
         let i = tag as usize;
         if i >= self.tagged.len() {
-            self.tagged.resize(i + 1, (0, 0));
+            self.tagged.resize(i + 1, (0, 0, 0));
         }
-        self.tagged[i].0 += 1;
-        self.tagged[i].1 += bytes;
+        let t = &mut self.tagged[i];
+        t.0 += 1;
+        t.1 += bytes;
+        if in_pool {
+            t.2 += bytes;
+        }
     }
 
-    /// (tag, allocations, bytes) of every tag that allocated.
-    pub fn tagged_totals(&self) -> Vec<(u32, u64, i64)> {
+    /// (tag, allocations, bytes, of which in a CUDA graph's pool) of every tag that allocated.
+    pub fn tagged_totals(&self) -> Vec<(u32, u64, i64, i64)> {
         self.tagged
             .iter()
             .enumerate()
             .filter(|(_, t)| t.0 > 0)
-            .map(|(i, t)| (i as u32, t.0, t.1))
+            .map(|(i, t)| (i as u32, t.0, t.1, t.2))
             .collect()
     }
 
@@ -654,6 +660,20 @@ impl Tracker {
 pub static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
 /// Whether the reporter hands allocations to the tracker (checked before any lock).
 static ON: AtomicBool = AtomicBool::new(false);
+/// CUDA graphs' captures (and CUDA-graph trees' warm-ups in their pools) under way: what is
+/// allocated meanwhile goes to a private pool.
+static GRAPH_POOL_WINDOWS: AtomicU32 = AtomicU32::new(0);
+
+/// A capture or a warm-up in a CUDA graph's pool begins (`open`) or ends.
+pub fn graph_pool_window(open: bool) {
+    if open {
+        GRAPH_POOL_WINDOWS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        let _ = GRAPH_POOL_WINDOWS
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
+
 /// The site of the calling thread's innermost frames: `python::sites` registers it.
 static RESOLVER: AtomicUsize = AtomicUsize::new(0);
 
@@ -800,7 +820,7 @@ pub extern "C" fn mp_rust_allocation_event(
             }
             t.requested = (requested > 0).then_some((requested, stream));
             if tag != 0 {
-                t.count_tagged(tag, bytes);
+                t.count_tagged(tag, bytes, GRAPH_POOL_WINDOWS.load(Ordering::Relaxed) > 0);
             }
             t.on_event(ptr, bytes, site, backward_site != 0, totals);
         }

@@ -163,7 +163,7 @@ fn name_trace_modules(names: Vec<String>) {
 /// `--modules` on compiled models: (tag, allocations, bytes) of the compiled graphs' lines that
 /// allocated, by the tags `py/compiled_modules.py` gave their lines.
 #[pyfunction]
-fn compiled_tag_totals() -> Vec<(u32, u64, i64)> {
+fn compiled_tag_totals() -> Vec<(u32, u64, i64, i64)> {
     crate::capture::peak::with(|t| t.tagged_totals()).unwrap_or_default()
 }
 
@@ -178,6 +178,13 @@ fn allocation_serial() -> u64 {
 #[pyfunction]
 fn mark_graph_pool(since: u64) {
     crate::capture::peak::with(|t| t.mark_since(since, crate::capture::peak::Role::CudaGraphPool));
+}
+
+/// A CUDA graph's capture, or a CUDA-graph tree's warm-up in its pool, begins (`open`) or
+/// ends: compiled graphs' allocations meanwhile are their pool's.
+#[pyfunction]
+fn graph_pool_window(open: bool) {
+    crate::capture::peak::graph_pool_window(open);
 }
 
 /// A CUDA graph is being replayed.
@@ -239,6 +246,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(allocation_serial, &m)?)?;
     m.add_function(wrap_pyfunction!(mark_graph_pool, &m)?)?;
     m.add_function(wrap_pyfunction!(note_graph_replay, &m)?)?;
+    m.add_function(wrap_pyfunction!(graph_pool_window, &m)?)?;
     m.add_function(wrap_pyfunction!(expect_collective, &m)?)?;
     m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
     m.add_function(wrap_pyfunction!(schedule_verdict, &m)?)?;

@@ -537,13 +537,16 @@ def report():
     if len(_tags) == 1:
         return [], None
     allocated = {}
-    for tag, count, nbytes in _memprof.compiled_tag_totals():
+    pooled = False
+    for tag, count, nbytes, in_pool in _memprof.compiled_tag_totals():
         if 0 < tag < len(_tags):
             graph, phase, path = _tags[tag]
+            pooled = pooled or in_pool > 0
             for module in [path] + _ancestors(path)[1:] + ([""] if path else []):
-                a = allocated.setdefault((id(graph), phase, module), [0, 0])
+                a = allocated.setdefault((id(graph), phase, module), [0, 0, 0])
                 a[0] += count
                 a[1] += nbytes
+                a[2] += in_pool
     rows = {}
     best = None
     for graph in _graphs:
@@ -557,7 +560,7 @@ def report():
                 continue
             for path in [""] + graph.order:
                 key = (root, path, phase)
-                a = allocated.get((id(graph), phase, path), [0, 0])
+                a = allocated.get((id(graph), phase, path), [0, 0, 0])
                 row = rows.get(key)
                 if row is None:
                     row = rows[key] = {
@@ -570,6 +573,7 @@ def report():
                 row["calls"] += graph.calls[phase]
                 row["allocations"] += a[0]
                 row["allocated_bytes"] += a[1]
+                row["pool_bytes"] = row.get("pool_bytes", 0) + a[2]
                 if phase == "forward":
                     row["saved_bytes"] += inclusive.get(path, 0)
         total = last.get("", 0)
@@ -588,6 +592,9 @@ def report():
                 })
             best = (total, {"root": root, "calls": calls})
     order = sorted(rows.values(), key=lambda r: r["phase"] != "forward")
+    if not pooled:  # no CUDA graph: no column for it
+        for row in order:
+            row.pop("pool_bytes", None)
     return order, (best[1] if best else None)
 
 

@@ -93,12 +93,14 @@ def _watch_cuda_graphs(graphs):
 
         def __enter__(self):
             self._memprof_since = _memprof.allocation_serial()
+            _memprof.graph_pool_window(True)
             return enter(self)
 
         def __exit__(self, *exc):
             try:
                 return leave(self, *exc)
             finally:
+                _memprof.graph_pool_window(False)
                 _memprof.mark_graph_pool(getattr(self, "_memprof_since", 2**63))
 
         _patch(context, "__enter__", __enter__)
@@ -125,10 +127,12 @@ def _watch_graph_tree_warmups(trees):
     @contextlib.contextmanager
     def in_pool(*args, **kwargs):
         since = _memprof.allocation_serial()
+        _memprof.graph_pool_window(True)
         try:
             with manager(*args, **kwargs):
                 yield
         finally:
+            _memprof.graph_pool_window(False)
             _memprof.mark_graph_pool(since)
 
     _patch(trees, "_use_cuda_memory_pool_manager", in_pool)

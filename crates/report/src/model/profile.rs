@@ -314,8 +314,9 @@ graph (a CUDA-graph replay runs none of it, and allocates nothing); allocated_by
 submodules included, over the run; saved_bytes is the bytes of the storages AOTAutograd saved \
 for backward (the forward graph's results it keeps for the backward graph) by the module whose \
 node produced them (a graph input by the module that first uses it; parameters not counted), \
-summed over calls. Fused nodes of several modules belong to the innermost module holding them \
-all.";
+summed over calls; pool_bytes, where CUDA graphs ran, is what of allocated_bytes went to their \
+private pools (allocated while a graph was captured or a CUDA-graph tree warmed up in its pool). \
+Fused nodes of several modules belong to the innermost module holding them all.";
 
 /// One module of a compiled model and phase ([`COMPILED_MODULE_SEMANTICS`]).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -335,6 +336,10 @@ pub struct CompiledModuleEntry {
     /// Forward rows only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saved_bytes: Option<i64>,
+    /// Of `allocated_bytes`, what went to CUDA graphs' private pools (allocated while a graph
+    /// was captured or a CUDA-graph tree warmed up in its pool); only when some did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_bytes: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

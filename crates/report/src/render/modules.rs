@@ -131,7 +131,9 @@ fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry]) {
         "\nCompiled modules · the compiled graphs' buffers by the module of their FX nodes \
          (attributions of fused graphs, not calls), summed over the graphs' runs\n"
     );
-    let header = [
+    // CUDA graphs ran: what of the bytes went to their private pools.
+    let pools = entries.iter().any(|e| e.pool_bytes.is_some());
+    let mut header = vec![
         "Module",
         "Type",
         "Runs",
@@ -139,10 +141,13 @@ fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry]) {
         "Saved",
         "Bwd allocated",
     ];
+    if pools {
+        header.extend(["Fwd in CUDA-graph pools", "Bwd in CUDA-graph pools"]);
+    }
     let mut table = styled(&header);
     for e in forward {
         let b = backward.get(&(e.root.as_str(), e.module.as_str()));
-        table.add_row(vec![
+        let mut row = vec![
             format!(
                 "{}{}",
                 "  ".repeat(e.depth as usize),
@@ -154,7 +159,12 @@ fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry]) {
             opt_bytes(e.saved_bytes),
             b.map(|b| units::bytes(b.allocated_bytes))
                 .unwrap_or_default(),
-        ]);
+        ];
+        if pools {
+            row.push(opt_bytes(e.pool_bytes));
+            row.push(b.map(|b| opt_bytes(b.pool_bytes)).unwrap_or_default());
+        }
+        table.add_row(row);
     }
     write(out, table, 2..header.len());
 }
