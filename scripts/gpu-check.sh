@@ -6,11 +6,7 @@
 #   as it takes 6-7 minutes: run it alone then), and the demo.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH
-export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
-export MEMPROF_BIN=$PWD/.device/memprof MEMPROF_REPO=$PWD MEMPROF_TEST_DEVICE=cuda
-# The in-process tests' native core (the checkout's package is put on their PYTHONPATH).
-export MEMPROF_NATIVE=$PWD/.device/libmemprof.so
+. scripts/device-env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
 status=0

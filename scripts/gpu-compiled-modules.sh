@@ -8,10 +8,7 @@
 # scripts/compiled_check.py's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH
-export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
-export MEMPROF_BIN=$PWD/.device/memprof MEMPROF_REPO=$PWD MEMPROF_TEST_DEVICE=cuda
-export MEMPROF_NATIVE=$PWD/.device/libmemprof.so
+. scripts/device-env.sh
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 status=0

@@ -318,19 +318,13 @@ summed over calls; pool_bytes, where CUDA graphs ran, is what of allocated_bytes
 private pools (allocated while a graph was captured or a CUDA-graph tree warmed up in its pool). \
 Fused nodes of several modules belong to the innermost module holding them all.";
 
-/// One module of a compiled model and phase ([`COMPILED_MODULE_SEMANTICS`]).
+/// One module of a compiled model and phase ([`COMPILED_MODULE_SEMANTICS`]); its root is the
+/// compiled model's class (`GPT`), or the name the compiled function gives it, and its calls
+/// are its graph's runs.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct CompiledModuleEntry {
-    /// The compiled model's class (`GPT`), or the name the compiled function gives it.
-    pub root: String,
-    /// Qualified name in the model (`transformer.h.0.mlp`); empty for the model itself.
-    pub module: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub depth: u32,
-    /// `forward` or `backward`.
-    pub phase: String,
-    pub calls: u64,
+    #[serde(flatten)]
+    pub row: ModuleRow,
     pub allocations: u64,
     pub allocated_bytes: i64,
     /// Forward rows only.
@@ -342,8 +336,9 @@ pub struct CompiledModuleEntry {
     pub pool_bytes: Option<i64>,
 }
 
+/// What names a row of the module tables, and its calls.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct ModuleEntry {
+pub struct ModuleRow {
     /// The root module's class name (`ResNet`; `ResNet#2` for a second root of that class).
     pub root: String,
     /// Qualified name in the root (`layer3.2.conv1`); empty for the root itself.
@@ -354,6 +349,30 @@ pub struct ModuleEntry {
     /// `forward` or `backward`.
     pub phase: String,
     pub calls: u64,
+}
+
+/// Both module tables' rows read as their `ModuleRow` (`entry.root`, `entry.calls`).
+macro_rules! module_row_deref {
+    ($($entry:ty),*) => {$(
+        impl std::ops::Deref for $entry {
+            type Target = ModuleRow;
+            fn deref(&self) -> &ModuleRow {
+                &self.row
+            }
+        }
+        impl std::ops::DerefMut for $entry {
+            fn deref_mut(&mut self) -> &mut ModuleRow {
+                &mut self.row
+            }
+        }
+    )*};
+}
+module_row_deref!(ModuleEntry, CompiledModuleEntry);
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ModuleEntry {
+    #[serde(flatten)]
+    pub row: ModuleRow,
     pub delta_bytes: i64,
     pub peak_bytes: Option<i64>,
     pub peak_increase_bytes: Option<i64>,
