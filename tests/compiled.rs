@@ -340,4 +340,22 @@ fn modules_of_a_compiled_model_are_its_submodules_with_the_bytes_aotautograd_sav
         assert_eq!(warm, rows, "from the cache, to the byte");
     }
     assert_eq!(warm_plan, plan, "from the cache");
+    // The table says where a compiled model's submodules are.
+    let table = finish(
+        memprof()
+            .env("TORCHINDUCTOR_CACHE_DIR", &cache)
+            .args(["--device", device_flag(), "run", "--modules"])
+            .arg(root().join("fixtures").join("compiled_lines.py"))
+            .arg("--module")
+            .output()
+            .expect("memprof starts"),
+    );
+    assert!(
+        table
+            .stdout
+            .contains("its submodules are under Compiled modules below")
+            && table.stdout.contains("     first.proj    Linear"),
+        "{}",
+        table.stdout
+    );
 }

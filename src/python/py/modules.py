@@ -508,8 +508,12 @@ class Tracker:
             ]}
         import _memprof_compiled_modules
 
-        compiled, compiled_chain = _memprof_compiled_modules.report()
         warnings = []
+        try:
+            compiled, compiled_chain = _memprof_compiled_modules.report()
+        except Exception as e:  # the compiled rows are missing; the rest of the report stands
+            compiled, compiled_chain = [], None
+            warnings.append(f"the compiled models' modules could not be read: {type(e).__name__}: {e}")
         if self.unmeasured_passes:
             warnings.append(
                 f"{self.unmeasured_passes} root module calls ran under the program's own "

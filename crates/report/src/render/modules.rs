@@ -90,6 +90,12 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
         table.add_row(row);
     }
     write(out, table, 2..header.len());
+    if !m.compiled_modules.is_empty() && forward.iter().any(|e| e.kind == "OptimizedModule") {
+        let _ = writeln!(
+            out,
+            "OptimizedModule: a torch.compile'd model, one call to the module hooks; its submodules are under Compiled modules below"
+        );
+    }
     if forward
         .iter()
         .any(|e| e.unsharded_parameter_bytes.is_some())
