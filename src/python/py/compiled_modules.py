@@ -17,7 +17,6 @@ import weakref
 import _memprof
 
 _SOURCE_NODES = re.compile(r"#\s*(?:Topologically Sorted )?Source Nodes: \[([^\]]*)\]")
-_AOT_ID = re.compile(r"#\s*AOT ID: \[?'?\d*_?(\w+?)'?\]?\s*$")
 _ASSIGN = re.compile(r"(buf\d+)\s*=\s*(.*)")
 _ALLOC = re.compile(r"(empty_strided\w*|alloc_from_pool|torch\.empty\w*)\(")
 _REUSE = re.compile(r"(buf\d+)\s*;\s*del\s+buf\d+\s*#\s*reuse")
