@@ -500,28 +500,26 @@ impl Tracker {
     /// The blocks allocated after allocation `since` that are still live and of no known role
     /// take `role` (a CUDA graph's capture just ended: what it allocated is its pool's).
     pub fn mark_since(&mut self, since: u64, role: Role) {
-        let blocks: Vec<u64> = self
-            .live
-            .iter()
-            .filter(|(_, b)| b.serial > since && b.role == Role::Other)
-            .map(|(&ptr, _)| ptr)
-            .collect();
-        for ptr in blocks {
-            self.mark_role(ptr, role);
-        }
+        self.mark_live_since(since, role, |_| true);
     }
 
     /// A backward pass that started after allocation `since` returned: the blocks it allocated
     /// that are still live are gradients (the leaves' `.grad`, `torch.autograd.grad`'s results).
     pub fn mark_gradients(&mut self, since: u64) {
+        self.mark_live_since(since, Role::Gradients, |b| b.in_backward);
+    }
+
+    /// The live blocks of no known role allocated after allocation `since`, of those `chosen`,
+    /// take `role`.
+    fn mark_live_since(&mut self, since: u64, role: Role, chosen: impl Fn(&Block) -> bool) {
         let blocks: Vec<u64> = self
             .live
             .iter()
-            .filter(|(_, b)| b.serial > since && b.in_backward && b.role == Role::Other)
+            .filter(|(_, b)| b.serial > since && b.role == Role::Other && chosen(b))
             .map(|(&ptr, _)| ptr)
             .collect();
         for ptr in blocks {
-            self.mark_role(ptr, Role::Gradients);
+            self.mark_role(ptr, role);
         }
     }
 

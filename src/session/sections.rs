@@ -94,14 +94,10 @@ pub fn read(collected: Collected, options: SectionOptions) -> Sections {
         let keep = |depth: u32| options.depth.is_none_or(|d| depth <= d);
         // A compiled model is one call to the module hooks: its plan comes from its graphs.
         let checkpoints = options.checkpoints.and_then(|n| {
-            m.chain
-                .as_ref()
-                .and_then(|chain| checkpoints::plan(chain, options.depth, n))
-                .or_else(|| {
-                    m.compiled_chain
-                        .as_ref()
-                        .and_then(|chain| checkpoints::plan(chain, options.depth, n))
-                })
+            [&m.chain, &m.compiled_chain]
+                .into_iter()
+                .flatten()
+                .find_map(|chain| checkpoints::plan(chain, options.depth, n))
         });
         let compiled_semantics =
             (!m.compiled.is_empty()).then(|| COMPILED_MODULE_SEMANTICS.to_string());

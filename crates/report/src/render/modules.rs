@@ -2,15 +2,36 @@
 //! backward side by side), the top modules by peak and by saved activations, and the checkpoint
 //! plan.
 use super::style::{styled, write};
-use crate::model::profile::{CheckpointPlan, CompiledModuleEntry, ModuleEntry, ModulesProfile};
+use crate::model::profile::{
+    CheckpointPlan, CompiledModuleEntry, ModuleEntry, ModuleRow, ModulesProfile,
+};
 use crate::model::units;
 use std::collections::HashMap;
 use std::fmt::Write;
 
 const TOP: usize = 5;
 
-fn display_name(e: &ModuleEntry) -> String {
+fn display_name(e: &ModuleRow) -> String {
     crate::model::profile::module_label(&e.root, &e.module)
+}
+
+/// The name in the module tree: indented by its depth.
+fn tree_name(e: &ModuleRow) -> String {
+    format!("{}{}", "  ".repeat(e.depth as usize), display_name(e))
+}
+
+/// A table's forward rows in order, and its backward rows by (root, module), which sit beside
+/// them.
+type Phases<'a, T> = (Vec<&'a T>, HashMap<(&'a str, &'a str), &'a T>);
+
+fn phases<T: std::ops::Deref<Target = ModuleRow>>(rows: &[T]) -> Phases<'_, T> {
+    let forward = rows.iter().filter(|e| e.phase == "forward").collect();
+    let backward = rows
+        .iter()
+        .filter(|e| e.phase == "backward")
+        .map(|e| ((e.root.as_str(), e.module.as_str()), e))
+        .collect();
+    (forward, backward)
 }
 
 fn opt_bytes(v: Option<i64>) -> String {
@@ -18,13 +39,7 @@ fn opt_bytes(v: Option<i64>) -> String {
 }
 
 pub fn render(out: &mut String, m: &ModulesProfile) {
-    let backward: HashMap<(&str, &str), &ModuleEntry> = m
-        .modules
-        .iter()
-        .filter(|e| e.phase == "backward")
-        .map(|e| ((e.root.as_str(), e.module.as_str()), e))
-        .collect();
-    let forward: Vec<&ModuleEntry> = m.modules.iter().filter(|e| e.phase == "forward").collect();
+    let (forward, backward) = phases(&m.modules);
     let _ = writeln!(
         out,
         "\nModules{} · Δ summed over calls, peaks the highest of any call, saved = bytes saved for backward",
@@ -65,9 +80,8 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
     let mut table = styled(&header);
     for e in &forward {
         let b = backward.get(&(e.root.as_str(), e.module.as_str()));
-        let indent = "  ".repeat(e.depth as usize);
         let mut row = vec![
-            format!("{indent}{}", display_name(e)),
+            tree_name(e),
             e.kind.clone(),
             e.calls.to_string(),
             units::signed_bytes(e.delta_bytes),
@@ -122,16 +136,10 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
 
 /// The submodules of compiled models: what their graphs allocated and saved for each.
 fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry]) {
-    let forward: Vec<&CompiledModuleEntry> =
-        entries.iter().filter(|e| e.phase == "forward").collect();
+    let (forward, backward) = phases(entries);
     if forward.is_empty() {
         return;
     }
-    let backward: HashMap<(&str, &str), &CompiledModuleEntry> = entries
-        .iter()
-        .filter(|e| e.phase == "backward")
-        .map(|e| ((e.root.as_str(), e.module.as_str()), e))
-        .collect();
     let _ = writeln!(
         out,
         "\nCompiled modules · the compiled graphs' buffers by the module of their FX nodes \
@@ -154,11 +162,7 @@ fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry]) {
     for e in forward {
         let b = backward.get(&(e.root.as_str(), e.module.as_str()));
         let mut row = vec![
-            format!(
-                "{}{}",
-                "  ".repeat(e.depth as usize),
-                crate::model::profile::module_label(&e.root, &e.module)
-            ),
+            tree_name(e),
             e.kind.clone(),
             e.calls.to_string(),
             units::bytes(e.allocated_bytes),
