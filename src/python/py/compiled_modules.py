@@ -56,7 +56,6 @@ class _Graph:
         self.outputs = {}  # position in the forward's return -> module path (None: parameter)
         self.function = None  # the compiled function's qualified name, from a stack trace
         self.root_class = None  # the class of the object the module paths start from
-        self._counted = set()
         inside = {}
         for node in gm.graph.nodes:
             # A parameter's placeholder names its module too: not yet in the forward order.
@@ -78,6 +77,7 @@ class _Graph:
             self.placeholders.append(
                 (bool(_PARAMETER.search(node.name)), users[0] if users else ""))
         # What each module takes in from outside it (what checkpointing keeps), parameters aside.
+        counted = set()
         for node, path in inside.items():
             for arg in node.all_input_nodes:
                 if arg.op == "placeholder" and _PARAMETER.search(arg.name):
@@ -86,11 +86,10 @@ class _Graph:
                 for module in _ancestors(path):
                     if not _within(source, module):
                         key = (module, arg)
-                        if key not in self._counted:
-                            self._counted.add(key)
+                        if key not in counted:
+                            counted.add(key)
                             self.input_bytes[module] = (self.input_bytes.get(module, 0)
                                                         + _value_bytes(arg))
-        del self._counted
 
     def root_label(self):
         """The compiled model as the rows name it: its class (`GPT`, from `GPT.forward`), or the
@@ -101,9 +100,6 @@ class _Graph:
         if "." in function and (self.root == "self" or function.endswith(".forward")):
             return function.rsplit(".", 1)[0].split(".<locals>.")[-1]
         return self.root or "compiled"
-
-    def _place(self, path):
-        _place_in(self.order, path)
 
     def _path_of(self, node, place=True):
         stack = node.meta.get("nn_module_stack")
@@ -124,7 +120,7 @@ class _Graph:
             if place and path not in self.types:
                 self.types[path] = getattr(kind, "__name__", str(kind))
                 self.depths[path] = depth
-                self._place(path)
+                _place_in(self.order, path)
         return path
 
 
@@ -184,6 +180,11 @@ def _module_path(written):
 def _ancestors(path):
     parts = path.split(".") if path else []
     return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def _holders(path):
+    """`path` and every module holding it, the model itself ("") last."""
+    return _ancestors(path) + [""]
 
 
 def _within(path, module):
@@ -541,7 +542,7 @@ def report():
         if 0 < tag < len(_tags):
             graph, phase, path = _tags[tag]
             pooled = pooled or in_pool > 0
-            for module in [path] + _ancestors(path)[1:] + ([""] if path else []):
+            for module in _holders(path):
                 a = allocated.setdefault((id(graph), phase, module), [0, 0, 0])
                 a[0] += count
                 a[1] += nbytes
@@ -572,11 +573,12 @@ def report():
                 row["calls"] += graph.calls[phase]
                 row["allocations"] += a[0]
                 row["allocated_bytes"] += a[1]
-                row["pool_bytes"] = row.get("pool_bytes", 0) + a[2]
+                if pooled:  # CUDA graphs ran: what went to their pools
+                    row["pool_bytes"] = row.get("pool_bytes", 0) + a[2]
                 if phase == "forward":
                     row["saved_bytes"] += inclusive.get(path, 0)
         total = last.get("", 0)
-        if graph.order and (best is None or total > best[0]):
+        if best is None or total > best[0]:
             calls = [{"module": "", "depth": 0, "saved_bytes": total, "input_bytes": 0,
                       "leaf": False}]
             for path in graph.order:
@@ -591,15 +593,12 @@ def report():
                 })
             best = (total, {"root": root, "calls": calls})
     order = sorted(rows.values(), key=lambda r: r["phase"] != "forward")
-    if not pooled:  # no CUDA graph: no column for it
-        for row in order:
-            row.pop("pool_bytes", None)
     return order, (best[1] if best else None)
 
 
 def _inclusive(by_module):
     out = {}
     for path, n in by_module.items():
-        for module in [path] + _ancestors(path)[1:] + ([""] if path else []):
+        for module in _holders(path):
             out[module] = out.get(module, 0) + n
     return out
