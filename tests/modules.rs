@@ -454,6 +454,21 @@ fn a_compiled_model_runs_as_without_memprof_and_is_measured_as_one_module() {
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, plain.stdout);
+    // Dynamo warns at a compiled model's call when there are global module hooks: memprof's own
+    // must not make it (the program printed nothing), the program's own still do.
+    let warning = "when there are global hooks";
+    assert!(!plain.stderr.contains(warning), "{}", plain.stderr);
+    assert!(!r.stderr.contains(warning), "{}", r.stderr);
+    let fixture = root().join("fixtures").join("compiled_model.py");
+    let hooked = python_output(&fixture, &["--global-hook"]);
+    let hooked_memprof = run(&["--modules", "compiled_model.py", "--global-hook"]);
+    assert_eq!(hooked_memprof.code, 0, "{}", hooked_memprof.stderr);
+    assert_eq!(hooked_memprof.stdout.lines().next(), hooked.stdout.lines().next());
+    assert_eq!(
+        hooked.stderr.matches(warning).count(),
+        hooked_memprof.stderr.matches(warning).count()
+    );
+    assert!(hooked.stderr.contains(warning), "{}", hooked.stderr);
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let m = &v["modules"];
     // The compiled graph runs the submodules inside it, unhooked: no Linear or ReLU rows (with

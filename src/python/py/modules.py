@@ -122,6 +122,8 @@ class Tracker:
         self.roots_done = set()
         self.finish_pending = False
         self.handles = []
+        # (torch.nn.modules.module, its own _has_any_global_hook) while ours is in its place.
+        self.hidden = None
         # (id of the latest exception seen leaving a forward call, the calls running then).
         self.exception_active = (None, [])
 
@@ -561,6 +563,32 @@ def _install_on(module_mod):
         module_mod.register_module_forward_pre_hook(_tracker.forward_pre),
         module_mod.register_module_forward_hook(_tracker.forward_post, always_call=True),
     ]
+    _hide_own_hooks(module_mod, {handle.id for handle in _tracker.handles})
+
+
+def _hide_own_hooks(module_mod, ours):
+    """Has torch's `_has_any_global_hook` answer for the program's global hooks only.
+
+    Its one reader is dynamo's `OptimizedModule.__call__`, which warns on every compiled model's
+    call that global hooks fire an extra time: with memprof's own hooks alone, a program that
+    printed nothing would print that warning (into its stderr, its recorded warnings, pytest's
+    summary). The hook dicts it reads are the names its code reads, so a torch that adds one is
+    followed."""
+    if _tracker.hidden is not None:
+        module_mod._has_any_global_hook = _tracker.hidden[1]
+    original = getattr(module_mod, "_has_any_global_hook", None)
+    if original is None:
+        return
+    names = [n for n in original.__code__.co_names if n.startswith("_global_")]
+
+    def _has_any_global_hook():
+        return any(
+            any(key not in ours for key in getattr(module_mod, name, None) or ()) for name in names
+        )
+
+    _has_any_global_hook.__wrapped__ = original
+    module_mod._has_any_global_hook = _has_any_global_hook
+    _tracker.hidden = (module_mod, original)
 
 
 def uninstall():
@@ -569,6 +597,10 @@ def uninstall():
         for handle in _tracker.handles:
             handle.remove()
         _tracker.handles = []
+        if _tracker.hidden is not None:
+            module_mod, original = _tracker.hidden
+            module_mod._has_any_global_hook = original
+            _tracker.hidden = None
 
 
 def install(device_type, device_index, plan=False, schedule=False, follow_targets=False,
