@@ -29,13 +29,15 @@ for model in ${MODELS:-gpt2 resnet50 mlp}; do
   python3 - "$out/$model-modules-cold.json" "$out/$model-modules-warm.json" <<'PY' || status=1
 import json, sys
 # A cold compile autotunes (its kernels run on copies of their buffers), so the bytes allocated
-# may differ; the rows, runs and saved bytes may not.
+# (and, under CUDA graphs, the part of them in the pools) may differ; the rows, runs, saved bytes
+# and which rows have pool bytes may not.
+BYTES = ("allocations", "allocated_bytes", "pool_bytes")
 def rows(path):
     rows = json.load(open(path))["modules"].get("compiled_modules") or []
-    return [{k: v for k, v in r.items() if k not in ("allocations", "allocated_bytes")} for r in rows]
+    return [dict({k: v for k, v in r.items() if k not in BYTES}, pooled="pool_bytes" in r) for r in rows]
 cold, warm = (rows(p) for p in sys.argv[1:])
 ok = bool(cold) and cold == warm
-print("compiled modules (runs, saved) cold == warm:", ok, len(cold), "rows")
+print("compiled modules (runs, saved, pooled) cold == warm:", ok, len(cold), "rows")
 sys.exit(0 if ok else 1)
 PY
 done
