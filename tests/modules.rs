@@ -463,7 +463,10 @@ fn a_compiled_model_runs_as_without_memprof_and_is_measured_as_one_module() {
     let hooked = python_output(&fixture, &["--global-hook"]);
     let hooked_memprof = run(&["--modules", "compiled_model.py", "--global-hook"]);
     assert_eq!(hooked_memprof.code, 0, "{}", hooked_memprof.stderr);
-    assert_eq!(hooked_memprof.stdout.lines().next(), hooked.stdout.lines().next());
+    assert_eq!(
+        hooked_memprof.stdout.lines().next(),
+        hooked.stdout.lines().next()
+    );
     assert_eq!(
         hooked.stderr.matches(warning).count(),
         hooked_memprof.stderr.matches(warning).count()
