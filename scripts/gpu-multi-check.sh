@@ -4,7 +4,8 @@
 #   run(command="scripts/gpu-multi-check.sh", carry=[".device"], kind="nvidia-h200-x2")
 # DDP (rank 1 with a 4x batch, set_device after start-up) and an FSDP2 training step under
 # torchrun, each rank's report checked against what its program says itself; the merged view;
-# the launch forms; each rank's peak with no flags (DDP, FSDP2); and the CPU multi-rank suite
+# the launch forms; compiled FSDP2 (per-block torch.compile) against the bare program; each rank's
+# peak with no flags (DDP, FSDP2); and the CPU multi-rank suite
 # (tests/ranks.rs) on this build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,19 @@ echo "== FSDP2: memprof run -f train_step --modules --collectives --depth 2 fsdp
 python3 scripts/multigpu_check.py fsdp "$out/fsdp" "$out/fsdp/f.{rank}.json" || status=1
 "$bin" show "$out/fsdp/f.0.json" || status=1
 "$bin" merge "$out"/fsdp/f.*.json || status=1
+
+echo "== compiled FSDP2 (issue 24): fsdp.py --compile (each block compiled, then sharded), bare and memprof -f train_step --modules --collectives, each twice on one inductor cache, the second runs compared"
+fc=$out/fsdp-compiled
+mkdir -p "$fc/bare" "$fc/memprof"
+export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
+for i in 1 2; do
+  (cd "$fc/bare" && torchrun --standalone --nproc-per-node 2 "$repo/fixtures/multigpu/fsdp.py" "$fc/bare" --compile >"$fc/bare/run$i.log" 2>&1) || { status=1; tail -5 "$fc/bare/run$i.log"; }
+  (cd "$fc/memprof" && launch -f train_step --modules --collectives -o "f.{rank}.json" --format json \
+    "$repo/fixtures/multigpu/fsdp.py" "$fc/memprof" --compile >"$fc/memprof/run$i.log" 2>&1) || { status=1; tail -5 "$fc/memprof/run$i.log"; }
+done
+unset TORCHINDUCTOR_CACHE_DIR
+python3 scripts/multigpu_check.py fsdp-compiled "$fc/memprof" "$fc/memprof/f.{rank}.json" "$fc/bare" || status=1
+"$bin" show "$fc/memprof/f.0.json" | sed -n '/^Modules/,$p' | head -45
 
 echo "== the peak per rank (issue 24): memprof run with no flags, DDP and FSDP2"
 mkdir -p "$out/peak-ddp" "$out/peak-fsdp"

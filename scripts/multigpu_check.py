@@ -4,16 +4,23 @@ parameter shards and collective bytes. Prints one line per check; exits 1 if any
 
     python3 scripts/multigpu_check.py ddp|fsdp DIR REPORT_PATTERN   # e.g. DIR/f.rank{rank}.json
     python3 scripts/multigpu_check.py ddp-peak|fsdp-peak DIR REPORT_PATTERN
+    python3 scripts/multigpu_check.py fsdp-compiled DIR REPORT_PATTERN BARE_DIR
 
 The -peak kinds check reports of runs with no flags (issue 24): each rank's peak is its own
 device's max_memory_allocated(), its sites sum to it with nothing unseen, DDP's input batch is at
 its line with each rank's own size (rank 1's is 4x), and FSDP2's peak has sites at the lines that
 run forward and backward.
+
+fsdp-compiled checks a run of `fsdp.py --compile` (each block torch.compile'd, then sharded) as
+fsdp, and more: the program's own readings (losses, max_memory_allocated, memory_allocated,
+memory_reserved) identical to those of a bare run on the same warm inductor cache (BARE_DIR's
+truth files), and the compiled blocks' submodules in the compiled modules rows.
 """
 import json
 import sys
 
 kind, directory, pattern = sys.argv[1], sys.argv[2], sys.argv[3]
+bare_directory = sys.argv[4] if kind == "fsdp-compiled" else None
 failed = 0
 
 
@@ -98,6 +105,13 @@ for rank in range(2):
     check("loss.backward(): layers gathered again, every gradient reduce-scattered",
           line(step, "loss.backward()").get("collectives"),
           {"all_gather": 2 * layers, "reduce_scatter": 2 * total})
+    if kind == "fsdp-compiled":
+        bare = load(f"{bare_directory}/truth.rank{rank}.json")
+        for key in ("losses", "max_memory_allocated", "memory_allocated", "memory_reserved"):
+            check(f"the program's {key}, bare on the same warm cache", truth.get(key), bare.get(key))
+        rows = {(e["root"], e["module"], e["phase"]): e for e in report["modules"].get("compiled_modules", [])}
+        check("compiled rows of the blocks' submodules (Block: attn, mlp.0), forward runs",
+              [rows.get(("Block", m, "forward"), {}).get("calls") for m in ("", "attn", "mlp.0")], [8, 8, 8])
 
 print(f"multigpu_check {kind}: {'PASSED' if not failed else f'{failed} FAILED'}")
 sys.exit(1 if failed else 0)

@@ -280,8 +280,7 @@ fn compiled_code_is_attributed_to_the_line_that_called_it_never_to_generated_fil
         assert!(file.ends_with("compiled_model.py"), "{s}");
     }
     assert_eq!(
-        peak["sites"][0]["source"],
-        "out = compiled(x)",
+        peak["sites"][0]["source"], "out = compiled(x)",
         "the compiled call's line first: {got:?}"
     );
     // Reached in the compiled forward, or (on a GPU) in its compiled backward, which autograd's

@@ -369,39 +369,8 @@ fn fsdp2_gathers_and_scatters_what_the_program_computes_and_shards_count_locally
     for rank in 0..2 {
         let truth = read_json(&dir.path().join(format!("truth.rank{rank}.json")));
         let report = read_json(&dir.path().join(format!("f.rank{rank}.json")));
+        assert_fsdp2_collectives(&report, &truth);
         let total = truth["total_unsharded_bytes"].as_i64().unwrap();
-        let mut layers_total = 0;
-        // Each layer's forward gathers its full parameters once per call (2 calls); its
-        // parameters count by the local shard, with the full size beside it.
-        for (name, full) in truth["layer_unsharded_bytes"].as_object().unwrap() {
-            let full = full.as_i64().unwrap();
-            layers_total += full;
-            let row = forward_row(&report, name);
-            assert_eq!(
-                row["collectives"]["all_gather"],
-                2 * full,
-                "{name}: {row:#}"
-            );
-            assert_eq!(
-                row["parameter_bytes"], truth["layer_local_bytes"][name],
-                "{name}"
-            );
-            assert_eq!(row["unsharded_parameter_bytes"], full, "{name}");
-        }
-        let root = forward_row(&report, "");
-        assert_eq!(root["parameter_bytes"], truth["local_parameter_bytes"]);
-        assert_eq!(root["unsharded_parameter_bytes"], total);
-        assert_eq!(root["collectives"]["all_gather"], 2 * total);
-        // Per line, exactly: the forward gathers everything; backward gathers the layers again
-        // (the root keeps its own) and reduce-scatters every gradient.
-        let step = function(&report, "train_step");
-        let fwd = &line(step, "logits = model(tokens)")["collectives"];
-        assert_eq!(fwd, &serde_json::json!({"all_gather": 2 * total}));
-        let bwd = &line(step, "loss.backward()")["collectives"];
-        assert_eq!(
-            bwd,
-            &serde_json::json!({"all_gather": 2 * layers_total, "reduce_scatter": 2 * total})
-        );
         // --tensors: the parameters are the local shards, of the full size.
         let inventory = &report["tensors"][0];
         let params = inventory["categories"]
@@ -415,6 +384,108 @@ fn fsdp2_gathers_and_scatters_what_the_program_computes_and_shards_count_locally
             "{inventory:#}"
         );
         assert_eq!(params["unsharded_bytes"], total);
+    }
+}
+
+/// FSDP2's collectives in a `-f train_step --modules --collectives` report of fsdp.py, against
+/// what the program computed (its truth): each layer's forward gathers its full parameters once
+/// per call (2 calls), its parameters count by the local shard with the full size beside them,
+/// and per line, exactly, the forward gathers everything and backward gathers the layers again
+/// (the root keeps its own) and reduce-scatters every gradient.
+fn assert_fsdp2_collectives(report: &Value, truth: &Value) {
+    let total = truth["total_unsharded_bytes"].as_i64().unwrap();
+    let mut layers_total = 0;
+    for (name, full) in truth["layer_unsharded_bytes"].as_object().unwrap() {
+        let full = full.as_i64().unwrap();
+        layers_total += full;
+        let row = forward_row(report, name);
+        assert_eq!(
+            row["collectives"]["all_gather"],
+            2 * full,
+            "{name}: {row:#}"
+        );
+        assert_eq!(
+            row["parameter_bytes"], truth["layer_local_bytes"][name],
+            "{name}"
+        );
+        assert_eq!(row["unsharded_parameter_bytes"], full, "{name}");
+    }
+    let root = forward_row(report, "");
+    assert_eq!(root["parameter_bytes"], truth["local_parameter_bytes"]);
+    assert_eq!(root["unsharded_parameter_bytes"], total);
+    assert_eq!(root["collectives"]["all_gather"], 2 * total);
+    let step = function(report, "train_step");
+    let fwd = &line(step, "logits = model(tokens)")["collectives"];
+    assert_eq!(fwd, &serde_json::json!({"all_gather": 2 * total}));
+    let bwd = &line(step, "loss.backward()")["collectives"];
+    assert_eq!(
+        bwd,
+        &serde_json::json!({"all_gather": 2 * layers_total, "reduce_scatter": 2 * total})
+    );
+}
+
+#[test]
+fn compiled_fsdp2_blocks_run_as_without_memprof_and_gather_and_scatter_per_block() {
+    // Each block torch.compile'd and then sharded, as torchtitan does: fully_shard's hooks on
+    // the compiled wrappers gather and reduce-scatter outside the graphs. The program's losses
+    // are the same with and without memprof on both ranks; the collectives are the eager run's.
+    let fixture = multigpu_fixture("fsdp.py");
+    let bare_dir = tempfile::tempdir().unwrap();
+    let b = bare_dir.path().to_string_lossy().into_owned();
+    let bare = torchrun_python(2, bare_dir.path(), &[&fixture, &b, "--small", "--compile"]);
+    assert_eq!(bare.code, 0, "{}", bare.stderr);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_string_lossy().into_owned();
+    let r = torchrun(
+        2,
+        dir.path(),
+        &[
+            "-f",
+            "train_step",
+            "--modules",
+            "--collectives",
+            "--format",
+            "json",
+            "-o",
+            "f.json",
+            &fixture,
+            &d,
+            "--small",
+            "--compile",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("when there are global hooks"),
+        "{}",
+        r.stderr
+    );
+    for rank in 0..2 {
+        let truth = read_json(&dir.path().join(format!("truth.rank{rank}.json")));
+        let bare_truth = read_json(&bare_dir.path().join(format!("truth.rank{rank}.json")));
+        assert_eq!(truth["losses"], bare_truth["losses"], "rank {rank}");
+        assert_eq!(truth["losses"].as_array().unwrap().len(), 2);
+        let report = read_json(&dir.path().join(format!("f.rank{rank}.json")));
+        assert_fsdp2_collectives(&report, &truth);
+        assert_eq!(
+            forward_row(&report, "layers.0")["type"],
+            "FSDPOptimizedModule"
+        );
+        // The four blocks run one compiled graph (their parameters are its inputs): its rows
+        // are the Block's submodules, over 4 blocks x 2 steps.
+        let compiled = report["modules"]["compiled_modules"].as_array().unwrap();
+        let row = |module: &str, phase: &str| {
+            compiled
+                .iter()
+                .find(|e| e["root"] == "Block" && e["module"] == module && e["phase"] == phase)
+                .unwrap_or_else(|| panic!("no compiled {phase} row of {module:?}: {compiled:#?}"))
+        };
+        assert_eq!(row("", "forward")["calls"], 8);
+        assert_eq!(row("", "backward")["calls"], 8);
+        assert!(row("", "forward")["saved_bytes"].as_i64().unwrap() > 0);
+        for module in ["norm1", "attn", "norm2", "mlp", "mlp.0", "mlp.2"] {
+            assert_eq!(row(module, "forward")["calls"], 8, "{module}");
+        }
     }
 }
 

@@ -302,22 +302,29 @@ pub fn assert_prints_as_under_python(args: &[&str], flag_sets: &[&[&str]]) {
 /// `torchrun --standalone --nproc-per-node N --no-python memprof --device cpu run <args>`, run in
 /// `cwd`: a real multi-rank job (the fixtures use the gloo backend on the CPU).
 pub fn torchrun(nproc: u32, cwd: &Path, args: &[&str]) -> Run {
-    let bin = memprof_binary();
+    let mut full = torchrun_command(nproc, cwd);
+    full.arg("--no-python")
+        .arg(memprof_binary())
+        .args(["--device", "cpu", "run"])
+        .args(args);
+    finish(full.output().expect("torchrun starts"))
+}
+
+/// `torchrun --standalone --nproc-per-node N script args...`: the same program without memprof,
+/// in the same environment as [`torchrun`]'s.
+pub fn torchrun_python(nproc: u32, cwd: &Path, args: &[&str]) -> Run {
+    let mut full = torchrun_command(nproc, cwd);
+    full.args(args);
+    finish(full.output().expect("torchrun starts"))
+}
+
+fn torchrun_command(nproc: u32, cwd: &Path) -> Command {
     // memprof()'s environment (the venv, the device), lent to torchrun and so to every rank.
     let template = memprof();
-    let torchrun = venv().join("bin").join("torchrun");
-    let mut full = Command::new(torchrun);
-    full.args([
-        "--standalone",
-        "--nproc-per-node",
-        &nproc.to_string(),
-        "--no-python",
-    ])
-    .arg(bin)
-    .args(["--device", "cpu", "run"])
-    .args(args)
-    .current_dir(cwd)
-    .stdin(Stdio::null());
+    let mut full = Command::new(venv().join("bin").join("torchrun"));
+    full.args(["--standalone", "--nproc-per-node", &nproc.to_string()])
+        .current_dir(cwd)
+        .stdin(Stdio::null());
     for (k, v) in template.get_envs() {
         match v {
             Some(v) => full.env(k, v),
@@ -328,7 +335,7 @@ pub fn torchrun(nproc: u32, cwd: &Path, args: &[&str]) -> Run {
     // its default mesh on CUDA. memprof measures the CPU.
     full.env("MEMPROF_TEST_DEVICE", "cpu")
         .env("CUDA_VISIBLE_DEVICES", "");
-    finish(full.output().expect("torchrun starts"))
+    full
 }
 
 /// A memprof command run as rank `rank` of `world` (the launcher's environment, one process).
