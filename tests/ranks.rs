@@ -343,28 +343,22 @@ fn forward_row<'a>(report: &'a Value, module: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no forward row of {module:?}"))
 }
 
+/// `torchrun` of `memprof run -f train_step --modules --collectives FLAGS -o f.json fsdp.py DIR
+/// --small SCRIPT_FLAGS` on two CPU ranks, in `dir`.
+fn fsdp_under_memprof(dir: &Path, flags: &[&str], script_flags: &[&str]) -> Run {
+    let d = dir.to_string_lossy().into_owned();
+    let fixture = multigpu_fixture("fsdp.py");
+    let mut args = vec!["-f", "train_step", "--modules", "--collectives"];
+    args.extend(flags);
+    args.extend(["--format", "json", "-o", "f.json", &fixture, &d, "--small"]);
+    args.extend(script_flags);
+    torchrun(2, dir, &args)
+}
+
 #[test]
 fn fsdp2_gathers_and_scatters_what_the_program_computes_and_shards_count_locally() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_string_lossy().into_owned();
-    let r = torchrun(
-        2,
-        dir.path(),
-        &[
-            "-f",
-            "train_step",
-            "--modules",
-            "--collectives",
-            "--tensors",
-            "--format",
-            "json",
-            "-o",
-            "f.json",
-            &multigpu_fixture("fsdp.py"),
-            &d,
-            "--small",
-        ],
-    );
+    let r = fsdp_under_memprof(dir.path(), &["--tensors"], &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     for rank in 0..2 {
         let truth = read_json(&dir.path().join(format!("truth.rank{rank}.json")));
@@ -435,25 +429,7 @@ fn compiled_fsdp2_blocks_run_as_without_memprof_and_gather_and_scatter_per_block
     let bare = torchrun_python(2, bare_dir.path(), &[&fixture, &b, "--small", "--compile"]);
     assert_eq!(bare.code, 0, "{}", bare.stderr);
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_string_lossy().into_owned();
-    let r = torchrun(
-        2,
-        dir.path(),
-        &[
-            "-f",
-            "train_step",
-            "--modules",
-            "--collectives",
-            "--format",
-            "json",
-            "-o",
-            "f.json",
-            &fixture,
-            &d,
-            "--small",
-            "--compile",
-        ],
-    );
+    let r = fsdp_under_memprof(dir.path(), &[], &["--compile"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         !r.stderr.contains("when there are global hooks"),
