@@ -364,6 +364,25 @@ fn fsdp2_gathers_and_scatters_what_the_program_computes_and_shards_count_locally
         let truth = read_json(&dir.path().join(format!("truth.rank{rank}.json")));
         let report = read_json(&dir.path().join(format!("f.rank{rank}.json")));
         assert_fsdp2_collectives(&report, &truth);
+        // FSDP2 gathers each layer's parameters after the root call began and frees them after
+        // the layer's forward: they are parameters, not saved activations, so each Linear of
+        // the MLP saves its input alone (float32, batch 2 x 16 tokens, 64 and 256 features),
+        // over 2 calls, and every layer saves the same.
+        assert_eq!(
+            forward_row(&report, "layers.1.mlp.0")["saved_bytes"],
+            2 * 2 * 16 * 64 * 4
+        );
+        assert_eq!(
+            forward_row(&report, "layers.1.mlp.2")["saved_bytes"],
+            2 * 2 * 16 * 256 * 4
+        );
+        let layer_saved = forward_row(&report, "layers.0")["saved_bytes"].clone();
+        for layer in 1..4 {
+            assert_eq!(
+                forward_row(&report, &format!("layers.{layer}"))["saved_bytes"],
+                layer_saved
+            );
+        }
         let total = truth["total_unsharded_bytes"].as_i64().unwrap();
         // --tensors: the parameters are the local shards, of the full size.
         let inventory = &report["tensors"][0];
@@ -458,7 +477,17 @@ fn compiled_fsdp2_blocks_run_as_without_memprof_and_gather_and_scatter_per_block
         };
         assert_eq!(row("", "forward")["calls"], 8);
         assert_eq!(row("", "backward")["calls"], 8);
-        assert!(row("", "forward")["saved_bytes"].as_i64().unwrap() > 0);
+        // What the compiled graph saved over its 8 runs (AOTAutograd's saved results) is what
+        // the saved-tensors hook saw the four sharded blocks save over their 2 calls each.
+        let blocks_saved: i64 = (0..4)
+            .map(|layer| {
+                forward_row(&report, &format!("layers.{layer}"))["saved_bytes"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .sum();
+        assert!(blocks_saved > 0);
+        assert_eq!(row("", "forward")["saved_bytes"], blocks_saved);
         for module in ["norm1", "attn", "norm2", "mlp", "mlp.0", "mlp.2"] {
             assert_eq!(row(module, "forward")["calls"], 8, "{module}");
         }

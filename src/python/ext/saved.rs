@@ -6,12 +6,14 @@
 //! and buffers, which are not activations), each call reads the pass's running total when it starts
 //! and ends (`pass_bytes`, from module_calls.rs: a call's saved bytes include its children's),
 //! and the root's end ends it (`end_pass`). A storage counts once per pass, on the measured
-//! device only.
+//! device only; an `nn.Parameter` never counts, nor takes a place in that set (FSDP2 swaps in
+//! gathered parameters after the root call began, and frees them after each layer's forward, so
+//! their storages' addresses are reused by later activations).
 use crate::capture::int_hash::IntSet;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 use std::cell::RefCell;
 use std::os::raw::c_int;
 
@@ -28,6 +30,8 @@ extern "C" {
 struct Pass {
     /// -1: the CPU; else the CUDA device measured.
     device_index: c_int,
+    /// `torch.nn.Parameter`: a saved tensor of this type is a parameter, not an activation.
+    parameter: Option<Py<PyType>>,
     /// The root's parameters and buffers, and what the pass has counted already.
     skip: IntSet<usize>,
     bytes: u64,
@@ -38,10 +42,15 @@ thread_local! {
 }
 
 /// A root module call starts a forward pass on this thread. `modules` are the root's modules:
-/// their parameters and buffers are state, not saved activations.
+/// their parameters and buffers are state, not saved activations, as is any saved tensor of
+/// type `parameter` (`torch.nn.Parameter`, or a subclass).
 #[pyfunction]
-#[pyo3(signature = (modules, device_index=None))]
-fn saved_begin(modules: &Bound<'_, PyList>, device_index: Option<c_int>) {
+#[pyo3(signature = (modules, device_index=None, parameter=None))]
+fn saved_begin(
+    modules: &Bound<'_, PyList>,
+    device_index: Option<c_int>,
+    parameter: Option<Bound<'_, PyType>>,
+) {
     let device_index = device_index.unwrap_or(-1);
     let mut skip = IntSet::default();
     for module in modules.iter() {
@@ -69,6 +78,7 @@ fn saved_begin(modules: &Bound<'_, PyList>, device_index: Option<c_int>) {
     PASS.with(|p| {
         *p.borrow_mut() = Some(Pass {
             device_index,
+            parameter: parameter.map(Bound::unbind),
             skip,
             bytes: 0,
         })
@@ -136,15 +146,42 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         return PyTuple::new(py, [t.clone(), v]);
     }
     if found == 1 {
-        PASS.with(|p| {
-            if let Some(p) = p.borrow_mut().as_mut() {
-                if p.skip.insert(ptr) {
-                    p.bytes += nbytes;
-                }
+        // A storage the pass skips or has counted needs no more; else the type check, outside
+        // the borrow (it reads an attribute of the tensor).
+        let parameter = PASS.with(|p| match p.borrow().as_ref() {
+            Some(p) if !p.skip.contains(&ptr) => {
+                Some(p.parameter.as_ref().map(|t| t.clone_ref(py)))
             }
+            _ => None,
         });
+        if let Some(parameter) = parameter {
+            if !is_parameter(t, parameter)? {
+                PASS.with(|p| {
+                    if let Some(p) = p.borrow_mut().as_mut() {
+                        if p.skip.insert(ptr) {
+                            p.bytes += nbytes;
+                        }
+                    }
+                });
+            }
+        }
     }
     PyTuple::new(py, [t.clone(), version.into_pyobject(py)?.into_any()])
+}
+
+/// Whether a saved tensor is a parameter (of type `parameter`) or a view of one (autograd saves
+/// `weight.t()` for a linear layer): FSDP2's gathered parameters are not among the storages the
+/// pass skips from its start. A type check, not isinstance, whose metaclass would run Python.
+fn is_parameter(t: &Bound<'_, PyAny>, parameter: Option<Py<PyType>>) -> PyResult<bool> {
+    let Some(parameter) = parameter else {
+        return Ok(false);
+    };
+    let parameter = parameter.bind(t.py());
+    if t.get_type().is_subclass(parameter)? {
+        return Ok(true);
+    }
+    let base = t.getattr(intern!(t.py(), "_base"))?;
+    Ok(!base.is_none() && base.get_type().is_subclass(parameter)?)
 }
 
 /// The unpack hook: the saved tensor, or the error autograd raises when it was modified in place

@@ -262,7 +262,7 @@ class Tracker:
         scope = _memprof.scope_open()
         if self.device_type == "cuda":
             self.device_index = _memprof.measured_device()
-        _memprof.saved_begin(pass_.state, self.device_index)
+        _memprof.saved_begin(pass_.state, self.device_index, torch.nn.Parameter)
         self.local.pass_ = pass_
         entry, keep = self._site(pass_.root, module, -1)
         return _memprof.module_enter_root(pass_.root, module, args, scope, entry, keep,

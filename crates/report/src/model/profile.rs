@@ -274,8 +274,9 @@ the backward pass when no input needs a gradient). delta_bytes is the net change
 allocated_bytes.all.current, summed over calls; peak_bytes is the highest allocated_bytes.all.peak \
 during any call and peak_increase_bytes the largest rise above a call's starting allocated bytes; \
 saved_bytes is the bytes of the storages that autograd saved for backward during the call (through a \
-saved-tensors hook), not counting parameters and buffers of the model or storages already saved \
-earlier in the same forward pass, summed over calls. A module's numbers include its submodules'. \
+saved-tensors hook), not counting parameters and buffers of the model (nor any nn.Parameter or \
+view of one, such as FSDP2's gathered parameters) or storages already saved earlier in the same \
+forward pass, summed over calls. A module's numbers include its submodules'. \
 parameter_bytes is the module's parameters, submodules included, on the profiled device, as the module \
 holds them when the run ends (at its first call if it is gone by then); a sharded DTensor parameter \
 (FSDP2's fully_shard) counts by its local shard, and unsharded_parameter_bytes gives the full size.";
