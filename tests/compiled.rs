@@ -200,6 +200,10 @@ fn lines_moved_by_an_edit_or_a_checkout_elsewhere_are_found_though_inductors_cac
 /// Linear and a ReLU, 2 steps), in a fresh inductor cache and then from it: the rows of the
 /// compiled submodules.
 fn compiled_modules(cache: &std::path::Path) -> (Vec<Value>, Value) {
+    compiled_modules_of(cache, &root().join("fixtures").join("compiled_lines.py"))
+}
+
+fn compiled_modules_of(cache: &std::path::Path, script: &std::path::Path) -> (Vec<Value>, Value) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
     let r = finish(
@@ -208,7 +212,7 @@ fn compiled_modules(cache: &std::path::Path) -> (Vec<Value>, Value) {
             .args(["--device", device_flag(), "run", "--modules"])
             .args(["--suggest-checkpoints", "1", "-o"])
             .arg(&out)
-            .arg(root().join("fixtures").join("compiled_lines.py"))
+            .arg(script)
             .arg("--module")
             .output()
             .expect("memprof starts"),
@@ -358,4 +362,38 @@ fn modules_of_a_compiled_model_are_its_submodules_with_the_bytes_aotautograd_sav
         "{}",
         table.stdout
     );
+}
+
+#[test]
+fn a_compiled_models_rows_are_the_same_from_a_cache_another_checkout_wrote() {
+    // Inductor's cache key holds no file paths: a copy of the fixture in another folder, its
+    // lines moved by one, fills the entries that the fixture then reads, with that copy's stack
+    // traces in their line maps (which name the kernels' modules where inductor wrote no source
+    // nodes, as for the CPU's C++ kernels). The rows must be those of the fixture's own compile.
+    let fresh = tempfile::tempdir().unwrap();
+    let (own, own_plan) = compiled_modules(&fresh.path().join("cache"));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("compiled_lines.py");
+    let text = std::fs::read_to_string(root().join("fixtures").join("compiled_lines.py")).unwrap();
+    std::fs::write(&copy, format!("# a checkout elsewhere\n{text}")).unwrap();
+    let shared = elsewhere.path().join("cache");
+    compiled_modules_of(&shared, &copy);
+    let (rows, plan) = compiled_modules(&shared);
+    if device_flag() == "cpu" {
+        assert_eq!(rows, own, "from another checkout's cache entries");
+    }
+    let names = |rows: &[Value]| -> Vec<(Value, Value, Value, Value)> {
+        rows.iter()
+            .map(|r| {
+                (
+                    r["module"].clone(),
+                    r["phase"].clone(),
+                    r["calls"].clone(),
+                    r["saved_bytes"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(names(&rows), names(&own));
+    assert_eq!(plan, own_plan);
 }

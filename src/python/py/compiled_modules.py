@@ -22,6 +22,8 @@ _ALLOC = re.compile(r"(empty_strided\w*|alloc_from_pool|torch\.empty\w*)\(")
 _REUSE = re.compile(r"(buf\d+)\s*;\s*del\s+buf\d+\s*#\s*reuse")
 _LOCAL = re.compile(r"L\['([^']+)'\]")
 _PARAMETER = re.compile(r"_(parameters|buffers)_")
+# `File "/path/model.py", line 42, ` in a stack trace's frame lines.
+_TRACE_PLACE = re.compile(r'File "[^"]*", line \d+, ')
 # Statements that neither allocate nor run a kernel of their own.
 _QUIET = ("del ", "assert_", "args.clear", "stream", "with ", "return", "pass", "torch.cuda.set_device")
 
@@ -46,7 +48,7 @@ class _Graph:
         self.types = {"": None}
         self.depths = {"": 0}
         self.order = []  # module paths in forward order
-        self.traces = {}  # stack trace text -> module paths of its nodes
+        self.traces = {}  # _trace_key(stack trace) -> module paths of its nodes
         self.placeholders = []  # (is a parameter or buffer, module of its first user)
         self.input_bytes = {}
         self.saved_slice = None
@@ -67,7 +69,7 @@ class _Graph:
                 if trace:
                     if self.function is None:
                         self.function = _outermost_function(trace)
-                    paths = self.traces.setdefault(trace, [])
+                    paths = self.traces.setdefault(_trace_key(trace), [])
                     if path not in paths:
                         paths.append(path)
         for node in gm.graph.nodes:
@@ -332,7 +334,7 @@ def on_load(path, module, starts, traces):
     for first, kernel, names_ in regions:
         found = [names.get(n) for n in names_]
         found = [p for p in found if p is not None]
-        modules.append(_common(found) if found else graph.traces.get(trace_at(kernel)))
+        modules.append(_common(found) if found else graph.traces.get(_trace_key(trace_at(kernel))))
     _fill_unresolved(modules)
     tags = []
     defined = {}
@@ -444,6 +446,13 @@ def _items(text):
     if "".join(current).strip():
         items.append("".join(current).strip())
     return items
+
+
+def _trace_key(trace):
+    """A stack trace without its files and line numbers: the trace a warm cache's line map holds
+    is the one of the compile that wrote the entry, from another checkout or before an edit
+    that moved the lines; its functions and source lines still match this process's nodes."""
+    return _TRACE_PLACE.sub("", trace) if trace else trace
 
 
 def _trace_lookup(starts, traces):
