@@ -100,9 +100,9 @@ def check(variant):
             ok &= same
             log.append(f"{name}: memprof {' '.join(mode) or '(no flags)'}, warm vs bare warm: {verdict}")
         if interleave:
-            seen = sorted({json.dumps(r, sort_keys=True) for r in bare_runs})
+            distinct = [r for i, r in enumerate(bare_runs) if r not in bare_runs[:i]]
             log.append(f"{name}: the bare program's own warm readings, {len(bare_runs)} runs: "
-                       + "; ".join(f"{json.loads(r)['memory_reserved']} B reserved x{bare_runs.count(json.loads(r))}" for r in seen))
+                       + "; ".join(f"{r['memory_reserved']} B reserved x{bare_runs.count(r)}" for r in distinct))
         else:
             # The bare program once more: had its own readings moved, a difference above would not be memprof's.
             again, err = readings(py, warm)

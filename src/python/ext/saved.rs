@@ -31,7 +31,7 @@ struct Pass {
     /// -1: the CPU; else the CUDA device measured.
     device_index: c_int,
     /// `torch.nn.Parameter`: a saved tensor of this type is a parameter, not an activation.
-    parameter: Option<Py<PyType>>,
+    parameter: Py<PyType>,
     /// The root's parameters and buffers, and what the pass has counted already.
     skip: IntSet<usize>,
     bytes: u64,
@@ -45,11 +45,11 @@ thread_local! {
 /// their parameters and buffers are state, not saved activations, as is any saved tensor of
 /// type `parameter` (`torch.nn.Parameter`, or a subclass).
 #[pyfunction]
-#[pyo3(signature = (modules, device_index=None, parameter=None))]
+#[pyo3(signature = (modules, device_index, parameter))]
 fn saved_begin(
     modules: &Bound<'_, PyList>,
     device_index: Option<c_int>,
-    parameter: Option<Bound<'_, PyType>>,
+    parameter: Bound<'_, PyType>,
 ) {
     let device_index = device_index.unwrap_or(-1);
     let mut skip = IntSet::default();
@@ -78,7 +78,7 @@ fn saved_begin(
     PASS.with(|p| {
         *p.borrow_mut() = Some(Pass {
             device_index,
-            parameter: parameter.map(Bound::unbind),
+            parameter: parameter.unbind(),
             skip,
             bytes: 0,
         })
@@ -149,13 +149,11 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         // A storage the pass skips or has counted needs no more; else the type check, outside
         // the borrow (it reads an attribute of the tensor).
         let parameter = PASS.with(|p| match p.borrow().as_ref() {
-            Some(p) if !p.skip.contains(&ptr) => {
-                Some(p.parameter.as_ref().map(|t| t.clone_ref(py)))
-            }
+            Some(p) if !p.skip.contains(&ptr) => Some(p.parameter.clone_ref(py)),
             _ => None,
         });
         if let Some(parameter) = parameter {
-            if !is_parameter(t, parameter)? {
+            if !is_parameter(t, parameter.bind(py))? {
                 PASS.with(|p| {
                     if let Some(p) = p.borrow_mut().as_mut() {
                         if p.skip.insert(ptr) {
@@ -172,11 +170,7 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
 /// Whether a saved tensor is a parameter (of type `parameter`) or a view of one (autograd saves
 /// `weight.t()` for a linear layer): FSDP2's gathered parameters are not among the storages the
 /// pass skips from its start. A type check, not isinstance, whose metaclass would run Python.
-fn is_parameter(t: &Bound<'_, PyAny>, parameter: Option<Py<PyType>>) -> PyResult<bool> {
-    let Some(parameter) = parameter else {
-        return Ok(false);
-    };
-    let parameter = parameter.bind(t.py());
+fn is_parameter(t: &Bound<'_, PyAny>, parameter: &Bound<'_, PyType>) -> PyResult<bool> {
     if t.get_type().is_subclass(parameter)? {
         return Ok(true);
     }
