@@ -1,27 +1,26 @@
-//! Build script: compiles the C++ shim against the libtorch that tch links (LIBTORCH_USE_PYTORCH=1),
-//! and writes the link arguments that make the binary load that libtorch and the intended libpython
+//! Build script: compiles the C++ shim against the libtorch that memprof links (tch's, or the
+//! build Python's: build/libtorch.rs), and writes the link arguments that make the binary load that libtorch and the intended libpython
 //! (build/libpython.rs decides how CPython is linked).
-use std::path::PathBuf;
 
 #[path = "build/libpython.rs"]
 mod libpython;
+#[path = "build/libtorch.rs"]
+mod libtorch;
 
 fn main() {
-    // torch-sys exports the libtorch lib dir only to crates that depend on it directly.
-    let lib = PathBuf::from(std::env::var("DEP_TCH_LIBTORCH_LIB").expect(
-        "torch-sys did not export DEP_TCH_LIBTORCH_LIB; build with LIBTORCH_USE_PYTORCH=1",
-    ));
+    let lib = libtorch::lib_dir();
     let include = lib
         .parent()
         .expect("libtorch lib dir has a parent")
         .join("include");
+    let std = libtorch::cxx_standard(&include);
     cc::Build::new()
         .cpp(true)
         .pic(true)
         .warnings(false)
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
-        .flag("-std=c++17")
+        .flag(std)
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         // libtorch's release build defines NDEBUG, and its headers change with it: without it
         // the shim saw fields that libtorch's objects do not have (RecordFunction's
@@ -42,7 +41,7 @@ fn main() {
         .warnings(false)
         .include("src/torch/cpp/cuda_decls")
         .include(&include)
-        .flag("-std=c++17")
+        .flag(std)
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .define("NDEBUG", None)
         .flag("-O2")

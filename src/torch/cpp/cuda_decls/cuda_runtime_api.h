@@ -34,7 +34,25 @@ enum cudaMemcpyKind {
   cudaMemcpyDefault = 4
 };
 
+// Named by torch 2.14+'s c10/cuda/CUDAGraphsC10Utils.h (CUDA 13's capture info, graph user objects).
+typedef struct CUgraphNode_st* cudaGraphNode_t;
+typedef struct CUuserObject_st* cudaUserObject_t;
+typedef void (*cudaHostFn_t)(void* userData);
+struct cudaGraphEdgeData_st;
+typedef struct cudaGraphEdgeData_st cudaGraphEdgeData;
+enum cudaUserObjectFlags { cudaUserObjectNoDestructorSync = 1 };
+enum cudaUserObjectRetainFlags { cudaGraphUserObjectMove = 1 };
+
 extern "C" {
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* status,
+                                     unsigned long long* id, cudaGraph_t* graph,
+                                     const cudaGraphNode_t** dependencies,
+                                     const cudaGraphEdgeData** edge_data, size_t* count);
+cudaError_t cudaUserObjectCreate(cudaUserObject_t* object, void* ptr, cudaHostFn_t destroy,
+                                 unsigned int initial_refcount, unsigned int flags);
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object,
+                                      unsigned int count, unsigned int flags);
+cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count);
 cudaError_t cudaGetLastError(void);
 const char* cudaGetErrorString(cudaError_t error);
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* status);
