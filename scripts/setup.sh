@@ -1,20 +1,42 @@
 #!/usr/bin/env bash
 # Sets up everything memprof needs to build and run here, idempotently:
-#   - .venv: a virtualenv with torch==2.11.0 from PyPI (the version tch 0.24 binds to) and numpy
+#   - .venv: a virtualenv of the newest stack, Python 3.13 with torch==2.15.0 from PyPI, and numpy
 #     (without it every `import torch` warns "Failed to initialize NumPy");
-#   - the memprof binary, built against that venv's libtorch (LIBTORCH_USE_PYTORCH=1).
+#   - the memprof binary, built against that venv's libtorch (build/libtorch.rs: no tch release
+#     binds torch 2.15, so memprof links it itself; docs/install.md).
 # Usage: scripts/setup.sh [debug|release]   (default: release)
+#   PYTHON=python3.X and MEMPROF_TORCH=2.X.Y choose another stack (.venv is remade for it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=${1:-release}
-python=${PYTHON:-python3}
+torch=${MEMPROF_TORCH:-2.15.0}
+minor=3.13
+if [ -n "${PYTHON:-}" ]; then
+  python=$PYTHON
+else
+  # Python 3.13: on PATH, else pyenv's; else the default python3, with a word.
+  python=""
+  for p in python$minor "$HOME"/.pyenv/versions/$minor.*/bin/python$minor; do
+    if "$p" -c 'import sys' 2>/dev/null; then python=$p; break; fi
+  done
+  if [ -z "$python" ]; then
+    python=python3
+    echo "setup: no Python $minor found; using $(python3 --version) (set PYTHON to choose)" >&2
+  fi
+fi
+want=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if [ -x .venv/bin/python ] &&
+  [ "$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" != "$want" ]; then
+  echo "setup: .venv has another Python than $want; making it anew" >&2
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $("$python" --version)" >&2
   "$python" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.11.0")' 2>/dev/null; then
-  echo "setup: installing torch==2.11.0 into .venv (about 5 GB with its CUDA libraries)" >&2
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.11.0
+if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch')" 2>/dev/null; then
+  echo "setup: installing torch==$torch into .venv (about 5 GB with its CUDA libraries)" >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==$torch"
 fi
 if ! .venv/bin/python -c 'import numpy' 2>/dev/null; then
   echo "setup: installing numpy into .venv" >&2
@@ -31,8 +53,12 @@ fi
 # the native core that cargo builds (target/*/libmemprof.so, found by src/wheel/memprof/_core.py).
 .venv/bin/python scripts/dev_install.py
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1
+# tch where the manifest's tch release binds this torch (2.11); other releases: build-wheel.sh.
+features=()
+manifest_tch=$(grep -Po '^tch = \{ version = "\K[^"]+' Cargo.toml)
+[ "$(scripts/tch-for-torch.sh "$torch")" = "$manifest_tch" ] && features=(--features tch)
 if [ "$profile" = release ]; then
-  cargo build --release --locked
+  cargo build --release --locked "${features[@]}"
 else
-  cargo build --locked
+  cargo build --locked "${features[@]}"
 fi

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks an installed memprof wheel: run through the venv's `memprof` command, with no Rust, no
-LD_LIBRARY_PATH and no VIRTUAL_ENV, it profiles a fixture with exact bytes, leaves the script's
-environment as `python` would, and stops with one clear message (exit 2) where torch is missing.
+LD_LIBRARY_PATH and no VIRTUAL_ENV, it profiles a fixture with exact bytes, names the peak's
+sites by file and line (a fixture's exactly, the GPT-2 example's summing to its peak), leaves
+the script's environment as `python` would, and stops with one clear message (exit 2) where
+torch is missing.
 
     scripts/wheel_check.py VENV [VENV_WITHOUT_TORCH]
 """
@@ -57,6 +59,8 @@ def main():
               step["peak_allocated_bytes"])
         check(report["metadata"]["torch_version"].startswith(report_torch(python)),
               "the venv's torch", report["metadata"]["torch_version"])
+
+    check_peak_sites(memprof)
 
     for ld in (None, "/nonexistent/lib"):
         extra = {} if ld is None else {"LD_LIBRARY_PATH": ld}
@@ -141,6 +145,41 @@ def main():
 
     print("wheel-check: %s" % ("PASSED" if not failures else "FAILED: " + ", ".join(failures)))
     return 1 if failures else 0
+
+
+def check_peak_sites(memprof):
+    """With no flags: the peak of fixtures/peak_sites.py by its known lines, to the byte (as
+    tests/peak.rs), and the small GPT-2 example's sites by file and line, summing to its peak."""
+    out = Path("/tmp/memprof-wheel-peak.json")
+    r = run([str(memprof), "run", "-o", str(out), "peak_sites.py"])
+    check(r.returncode == 0, "memprof run peak_sites.py (exit 0)", r.stderr[-2000:])
+    if r.returncode == 0:
+        peak = json.loads(out.read_text())["peak"]
+        got = [(s["file"].rsplit("/", 1)[-1], s["line"], s["function"], s["bytes"], s["blocks"])
+               for s in peak["sites"]]
+        want = [("peak_sites.py", 35, "<module>", 4 * MiB, 1),
+                ("peak_sites.py", 29, "worker", 3 * MiB, 1),
+                ("peak_sites.py", 15, "<module>", 2 * MiB, 1),
+                ("peak_helper.py", 11, "make", MiB, 1),
+                ("peak_sites.py", 21, "chunks", MiB, 2)]
+        check(got == want and peak["allocated_bytes"] == 11 * MiB,
+              "the peak's sites by file and line, exact bytes (peak_sites.py: 11 MiB)",
+              "" if got == want else got)
+    r = run([str(memprof), "run", "-o", str(out), str(ROOT / "examples" / "gpt2_train.py"),
+             "--layers", "2", "--embd", "128", "--heads", "4", "--batch", "4", "--seq", "128",
+             "--vocab", "4096", "--steps", "2"])
+    check(r.returncode == 0, "memprof run examples/gpt2_train.py (small, exit 0)", r.stderr[-2000:])
+    if r.returncode == 0:
+        peak = json.loads(out.read_text())["peak"]
+        sites = peak["sites"]
+        named = [s for s in sites if s["file"] and s["line"] > 0]
+        ours = [s for s in named if s["file"].endswith(("gpt2_train.py", "gpt2_model.py"))]
+        check(bool(ours) and len(named) == len(sites)
+              and sum(s["bytes"] for s in sites) == peak["allocated_bytes"],
+              "GPT-2's peak by file and line, the sites summing to the peak",
+              "%d sites, %d named, %d in the example; %d B of %d B" % (
+                  len(sites), len(named), len(ours), sum(s["bytes"] for s in sites),
+                  peak["allocated_bytes"]))
 
 
 def report_torch(python):

@@ -4,6 +4,16 @@
 //! it: `memprof run`, which embeds CPython (`cli_main`, the `memprof-embedded` binary that the
 //! `memprof` command hands `run` to), and the `memprof._native` Python extension, loaded into
 //! an interpreter that is already running (`inprocess`).
+// The allocator's hook reads the allocating thread's frames while other threads run Python; with
+// the GIL that is safe, since each thread's frames change only on that thread and code objects
+// stay alive while they run. Free-threaded CPython gives neither guarantee (and thread-local
+// bytecode moves the instructions), so memprof refuses it instead of reading frames wrongly.
+#[cfg(Py_GIL_DISABLED)]
+compile_error!(
+    "memprof does not support free-threaded CPython (3.13t, 3.14t): it reads Python frames from \
+     libtorch's allocator, which needs the GIL's guarantees; build with the default (GIL) CPython"
+);
+
 mod capture;
 mod commands;
 mod inprocess;

@@ -280,9 +280,13 @@ def _note_aot(args, kwargs):
     graph = getattr(_local, "graph", None)
     if graph is None:
         return
-    meta = kwargs.get("fw_metadata")
+    spec = args[0] if len(args) == 1 and hasattr(args[0], "fw_metadata") else None
+    if spec is not None:  # torch 2.14+: one AOTDispatchAutogradCompileSpec
+        meta, lazy = spec.fw_metadata, spec.lazy_backward_info
+    else:  # torch 2.9 to 2.13: keyword arguments, the lazy info eighth
+        meta = kwargs.get("fw_metadata")
+        lazy = kwargs.get("lazy_backward_info", args[7] if len(args) > 7 else None)
     graph.saved_slice = getattr(meta, "tensors_saved_for_backwards_slice", None)
-    lazy = kwargs.get("lazy_backward_info", args[7] if len(args) > 7 else None)
     bw_module = getattr(lazy, "bw_module", None)
     if bw_module is not None:
         _lazy[id(bw_module)] = (graph, weakref.ref(bw_module))
@@ -290,7 +294,8 @@ def _note_aot(args, kwargs):
 
 def _graph_loading():
     """The graph whose code inductor is loading: the one compiling now, or the one whose
-    backward compiles at its first use (its `_backward_impl` frame holds the FX graph)."""
+    backward compiles at its first use (the frame that compiles it holds the FX graph as
+    `bw_module`: `_backward_impl` through torch 2.13, the lazy compiler's `get_or_compile` since)."""
     graph = getattr(_local, "graph", None)
     if graph is not None:
         return graph
@@ -298,7 +303,8 @@ def _graph_loading():
     for _ in range(40):
         if frame is None:
             break
-        bw_module = frame.f_locals.get("bw_module") if frame.f_code.co_name == "_backward_impl" else None
+        compiling = frame.f_code.co_name in ("_backward_impl", "get_or_compile")
+        bw_module = frame.f_locals.get("bw_module") if compiling else None
         if bw_module is not None:
             found = _lazy.get(id(bw_module))
             if found is not None and found[1]() is bw_module:

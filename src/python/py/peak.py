@@ -68,7 +68,7 @@ def install(script_path):
     if not readable:
         _memprof.warn(
             "memprof cannot read this Python's frames natively: the peak's sites are unknown "
-            f"(Python {sys.version.split()[0]}; supported: 3.11, 3.12)"
+            f"(Python {sys.version.split()[0]}; supported: 3.11, 3.12, 3.13, 3.14)"
         )
         return
     import _memprof_imports

@@ -1,48 +1,158 @@
 //! Reading the interpreter's frame chain without the GIL and without calling Python: where
-//! CPython 3.11 and 3.12 keep a thread's innermost frame, each frame's code object, caller and
-//! last instruction, and a code object's file name, qualified name and bytecode
-//! (Include/internal/pycore_frame.h, Include/cpython/pystate.h, Include/cpython/code.h). The
-//! layout is checked against the public frame API once, with the GIL, before any allocation
-//! relies on it (`matches_public_api`). What it reads stays valid while it reads: a thread's
-//! frames change only on that thread, which is inside the allocator, and the code objects of
-//! running frames are alive.
+//! CPython keeps a thread's innermost frame, each frame's code object, caller and current
+//! instruction, and a code object's file name, qualified name and bytecode. 3.11 and 3.12: fixed
+//! offsets (Include/internal/pycore_frame.h, Include/cpython/pystate.h, Include/cpython/code.h).
+//! 3.13 and newer: the offsets the interpreter itself publishes for debuggers, `_Py_DebugOffsets`
+//! at the start of `_PyRuntime` (what py-spy and austin read), so that a new minor version is a
+//! row of `DEBUG_OFFSETS_POSITIONS`, not code. The layout is checked against the public frame API
+//! once, with the GIL, before any allocation relies on it (`matches_public_api`). What it reads
+//! stays valid while it reads: a thread's frames change only on that thread, which is inside the
+//! allocator, and the code objects of running frames are alive.
 use pyo3::ffi;
 use std::os::raw::c_int;
+use std::sync::OnceLock;
 
-/// The versions whose layout this file knows: on any other the frames are never read (every
-/// site is unknown, and the bootstrap says so).
-const KNOWN_LAYOUT: bool = cfg!(all(Py_3_11, not(Py_3_13)));
+/// Where the fields memprof reads are, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    /// `PyThreadState.cframe` (3.11, 3.12) or `PyThreadState.current_frame` (3.13+).
+    thread_frame: usize,
+    /// `_PyCFrame.current_frame`, where the thread state points at a `_PyCFrame` (3.11, 3.12).
+    cframe_current: Option<usize>,
+    /// `_PyInterpreterFrame`'s code (`f_code`, `f_executable`), caller and instruction
+    /// (`prev_instr` through 3.12, `instr_ptr` since 3.13: the same instruction either way, the
+    /// one executing), and its owner byte (3.12+).
+    frame_code: usize,
+    frame_previous: usize,
+    frame_instr: usize,
+    frame_owner: Option<usize>,
+    /// The low bits of `f_executable` that tag a `_PyStackRef` (3.14) rather than address it.
+    code_tag_mask: usize,
+    /// `PyCodeObject.co_filename`, `co_qualname`, `co_firstlineno` and `co_code_adaptive`.
+    code_filename: usize,
+    code_qualname: usize,
+    code_firstlineno: usize,
+    code_start: usize,
+}
 
-/// `PyThreadState.cframe` (both versions: three pointers, then 3.11's seven ints or 3.12's
-/// status word and six ints).
-const THREAD_CFRAME: usize = 56;
-/// `_PyCFrame.current_frame`: after 3.11's `use_tracing` byte (padded), first in 3.12.
-#[cfg(not(Py_3_12))]
-const CFRAME_CURRENT: usize = 8;
-#[cfg(Py_3_12)]
-const CFRAME_CURRENT: usize = 0;
-/// `_PyInterpreterFrame`: f_code, previous, prev_instr and owner.
-#[cfg(not(Py_3_12))]
-const FRAME_CODE: usize = 32;
-#[cfg(Py_3_12)]
-const FRAME_CODE: usize = 0;
-#[cfg(not(Py_3_12))]
-const FRAME_PREVIOUS: usize = 48;
-#[cfg(Py_3_12)]
-const FRAME_PREVIOUS: usize = 8;
-const FRAME_PREV_INSTR: usize = 56;
-#[cfg(Py_3_12)]
-const FRAME_OWNER: usize = 70;
-/// 3.12's FRAME_OWNED_BY_CSTACK: the entry shim of a C-to-Python call, no code of its own.
-#[cfg(Py_3_12)]
-const OWNED_BY_CSTACK: u8 = 3;
-/// `PyCodeObject.co_filename`, `co_qualname` and `co_firstlineno`.
-const CODE_FILENAME: usize = 112;
-const CODE_QUALNAME: usize = 128;
-#[cfg(not(Py_3_12))]
-const CODE_FIRSTLINENO: usize = 72;
-#[cfg(Py_3_12)]
-const CODE_FIRSTLINENO: usize = 68;
+/// Frame owners from this value up run no code of their own: 3.12 and 3.13's
+/// FRAME_OWNED_BY_CSTACK (3), 3.14's FRAME_OWNED_BY_INTERPRETER (3) and _CSTACK (4).
+const FIRST_SHIM_OWNER: u8 = 3;
+
+/// The fixed layout of 3.11 and 3.12 (None elsewhere).
+fn fixed_layout() -> Option<Layout> {
+    if cfg!(not(Py_3_11)) || cfg!(Py_3_13) {
+        return None;
+    }
+    let v312 = cfg!(Py_3_12);
+    Some(Layout {
+        // Both versions: three pointers, then 3.11's seven ints or 3.12's status word and six ints.
+        thread_frame: 56,
+        // After 3.11's `use_tracing` byte (padded), first in 3.12.
+        cframe_current: Some(if v312 { 0 } else { 8 }),
+        frame_code: if v312 { 0 } else { 32 },
+        frame_previous: if v312 { 8 } else { 48 },
+        frame_instr: 56,
+        frame_owner: v312.then_some(70),
+        code_tag_mask: 0,
+        code_filename: 112,
+        code_qualname: 128,
+        code_firstlineno: if v312 { 68 } else { 72 },
+        // SAFETY: reading a static type object's size field; `PyCode_Type.tp_basicsize` is
+        // `offsetof(PyCodeObject, co_code_adaptive)`.
+        code_start: unsafe { (*std::ptr::addr_of!(ffi::PyCode_Type)).tp_basicsize as usize },
+    })
+}
+
+/// Where, inside `_Py_DebugOffsets`, each minor version keeps the sections memprof reads (bytes
+/// from its start): (minor, thread_state, interpreter_frame, code_object). Each section is a
+/// run of u64 offsets beginning with the struct's size; their order within a section has not
+/// changed since 3.13, but sections grew (3.14's interpreter state gained threads_main,
+/// code_object_generation and tlbc_generation; its frame stackpointer and tlbc_index).
+/// Include/internal/pycore_runtime.h (3.13), Include/internal/pycore_debug_offsets.h (3.14).
+const DEBUG_OFFSETS_POSITIONS: &[(u8, usize, usize, usize)] = &[
+    // cookie, version, free_threaded (24 B); runtime_state (3 x 8); interpreter_state (13 x 8);
+    // thread_state (9 x 8); interpreter_frame (6 x 8).
+    (13, 152, 224, 272),
+    // interpreter_state 16 x 8; interpreter_frame 8 x 8.
+    (14, 176, 248, 312),
+];
+
+#[cfg(Py_3_13)]
+extern "C" {
+    /// The runtime's state; `_Py_DebugOffsets` is its first field, "for out-of-process
+    /// debuggers".
+    static _PyRuntime: u8;
+}
+
+/// The layout published in `_PyRuntime.debug_offsets` (3.13+), checked for its cookie, this
+/// Python's version and a build with the GIL.
+#[cfg(Py_3_13)]
+fn published_layout() -> Option<Layout> {
+    let minor = pyo3_minor();
+    let &(_, thread, frame, code) = DEBUG_OFFSETS_POSITIONS.iter().find(|(m, ..)| *m == minor)?;
+    // SAFETY: `_PyRuntime` is the interpreter's static state, whose first field is the
+    // `_Py_DebugOffsets` block: read-only data, at least as long as the positions above.
+    unsafe {
+        let base = std::ptr::addr_of!(_PyRuntime) as usize;
+        let cookie: [u8; 8] = read(base, 0);
+        let version: u64 = read(base, 8);
+        let free_threaded: u64 = read(base, 16);
+        let at = |section: usize, field: usize| read::<u64>(base, section + 8 * field) as usize;
+        if &cookie != b"xdebugpy"
+            || (version >> 24, (version >> 16) & 0xff) != (3, u64::from(minor))
+            || free_threaded != 0
+        {
+            return None;
+        }
+        Some(Layout {
+            thread_frame: at(thread, 4),
+            cframe_current: None,
+            frame_previous: at(frame, 1),
+            frame_code: at(frame, 2),
+            frame_instr: at(frame, 3),
+            frame_owner: Some(at(frame, 5)),
+            // 3.14's `_PyStackRef` keeps its deferred-reference tag in the low bit.
+            code_tag_mask: if minor >= 14 { 0b11 } else { 0 },
+            code_filename: at(code, 1),
+            code_qualname: at(code, 3),
+            code_firstlineno: at(code, 5),
+            code_start: at(code, 9),
+        })
+    }
+}
+
+#[cfg(not(Py_3_13))]
+fn published_layout() -> Option<Layout> {
+    None
+}
+
+/// The minor version PyO3 built for.
+#[cfg(Py_3_13)]
+fn pyo3_minor() -> u8 {
+    if cfg!(Py_3_15) {
+        15
+    } else if cfg!(Py_3_14) {
+        14
+    } else {
+        13
+    }
+}
+
+static LAYOUT: OnceLock<Option<Layout>> = OnceLock::new();
+
+/// The layout of this Python, found once; None where memprof knows none.
+fn layout() -> Option<&'static Layout> {
+    LAYOUT
+        .get_or_init(|| fixed_layout().or_else(published_layout))
+        .as_ref()
+}
+
+/// The layout once `layout()` has found it, without looking for it: for the allocation path,
+/// which reads frames only after `matches_public_api` did.
+fn known_layout() -> Option<&'static Layout> {
+    LAYOUT.get().and_then(Option::as_ref)
+}
 
 /// One frame as read: its code object and the byte offset of its last instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,27 +183,36 @@ unsafe fn read<T: Copy>(base: usize, offset: usize) -> T {
 /// The thread state must be the calling thread's (or one whose thread is blocked), and the
 /// layout checked.
 pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFrame) -> bool) {
-    if !KNOWN_LAYOUT || tstate.is_null() {
+    let Some(l) = known_layout() else {
+        return;
+    };
+    if tstate.is_null() {
         return;
     }
     // SAFETY: the layout was checked; the frames are the thread's own, alive while it waits.
     unsafe {
-        let cframe: usize = read(tstate as usize, THREAD_CFRAME);
-        if cframe == 0 {
-            return;
+        let mut frame: usize = read(tstate as usize, l.thread_frame);
+        if let Some(current) = l.cframe_current {
+            if frame == 0 {
+                return;
+            }
+            frame = read(frame, current);
         }
-        let mut frame: usize = read(cframe, CFRAME_CURRENT);
+        let code_type = std::ptr::addr_of!(ffi::PyCode_Type) as usize;
         // A bound, in case a chain is ever not what it should be.
         let mut left = 4096;
         while frame != 0 && left > 0 {
             left -= 1;
-            if !owned_by_cstack(frame) {
-                let code: usize = read(frame, FRAME_CODE);
-                let instr: usize = read(frame, FRAME_PREV_INSTR);
-                let start = code + code_start();
+            let shim = l
+                .frame_owner
+                .is_some_and(|at| read::<u8>(frame, at) >= FIRST_SHIM_OWNER);
+            let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
+            // An entry frame's executable is None on 3.13+; only code objects have lines.
+            if !shim && code != 0 && read::<usize>(code, TYPE_OFFSET) == code_type {
+                let instr: usize = read(frame, l.frame_instr);
+                let start = code + l.code_start;
                 // An incomplete frame (set up, not started) points before its first instruction.
-                if code != 0
-                    && instr >= start
+                if instr >= start
                     && !visit(RawFrame {
                         code,
                         offset: (instr - start) as i32,
@@ -102,41 +221,32 @@ pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFra
                     return;
                 }
             }
-            frame = read(frame, FRAME_PREVIOUS);
+            frame = read(frame, l.frame_previous);
         }
     }
 }
 
-#[cfg(Py_3_12)]
-unsafe fn owned_by_cstack(frame: usize) -> bool {
-    // SAFETY: a frame of the chain.
-    unsafe { read::<u8>(frame, FRAME_OWNER) == OWNED_BY_CSTACK }
-}
-
-#[cfg(not(Py_3_12))]
-unsafe fn owned_by_cstack(_: usize) -> bool {
-    false
-}
-
-/// Where a code object's bytecode starts: `PyCode_Type.tp_basicsize` is
-/// `offsetof(PyCodeObject, co_code_adaptive)`.
-fn code_start() -> usize {
-    static START: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    // SAFETY: reading a static type object's size field.
-    *START.get_or_init(|| unsafe { (*std::ptr::addr_of!(ffi::PyCode_Type)).tp_basicsize as usize })
-}
+/// `PyObject.ob_type` (after the reference count, on every version with the GIL).
+const TYPE_OFFSET: usize = 8;
 
 /// The fields that tell this code object from another at the same address.
 ///
 /// # Safety
-/// `code` must be a live code object.
+/// `code` must be a live code object, found by `walk`.
 pub unsafe fn identity(code: usize) -> CodeIdentity {
+    let Some(l) = known_layout() else {
+        return CodeIdentity {
+            filename: 0,
+            qualname: 0,
+            first_line: 0,
+        };
+    };
     // SAFETY: the caller's promise.
     unsafe {
         CodeIdentity {
-            filename: read(code, CODE_FILENAME),
-            qualname: read(code, CODE_QUALNAME),
-            first_line: read(code, CODE_FIRSTLINENO),
+            filename: read(code, l.code_filename),
+            qualname: read(code, l.code_qualname),
+            first_line: read(code, l.code_firstlineno),
         }
     }
 }
@@ -188,7 +298,7 @@ pub unsafe fn text_of(s: usize) -> String {
 /// Whether the native reading agrees with the public frame API on the calling thread (GIL held):
 /// the same code objects and lines, innermost first.
 pub fn matches_public_api(_py: pyo3::Python<'_>) -> bool {
-    if !KNOWN_LAYOUT {
+    if layout().is_none() {
         return false;
     }
     let mut raw = Vec::new();

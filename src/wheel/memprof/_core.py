@@ -11,21 +11,43 @@ _module = None
 
 def native():
     """The extension, loaded once. torch is imported first: the extension links the libtorch
-    that torch loads (the same .so files, found by name once torch has loaded them)."""
+    that torch loads (the same .so files, found by name once torch has loaded them). A wheel
+    built for another torch is named as such before its extension is loaded (loading it would
+    fail on a missing libtorch symbol)."""
     global _module
     if _module is None:
         import torch
 
+        running = torch.__version__.split("+")[0]
+        where = os.path.dirname(torch.__file__)
         try:
-            from . import _native as module
-        except ImportError:
+            from . import _build
+        except ImportError:  # a development checkout: the library cargo built
+            _build = None
+        if _build is None:
             module = _development_build()
+        else:
+            if running != _build.TORCH:
+                from ._fit import wheel_for
+
+                raise ImportError(
+                    "this memprof wheel was built for torch %s, but this Python has torch %s (%s): "
+                    "install %s" % (_build.TORCH, torch.__version__, where,
+                                    wheel_for(_build.VERSION, running))
+                )
+            try:
+                from . import _native as module
+            except ImportError as e:
+                raise ImportError(
+                    "memprof's native core is installed but could not be loaded (%s): %s"
+                    % (os.path.dirname(__file__), e)
+                ) from e
         built = module.TORCH_VERSION
-        if torch.__version__.split("+")[0] != built:
+        if running != built:
             raise ImportError(
                 "memprof's native core was built against torch %s, but this Python has torch %s "
-                "(%s): install the memprof wheel built for it, or rebuild memprof in this venv"
-                % (built, torch.__version__, os.path.dirname(torch.__file__))
+                "(%s): rebuild memprof in this venv (scripts/setup.sh)"
+                % (built, torch.__version__, where)
             )
         _module = module
     return _module

@@ -67,6 +67,8 @@ def torch_dir():
     that), checked against the one memprof was built with."""
     import importlib.util
 
+    from ._fit import wheel_for
+
     spec = importlib.util.find_spec("torch")
     want = "torch==%s" % _build.TORCH
     if spec is None or not spec.origin:
@@ -89,8 +91,8 @@ def torch_dir():
         raise Missing(
             "the script's torch is %s (in %s), but this memprof wheel was built against libtorch %s"
             % (version, root, _build.TORCH),
-            "install the memprof wheel built for torch %s, or `pip install %s`"
-            % (version.split("+")[0], want),
+            "install %s (the memprof wheel for this torch); memprof never changes your torch"
+            % wheel_for(_build.VERSION, version),
         )
     lib = os.path.join(root, "lib")
     if _build.CUDA and not os.path.exists(os.path.join(lib, "libtorch_cuda.so")):
