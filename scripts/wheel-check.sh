@@ -1,27 +1,52 @@
 #!/usr/bin/env bash
 # Builds memprof's wheel, installs it into a fresh venv that gets torch from PyPI (and one without
 # torch), and checks the installed `memprof` command there with no Rust, no LD_LIBRARY_PATH and no
-# VIRTUAL_ENV (scripts/wheel_check.py: exact bytes, the script's environment, the missing-torch
-# message). scripts/test.sh runs it for the project's torch; for another torch:
+# VIRTUAL_ENV (scripts/wheel_check.py: exact bytes, the peak's sites, the script's environment,
+# the missing-torch message). scripts/test.sh runs it for the project's torch; for another torch:
 #   scripts/wheel-check.sh --venv DIR     # DIR: a venv with that torch, to build against
+#   scripts/wheel-check.sh --other-torch 2.11.0
+#       also installs the wheel into a venv of the same Python with that torch: pip must leave
+#       torch as it was, and `memprof run` and `import memprof` must name the wheel that fits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_args=(--debug)
 build_venv=$PWD/.venv
-if [ "${1:-}" = --venv ]; then build_venv=$(cd "$2" && pwd); build_args+=(--venv "$build_venv"); fi
+other=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --venv) build_venv=$(cd "$2" && pwd); build_args+=(--venv "$build_venv"); shift 2 ;;
+    --other-torch) other=$2; shift 2 ;;
+    *) echo "wheel-check: unknown argument '$1' (--venv DIR, --other-torch VERSION)" >&2; exit 2 ;;
+  esac
+done
 wheel=$(scripts/build-wheel.sh "${build_args[@]}" | tail -n 1)
 echo "wheel-check: $wheel" >&2
-torch=$("$build_venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')
-base=$("$build_venv/bin/python" -c 'import sys; print(sys._base_executable)')
-check=${TMPDIR:-/tmp}/memprof-wheel-check-$torch
+read -r torch base python_version < <("$build_venv/bin/python" -c '
+import sys, torch
+print(torch.__version__.split("+")[0], sys._base_executable, "%d.%d" % sys.version_info[:2])')
+check=${TMPDIR:-/tmp}/memprof-wheel-check-py$python_version-torch$torch
 rm -rf "$check" && mkdir -p "$check"
-"$base" -m venv "$check/venv"
-"$base" -m venv "$check/no-torch"
 pip=(--quiet --disable-pip-version-check)
+# A venv of the build's Python; where that Python has no ensurepip (Debian's without
+# python3-venv), pip comes from the project's .venv, pointed at it (`pip --python`).
+make_venv() {
+  if ! "$base" -m venv "$1" >/dev/null 2>&1; then
+    rm -rf "$1" && "$base" -m venv --without-pip "$1"
+    .venv/bin/python -m pip "${pip[@]}" --python "$1/bin/python" install pip
+  fi
+}
+make_venv "$check/venv"
+make_venv "$check/no-torch"
 # torch from PyPI (pip's cache has it when the project's set-up has installed the same version).
 "$check/venv/bin/python" -m pip install "${pip[@]}" "torch==$torch" numpy
 # What the in-process front end is checked with: pytest (the plugin) and a Jupyter kernel.
 "$check/venv/bin/python" -m pip install "${pip[@]}" 'pytest>=8' ipykernel nbclient nbformat
 "$check/venv/bin/python" -m pip install "${pip[@]}" "$wheel"
-"$check/no-torch/bin/python" -m pip install "${pip[@]}" --no-deps "$wheel"
-python3 scripts/wheel_check.py "$check/venv" "$check/no-torch"
+"$check/no-torch/bin/python" -m pip install "${pip[@]}" "$wheel"
+if [ -n "$other" ]; then
+  make_venv "$check/other-torch"
+  "$check/other-torch/bin/python" -m pip install "${pip[@]}" "torch==$other" numpy
+  # A plain install, as a user would type it: it must not change that torch.
+  "$check/other-torch/bin/python" -m pip install "${pip[@]}" "$wheel"
+fi
+python3 scripts/wheel_check.py "$check/venv" "$check/no-torch" ${other:+"$check/other-torch" "$other"}

@@ -5,7 +5,11 @@ sites by file and line (a fixture's exactly, the GPT-2 example's summing to its 
 the script's environment as `python` would, and stops with one clear message (exit 2) where
 torch is missing.
 
-    scripts/wheel_check.py VENV [VENV_WITHOUT_TORCH]
+    scripts/wheel_check.py VENV [VENV_WITHOUT_TORCH [VENV_WITH_ANOTHER_TORCH TORCH_VERSION]]
+
+The third venv has the wheel installed by a plain `pip install` beside another torch: its torch
+must be the one it had, and `memprof run` and `import memprof` must each stop with one message
+naming the wheel that fits (never a loader error, never "not installed").
 """
 
 import json
@@ -143,6 +147,9 @@ def main():
               and "error while loading" not in r.stderr,
               "a venv without torch: one message, exit 2", (r.stderr.strip(), r.returncode))
 
+    if len(sys.argv) > 4:
+        check_other_torch(Path(sys.argv[3]).resolve(), sys.argv[4], memprof)
+
     print("wheel-check: %s" % ("PASSED" if not failures else "FAILED: " + ", ".join(failures)))
     return 1 if failures else 0
 
@@ -174,12 +181,37 @@ def check_peak_sites(memprof):
         sites = peak["sites"]
         named = [s for s in sites if s["file"] and s["line"] > 0]
         ours = [s for s in named if s["file"].endswith(("gpt2_train.py", "gpt2_model.py"))]
-        check(bool(ours) and len(named) == len(sites)
-              and sum(s["bytes"] for s in sites) == peak["allocated_bytes"],
+        # The listed sites, the rest (`other_sites`) and what memprof saw no allocation of
+        # (`unseen_bytes`) sum to the peak exactly.
+        total = (sum(s["bytes"] for s in sites) + peak.get("other_sites", {}).get("bytes", 0)
+                 + peak.get("unseen_bytes", 0))
+        check(bool(ours) and len(named) == len(sites) and total == peak["allocated_bytes"],
               "GPT-2's peak by file and line, the sites summing to the peak",
               "%d sites, %d named, %d in the example; %d B of %d B" % (
-                  len(sites), len(named), len(ours), sum(s["bytes"] for s in sites),
-                  peak["allocated_bytes"]))
+                  len(sites), len(named), len(ours), total, peak["allocated_bytes"]))
+
+
+def check_other_torch(venv, torch_version, memprof):
+    """The wheel in a venv with another torch: installed without changing it, and refused with
+    the name of the wheel to use, by the command and by the API."""
+    python = venv / "bin" / "python"
+    got = report_torch(python)
+    check(got.split("+")[0] == torch_version,
+          "installing the wheel left the venv's torch %s as it was" % torch_version, got)
+    built = run([str(memprof), "--version"]).stdout
+    minor = ".".join(torch_version.split(".")[:2])
+    py = run([str(python), "-c", "import sys; print('cp%d%d' % sys.version_info[:2])"]).stdout.strip()
+    wanted = "+torch%s-%s-%s-linux_x86_64.whl" % (minor, py, py)
+    r = run([str(venv / "bin" / "memprof"), "run", "lines.py"])
+    check(r.returncode == 2 and wanted in r.stderr and "never changes your torch" in r.stderr
+          and "error while loading" not in r.stderr,
+          "memprof run beside another torch: exit 2, naming the wheel that fits",
+          (r.returncode, r.stderr.strip()[-600:], built.strip()))
+    r = run([str(python), "-c", "import memprof\nwith memprof.profile(device='cpu'):\n    pass"])
+    check(r.returncode == 1 and wanted in r.stderr and "undefined symbol" not in r.stderr
+          and "not installed" not in r.stderr,
+          "import memprof beside another torch: an ImportError naming the wheel that fits",
+          r.stderr.strip()[-600:])
 
 
 def report_torch(python):
