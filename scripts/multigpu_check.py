@@ -76,6 +76,8 @@ for rank in range(2):
     print(f"rank {rank} ({md['device']['type']}:{md['device']['index']}, {md['device']['name']}):")
     check("rank in the report", md["process"]["rank"], rank)
     if kind.endswith("-peak"):
+        if truth.get("device") is not None:
+            check("the measured device is the rank's own", md["device"]["index"], truth["device"])
         check_peak(rank, report, truth)
         continue
     step = function(report, "train_step")

@@ -45,7 +45,9 @@ for entry in "${entries[@]}"; do
   if scripts/wheel-check.sh --venv "$venv" >"$log" 2>&1; then verdict=PASSED; else verdict=FAILED; status=1; fi
   took=$(($(date +%s) - start))
   tch=$(scripts/tch-for-torch.sh "$t")
-  results+=("Python $minor  torch $t  ${tch:+tch $tch}${tch:-no tch}  wheel-check $verdict  (build and check ${took}s; $log)")
+  link="no tch"
+  [ -n "$tch" ] && link="tch $tch"
+  results+=("Python $minor  torch $t  $link  wheel-check $verdict  (build and check ${took}s; $log)")
   echo "${results[-1]}" >&2
   if [ "$suite" = 1 ]; then
     target_dir=$PWD/target/wheel-py$minor-torch$t source_dir=$PWD

@@ -317,3 +317,58 @@ fn an_optimizers_step_names_its_parameters_and_state_though_they_are_gone_at_the
         serde_json::json!({ "optimizer_state": state["bytes"] })
     );
 }
+
+/// A rank whose report has no peak (on two GPUs, rank 1 measured cuda:0 where it allocated
+/// nothing, before memprof followed `torch.cuda.set_device`): `merge` names it, and takes no max,
+/// min or imbalance from the one rank that has a peak.
+#[test]
+fn merge_names_a_rank_without_a_peak_instead_of_imbalance_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    for rank in [0, 1] {
+        let out = as_rank(rank, 2)
+            .args([
+                "--device",
+                device_flag(),
+                "run",
+                "-o",
+                &path("r{rank}.json"),
+                "peak_sites.py",
+            ])
+            .output()
+            .expect("memprof starts");
+        let r = finish(out);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    // Rank 1's report as the landed build wrote it on two GPUs: no peak record.
+    let r1 = path("r1.json");
+    let mut report: Value = serde_json::from_str(&std::fs::read_to_string(&r1).unwrap()).unwrap();
+    report.as_object_mut().unwrap().remove("peak");
+    std::fs::write(&r1, serde_json::to_string(&report).unwrap()).unwrap();
+
+    let merged = finish(
+        memprof()
+            .args(["merge", &path("r0.json"), &r1, "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let m = merged.json();
+    assert_eq!(m["peak"]["ranks_without_peak"], serde_json::json!([1]));
+    assert_eq!(m["peak"]["ranks"].as_array().unwrap().len(), 1);
+    let table = finish(
+        memprof()
+            .args(["merge", &path("r0.json"), &r1])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        table
+            .stdout
+            .contains("Peak of rank 0 only: allocated_bytes.all.peak 11.00 MiB")
+            && table.stdout.contains("rank 1: no peak")
+            && !table.stdout.contains("imbalance 0 B"),
+        "{}",
+        table.stdout
+    );
+}

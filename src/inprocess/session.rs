@@ -114,6 +114,15 @@ fn config_of(argv: Vec<String>, label: String) -> PyResult<RunConfig> {
         return Err(PyValueError::new_err("the options must be `run`'s"));
     };
     let mut config = RunConfig::new(&cli.global, run, torch::cuda_device_count()).map_err(to_py)?;
+    // With no device given, the session measures the CUDA device the program uses now (a rank's
+    // own GPU, set before the session), and follows `torch.cuda.set_device` from there.
+    if config.follow_device {
+        if let (memprof_report::model::device::Source::Cuda(_), Some(current)) =
+            (config.source, torch::current_device())
+        {
+            config.source = memprof_report::model::device::Source::Cuda(current);
+        }
+    }
     // Not the interpreter's own argv: what measured this.
     config.command_line = std::iter::once("memprof.profile".to_string())
         .chain(argv_shown)

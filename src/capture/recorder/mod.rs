@@ -195,6 +195,12 @@ impl<R: Runtime> Recorder<R> {
         self.returning.is_empty() && self.stacks.get(&thread).is_none_or(|s| s.is_empty())
     }
 
+    /// The program set its CUDA device: with nothing measured open, follow it now (a run with no
+    /// targets has no call start to follow it at).
+    pub fn follow_program_device(&mut self) {
+        self.choose_device();
+    }
+
     /// A measured call starts: with nothing else open, follow the program to the CUDA device it
     /// uses now (`torch.cuda.set_device` in each rank, say), and remember which devices were
     /// measured.

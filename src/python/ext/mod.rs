@@ -140,6 +140,18 @@ fn measured_device() -> Option<i32> {
     recorder::with(|r| r.sampler().device()).flatten()
 }
 
+/// The program set its CUDA device (`torch.cuda.set_device`): with no `--device` and no measured
+/// call open, the run follows it from now on (a rank's peak is its own device's, set before or
+/// after CUDA started). Returns the device measured now.
+#[pyfunction]
+fn device_set() -> Option<i32> {
+    recorder::with(|r| {
+        r.follow_program_device();
+        r.sampler().device()
+    })
+    .flatten()
+}
+
 /// Whether `--trace` records the device's allocations.
 #[pyfunction]
 fn allocation_trace_on() -> bool {
@@ -238,6 +250,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_close, &m)?)?;
     m.add_function(wrap_pyfunction!(measured_device, &m)?)?;
+    m.add_function(wrap_pyfunction!(device_set, &m)?)?;
     m.add_function(wrap_pyfunction!(measuring, &m)?)?;
     m.add_function(wrap_pyfunction!(allocation_trace_on, &m)?)?;
     m.add_function(wrap_pyfunction!(cuda_trace_attach, &m)?)?;

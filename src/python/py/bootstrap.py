@@ -577,6 +577,29 @@ def torch_facts():
     return root, version
 
 
+def other_devices(index):
+    """A warning naming the other CUDA devices this process allocated on: the report explains
+    one device's peak (the one the program set last, with no --device), and says so."""
+    torch = sys.modules.get("torch")
+    if torch is None or index is None:
+        return []
+    try:
+        if not torch.cuda.is_initialized():
+            return []
+        others = []
+        for d in range(torch.cuda.device_count()):
+            peak = torch.cuda.memory_stats(d).get("allocated_bytes.all.peak", 0) if d != index else 0
+            if peak > 0:
+                others.append("cuda:%d (peak %d B)" % (d, peak))
+    except Exception:
+        return []
+    if not others:
+        return []
+    return ["this process also allocated on %s; the peak and lines explain cuda:%d, the device "
+            "the program set last (torch.cuda.set_device) or --device chose: `--device N` "
+            "explains another" % (", ".join(others), index)]
+
+
 def device_name(index):
     torch = sys.modules.get("torch")
     if torch is None or index is None:
@@ -760,7 +783,7 @@ def report(device_index):
         "inventories": _inventories if _options.tensors else None,
         "oom": _memprof_oom.report(),
         "history": history,
-        "target_warnings": target_warnings(),
+        "target_warnings": target_warnings() + other_devices(device_index),
         "device_name": device_name(device_index),
         "tensor_roles": _tensor_roles(device_index),
     })

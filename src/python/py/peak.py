@@ -53,8 +53,12 @@ def install(script_path):
         d = sysconfig.get_paths().get(key)
         if d:
             library += _spellings(d)
+    import _memprof_imports
+
+    # With no --device the run follows the program to the device it sets (a rank's own GPU),
+    # whether before or after CUDA started; Rust decides whether to (never with --device).
+    _memprof_imports.after_import("torch.cuda", _follow_set_device)
     if _memprof.allocation_trace_on():
-        import _memprof_imports
 
         _memprof_imports.after_import("torch.cuda", _trace_cuda_requests)
     user_dir = os.path.dirname(script_path) if script_path else os.getcwd()
@@ -141,6 +145,24 @@ def _watch_graph_tree_warmups(trees):
 def _patch(owner, name, value):
     _patched.append((owner, name, owner.__dict__[name] if name in owner.__dict__ else getattr(owner, name)))
     setattr(owner, name, value)
+
+
+def _follow_set_device(cuda):
+    """torch.cuda.set_device and torch.accelerator.set_device_index end in these C functions:
+    after each, memprof follows the device set (the program sees the original's result)."""
+    C = sys.modules["torch"]._C
+    for name in ("_cuda_setDevice", "_accelerator_setDeviceIndex"):
+        original = getattr(C, name, None)
+        if original is None:
+            continue
+
+        def follow(*args, _original=original, **kwargs):
+            result = _original(*args, **kwargs)
+            _memprof.device_set()
+            return result
+
+        follow.__wrapped__ = original
+        _patch(C, name, follow)
 
 
 def _trace_cuda_requests(cuda):

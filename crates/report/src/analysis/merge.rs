@@ -242,6 +242,11 @@ pub fn merge(mut reports: Vec<(PathBuf, Profile)>) -> Result<Merged> {
                 .iter()
                 .filter_map(|(_, p)| p.peak.as_ref().map(|k| (rank_of(p), k)))
                 .collect::<Vec<_>>(),
+            reports
+                .iter()
+                .filter(|(_, p)| p.peak.is_none())
+                .map(|(_, p)| rank_of(p))
+                .collect(),
         ),
         warnings,
     })

@@ -20,8 +20,9 @@ fn rank_key(s: &PeakSite) -> RankKey {
     )
 }
 
-/// The ranks' peaks, `(rank, peak)` in rank order; None when no report has one.
-pub fn merge(peaks: &[(u32, &Peak)]) -> Option<MergedPeak> {
+/// The ranks' peaks, `(rank, peak)` in rank order, and the ranks whose reports have none;
+/// None when no report has one.
+pub fn merge(peaks: &[(u32, &Peak)], without: Vec<u32>) -> Option<MergedPeak> {
     let allocated_bytes = Spread::of(peaks.iter().map(|(r, p)| (*r, p.allocated_bytes)))?;
     let reserved_bytes = Spread::of(peaks.iter().map(|(r, p)| (*r, p.reserved_bytes)))?;
     let ranks = peaks
@@ -68,6 +69,7 @@ pub fn merge(peaks: &[(u32, &Peak)]) -> Option<MergedPeak> {
         allocated_bytes,
         reserved_bytes,
         ranks,
+        ranks_without_peak: without,
         sites,
     })
 }

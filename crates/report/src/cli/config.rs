@@ -198,7 +198,19 @@ fn absolute(path: PathBuf) -> Result<PathBuf> {
     Ok(std::path::absolute(&path)?)
 }
 
-/// Parses `--device`: `cpu`, `N`, `cuda`, `cuda:N`. `None` picks cuda:0 when a GPU exists.
+/// The device measured first with no `--device`: a launcher's rank's own GPU (`LOCAL_RANK`, as
+/// torchrun and accelerate set it, when that many devices are visible: with
+/// `CUDA_VISIBLE_DEVICES` narrowed to one per rank, cuda:0), else cuda:0; the CPU without a GPU.
+/// The run then follows the program's `torch.cuda.set_device` (`follow_device`).
+pub fn default_device(cuda_devices: i32, local_rank: Option<&str>) -> Source {
+    if cuda_devices == 0 {
+        return Source::Cpu;
+    }
+    let rank = local_rank.and_then(|r| r.trim().parse::<i32>().ok());
+    Source::Cuda(rank.filter(|r| (0..cuda_devices).contains(r)).unwrap_or(0))
+}
+
+/// Parses `--device`: `cpu`, `N`, `cuda`, `cuda:N`. `None`: `default_device`.
 pub fn resolve_device(requested: Option<&str>, cuda_devices: i32) -> Result<Source> {
     let available = || -> String {
         if cuda_devices == 0 {
@@ -228,11 +240,10 @@ pub fn resolve_device(requested: Option<&str>, cuda_devices: i32) -> Result<Sour
         }
     };
     let Some(text) = requested else {
-        return Ok(if cuda_devices > 0 {
-            Source::Cuda(0)
-        } else {
-            Source::Cpu
-        });
+        return Ok(default_device(
+            cuda_devices,
+            std::env::var("LOCAL_RANK").ok().as_deref(),
+        ));
     };
     let t = text.trim().to_ascii_lowercase();
     if t == "cpu" {
@@ -309,6 +320,17 @@ mod tests {
     fn device_defaults_to_cuda0_when_a_gpu_exists_else_cpu() {
         assert_eq!(resolve_device(None, 2).unwrap(), Source::Cuda(0));
         assert_eq!(resolve_device(None, 0).unwrap(), Source::Cpu);
+    }
+
+    #[test]
+    fn with_no_device_a_ranks_local_gpu_comes_first() {
+        assert_eq!(default_device(2, Some("1")), Source::Cuda(1));
+        assert_eq!(default_device(2, Some("0")), Source::Cuda(0));
+        // One visible device per rank (CUDA_VISIBLE_DEVICES): that one is cuda:0.
+        assert_eq!(default_device(1, Some("3")), Source::Cuda(0));
+        assert_eq!(default_device(2, Some("x")), Source::Cuda(0));
+        assert_eq!(default_device(2, None), Source::Cuda(0));
+        assert_eq!(default_device(0, Some("1")), Source::Cpu);
     }
 
     #[test]

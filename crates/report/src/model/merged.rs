@@ -33,6 +33,10 @@ pub struct MergedPeak {
     pub allocated_bytes: Spread,
     pub reserved_bytes: Spread,
     pub ranks: Vec<RankPeak>,
+    /// Ranks whose reports have no peak record: the max, min and imbalance are over the others
+    /// only, and the table says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks_without_peak: Vec<u32>,
     /// Largest max first.
     pub sites: Vec<MergedPeakSite>,
 }

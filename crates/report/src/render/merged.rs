@@ -165,14 +165,35 @@ fn table(m: &Merged, width: Option<usize>) -> String {
 
 /// The ranks' peaks, then per site its bytes at the peaks: max (rank), min, imbalance.
 fn peak_table(out: &mut String, peak: &MergedPeak) {
-    let _ = writeln!(
-        out,
-        "\nPeak over the ranks: allocated_bytes.all.peak {} (max, r{}), {} (min), imbalance {}",
-        units::bytes(peak.allocated_bytes.max),
-        peak.allocated_bytes.max_rank,
-        units::bytes(peak.allocated_bytes.min),
-        units::bytes(peak.allocated_bytes.imbalance)
-    );
+    if peak.ranks.len() == 1 && !peak.ranks_without_peak.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nPeak of rank {} only: allocated_bytes.all.peak {} (no max, min or imbalance: the \
+             other ranks have none)",
+            peak.allocated_bytes.max_rank,
+            units::bytes(peak.allocated_bytes.max),
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\nPeak over the ranks{}: allocated_bytes.all.peak {} (max, r{}), {} (min), imbalance {}",
+            if peak.ranks_without_peak.is_empty() {
+                String::new()
+            } else {
+                " that have one".to_string()
+            },
+            units::bytes(peak.allocated_bytes.max),
+            peak.allocated_bytes.max_rank,
+            units::bytes(peak.allocated_bytes.min),
+            units::bytes(peak.allocated_bytes.imbalance)
+        );
+    }
+    for r in &peak.ranks_without_peak {
+        let _ = writeln!(
+            out,
+            "  rank {r}: no peak (its report has none: it measured no allocation on its device)"
+        );
+    }
     for r in &peak.ranks {
         let _ = writeln!(
             out,
