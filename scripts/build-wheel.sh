@@ -39,7 +39,9 @@ if [ "$venv" = "$PWD/.venv" ]; then target=target; else target=target/wheel-py$p
 # The wheel holds the `memprof` binary (it links no Python) and the native core as an extension
 # (libmemprof.so, which names no libpython of this machine's: make_wheel.py checks).
 export VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=$PWD/$target
-cargo_args=(--locked)
+# What the wheel holds, nothing more: the library (the extension) and the reports binary, not
+# memprof-embedded (which links a libpython; the wheel's `run` is the user's own python).
+cargo_args=(--locked --lib --bin memprof)
 [ "$profile" = release ] && cargo_args+=(--release)
 source_dir=$PWD
 # tch binds each torch minor release it supports to one tch release (scripts/tch-for-torch.sh):
