@@ -21,5 +21,6 @@ mod plot;
 mod ranks;
 mod running;
 mod schedule;
+mod second_hour;
 mod signals;
 mod tensors;

@@ -63,6 +63,20 @@ pub fn build(
             ));
             continue;
         }
+        if let Some(schedule) = ctx.schedule.as_ref().filter(|_| f.measured.is_none()) {
+            // It ran, but every call was in the warm-up: say so rather than show an empty table.
+            warnings.push(format!(
+                "{} ({}:{}) ran {} time{}, all within --warmup {}: no call was measured \
+                 (a --warmup below {} measures some)",
+                f.qualname,
+                f.file,
+                f.first_line,
+                f.calls,
+                if f.calls == 1 { "" } else { "s" },
+                schedule.warmup,
+                f.calls
+            ));
+        }
         functions.push(function_profile(recorder, f, ctx.schedule.is_some()));
     }
     functions.sort_by(|a, b| (&a.file, a.first_line).cmp(&(&b.file, b.first_line)));

@@ -77,12 +77,20 @@ _system_dirs = ()
 _script_path = None
 
 
+_INSTALLED = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
 def _is_user_file(filename):
-    """Code a bare or qualified name may match: not the standard library or installed packages."""
+    """Code a bare or qualified name may match: not the standard library or installed packages
+    (any site-packages or dist-packages folder: a layered venv's, reached through a .pth, the
+    system's under --system-site-packages, ~/.local's), as the peak's sites count them."""
     if not filename or filename.startswith("<") or filename.startswith(_system_dirs):
         return False
+    if any(m in filename for m in _INSTALLED):
+        return False
     # Only files outside the system directories pay for resolving symlinks.
-    return not os.path.realpath(filename).startswith(_system_dirs)
+    real = os.path.realpath(filename)
+    return not real.startswith(_system_dirs) and not any(m in real for m in _INSTALLED)
 
 
 def _walk(code):
@@ -155,6 +163,8 @@ def _codes_along(obj):
     """The code objects of a function and of what it wraps, outermost first: methods, static
     methods, property getters, partials and decorators' `__wrapped__`."""
     for _ in range(32):
+        if _reads_run_code(obj):
+            return
         code = getattr(obj, "__code__", None)
         if isinstance(code, _CodeType):
             yield code
@@ -168,6 +178,22 @@ def _codes_along(obj):
 
 
 _CodeType = type(_codes_along.__code__)
+_FunctionType = type(_codes_along)
+
+
+def _reads_run_code(obj):
+    """Whether reading an attribute of `obj` runs Python code of its class (a `__getattribute__`
+    or `__getattr__` of its own: torch.distributed's deprecated `reduce_op` warns, a lazy proxy
+    imports). memprof's probing for functions leaves such objects alone, so that the program's
+    stderr and state are what they would be without it."""
+    try:
+        for k in type(obj).__mro__:
+            d = k.__dict__
+            if type(d.get("__getattribute__")) is _FunctionType or type(d.get("__getattr__")) is _FunctionType:
+                return True
+    except Exception:
+        return True
+    return False
 
 
 def _resolve_in_loaded_module(target):
@@ -550,7 +576,7 @@ def _codes_defined_in(name, module):
         return
     for obj in values:
         try:
-            if getattr(obj, "__module__", None) != name:
+            if _reads_run_code(obj) or getattr(obj, "__module__", None) != name:
                 continue
             candidates = list(vars(obj).values()) if isinstance(obj, type) else [obj]
             codes = [code for c in candidates for code in _codes_along(c)]

@@ -88,6 +88,16 @@ class profile:
         targeted; the latest call's report is `func.memprof_report`."""
         if not callable(func):
             raise TypeError("@memprof.profile() decorates a function")
+        running = sys.modules.get("_memprof")
+        boot = sys.modules.get("_memprof_bootstrap")
+        if running is not None and not getattr(running, "in_process", False) and boot is not None:
+            # Under `memprof run` (which already profiles the program): as `@profile`, the
+            # function and its callable targets join the run's targets, and the run's report
+            # has their lines; the function is returned as it is, with no report of its own.
+            for target in (func,) + self._targets:
+                if callable(target):
+                    boot._profile_decorator(target)
+            return func
         targets = (func,) + self._targets
         options = self._options
 
