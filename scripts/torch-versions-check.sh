@@ -36,7 +36,7 @@ for entry in "${entries[@]}"; do
     rm -rf "$venv"
     if ! "$python" -m venv "$venv" 2>/dev/null; then
       rm -rf "$venv" && "$python" -m venv --without-pip "$venv"
-      .venv/bin/python -m pip install --quiet --disable-pip-version-check --python "$venv/bin/python" pip
+      .venv/bin/python -m pip --quiet --disable-pip-version-check --python "$venv/bin/python" install pip
     fi
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$t" numpy
   fi
