@@ -90,5 +90,7 @@ sys.exit(0 if ok else 1)' "$out/switch" || status=1
 
 echo "== tests/ranks.rs (gloo on the CPU) with this build"
 MEMPROF_BIN=$bin MEMPROF_REPO=$repo MEMPROF_TEST_DEVICE=cpu .device/tests/integration ranks:: --test-threads 2 || status=1
+echo "== the in-process API and --trace on each rank (issue 37): scripts/gpu-multi-inprocess.sh"
+scripts/gpu-multi-inprocess.sh || status=1
 echo "gpu-multi-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

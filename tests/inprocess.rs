@@ -334,3 +334,37 @@ fn under_memprof_run_a_session_is_refused_with_what_to_do() {
         r.stdout
     );
 }
+
+/// On a rank of a distributed run (torchrun sets RANK and WORLD_SIZE), `memprof.profile()` was
+/// refused with "-o is the command's": the command's default report file per rank was taken for
+/// an `-o` the user gave. The session measures, and writes no file.
+#[test]
+fn a_session_on_a_rank_of_a_distributed_run_measures_and_writes_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("rank.py");
+    std::fs::write(
+        &script,
+        "import memprof, torch\n\
+         with memprof.profile(device='cpu') as r:\n\
+         \x20   x = torch.ones(1024)\n\
+         print(r.peak['allocated_bytes'], r.metadata['process']['rank'])\n",
+    )
+    .unwrap();
+    let r = finish(
+        python_with_memprof()
+            .current_dir(dir.path())
+            .env("RANK", "1")
+            .env("LOCAL_RANK", "1")
+            .env("WORLD_SIZE", "2")
+            .arg(&script)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "4096 1", "{}", r.stderr);
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, ["rank.py"]);
+}

@@ -114,6 +114,12 @@ fn config_of(argv: Vec<String>, label: String) -> PyResult<RunConfig> {
         return Err(PyValueError::new_err("the options must be `run`'s"));
     };
     let mut config = RunConfig::new(&cli.global, run, torch::cuda_device_count()).map_err(to_py)?;
+    // A rank of a distributed run gets `memprof.rank<N>.json` as the command's default report
+    // file; a session's report is its Report (`.save(path)`), so no file is implied here.
+    if config.report.default_file {
+        config.report.output = None;
+        config.report.default_file = false;
+    }
     // With no device given, the session measures the CUDA device the program uses now (a rank's
     // own GPU, set before the session), and follows `torch.cuda.set_device` from there.
     if config.follow_device {
