@@ -70,6 +70,7 @@ fn fixed_layout() -> Option<Layout> {
 /// changed since 3.13, but sections grew (3.14's interpreter state gained threads_main,
 /// code_object_generation and tlbc_generation; its frame stackpointer and tlbc_index).
 /// Include/internal/pycore_runtime.h (3.13), Include/internal/pycore_debug_offsets.h (3.14).
+#[cfg_attr(not(Py_3_13), allow(dead_code))]
 const DEBUG_OFFSETS_POSITIONS: &[(u8, usize, usize, usize)] = &[
     // cookie, version, free_threaded (24 B); runtime_state (3 x 8); interpreter_state (13 x 8);
     // thread_state (9 x 8); interpreter_frame (6 x 8).
