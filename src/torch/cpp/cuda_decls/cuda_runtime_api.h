@@ -44,10 +44,13 @@ enum cudaUserObjectFlags { cudaUserObjectNoDestructorSync = 1 };
 enum cudaUserObjectRetainFlags { cudaGraphUserObjectMove = 1 };
 
 extern "C" {
+// Defaults as CUDA's own header gives them in C++ (`__dv(0)`): torch 2.13 passes three
+// arguments, 2.14+ all seven.
 cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* status,
-                                     unsigned long long* id, cudaGraph_t* graph,
-                                     const cudaGraphNode_t** dependencies,
-                                     const cudaGraphEdgeData** edge_data, size_t* count);
+                                     unsigned long long* id = nullptr, cudaGraph_t* graph = nullptr,
+                                     const cudaGraphNode_t** dependencies = nullptr,
+                                     const cudaGraphEdgeData** edge_data = nullptr,
+                                     size_t* count = nullptr);
 cudaError_t cudaUserObjectCreate(cudaUserObject_t* object, void* ptr, cudaHostFn_t destroy,
                                  unsigned int initial_refcount, unsigned int flags);
 cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object,
