@@ -41,6 +41,8 @@ fn main() {
         .warnings(false)
         .include("src/torch/cpp/cuda_decls")
         .include(&include)
+        // torch/version.h: which torch's trace entry to name.
+        .include(include.join("torch/csrc/api/include"))
         .flag(std)
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .define("NDEBUG", None)

@@ -7,10 +7,13 @@
 #   scripts/torch-versions-check.sh [--suite] [PY:TORCH ...]
 #     PY: a minor version (3.11: python3.11 on PATH, else pyenv's) or a python's path
 #   default: 3.11 and 3.13, each with torch 2.9.1, 2.11.0, 2.13.0 and 2.15.0
+#   --clean (after --suite, if any): each entry's build venv and target dir are removed after it
+#   (about 8 GB each), for a machine whose disk does not hold the whole matrix at once
 set -euo pipefail
 cd "$(dirname "$0")/.."
-suite=0
+suite=0 clean=0
 if [ "${1:-}" = --suite ]; then suite=1; shift; fi
+if [ "${1:-}" = --clean ]; then clean=1; shift; fi
 entries=("$@")
 if [ ${#entries[@]} -eq 0 ]; then
   for py in 3.11 3.13; do for t in 2.9.1 2.11.0 2.13.0 2.15.0; do entries+=("$py:$t"); done; done
@@ -58,6 +61,7 @@ for entry in "${entries[@]}"; do
       LIBTORCH_BYPASS_VERSION_CHECK=1 CARGO_TARGET_DIR="$target_dir" cargo test --no-fail-fast "${features[@]}" 2>&1 |
       grep -E "^test result|FAILED|panicked" >&2) || status=1
   fi
+  if [ "$clean" = 1 ]; then rm -rf "$venv" "$PWD/target/wheel-py$minor-torch$t"; fi
 done
 printf '%s\n' "${results[@]}"
 echo "torch-versions-check: $([ $status = 0 ] && echo PASSED || echo FAILED) (${entries[*]})"

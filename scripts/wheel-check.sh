@@ -26,6 +26,9 @@ import sys, torch
 print(torch.__version__.split("+")[0], sys._base_executable, "%d.%d" % sys.version_info[:2])')
 check=${TMPDIR:-/tmp}/memprof-wheel-check-py$python_version-torch$torch
 rm -rf "$check" && mkdir -p "$check"
+# Its venvs hold a torch each (about 5 GB with the CUDA libraries): gone when the check ends,
+# unless MEMPROF_KEEP_CHECK=1 keeps them to look at.
+[ "${MEMPROF_KEEP_CHECK:-}" = 1 ] || trap 'rm -rf "$check"' EXIT
 pip=(--quiet --disable-pip-version-check)
 # A venv of the build's Python; where that Python has no ensurepip (Debian's without
 # python3-venv), pip comes from the project's .venv, pointed at it (`pip --python`).

@@ -12,6 +12,7 @@
 // script's torch loaded, and its class comes from torch's headers, compiled against
 // cuda_decls/ (declarations only) where the CUDA toolkit is absent.
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/version.h>
 
 #include <dlfcn.h>
 
@@ -25,7 +26,12 @@ extern "C" void mp_rust_segment_event(int32_t kind, int64_t bytes, uint64_t stre
 
 namespace {
 
+// The allocator's trace entry moved to c10/core in torch 2.10 (the same fields and actions).
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 10
 using c10::CachingDeviceAllocator::TraceEntry;
+#else
+using c10::cuda::CUDACachingAllocator::TraceEntry;
+#endif
 using c10::cuda::CUDACachingAllocator::CUDAAllocator;
 
 struct Requested {

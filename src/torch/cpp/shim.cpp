@@ -417,13 +417,21 @@ int mp_current_device(int* out) {
 
 /// The device's free and total memory as the CUDA driver reads them (device-wide: every
 /// process's use counts), or -1 where the allocator cannot say.
+/// torch 2.9's DeviceAllocator has no getMemoryInfo: there it cannot say (-1, as without CUDA).
 int mp_device_memory_info(int device, int64_t* free, int64_t* total) {
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 10
   return guarded([&] {
     auto [f, t] = c10::getDeviceAllocator(c10::DeviceType::CUDA)
                       ->getMemoryInfo((c10::DeviceIndex)device);
     *free = (int64_t)f;
     *total = (int64_t)t;
   });
+#else
+  (void)device;
+  (void)free;
+  (void)total;
+  return -1;
+#endif
 }
 
 /// The CUDA device the reporter counts (-1: none, the CPU).

@@ -14,7 +14,7 @@ typedef struct CUevent_st* cudaEvent_t;
 typedef struct CUgraph_st* cudaGraph_t;
 typedef struct CUgraphExec_st* cudaGraphExec_t;
 
-enum cudaError { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
+enum cudaError { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorNotReady = 600 };
 typedef enum cudaError cudaError_t;
 enum cudaStreamCaptureStatus {
   cudaStreamCaptureStatusNone = 0,
@@ -61,6 +61,7 @@ const char* cudaGetErrorString(cudaError_t error);
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* status);
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
 cudaError_t cudaStreamGetPriority(cudaStream_t stream, int* priority);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream);
