@@ -73,7 +73,10 @@ struct Rules {
 impl Rules {
     fn classify(&self, file: &str) -> Class {
         let starts = |prefixes: &[String]| prefixes.iter().any(|p| file.starts_with(p.as_str()));
-        if file.starts_with("<frozen") || file.starts_with("<memprof") {
+        // `__init__`: the interpreter's own shim frame that runs a class's `__init__` when a call
+        // to the class is specialized (`_Py_InitCleanup`, 3.13+); 3.14 leaves it on the chain as
+        // a thread-owned frame, where it stood as the site of a constructor's allocations.
+        if file.starts_with("<frozen") || file.starts_with("<memprof") || file == "__init__" {
             return Class::Skip;
         }
         if starts(&self.tool_prefixes)
