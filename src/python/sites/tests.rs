@@ -19,6 +19,8 @@ fn torch_the_standard_library_memprof_and_inductors_files_are_looked_through() {
         "<frozen runpy>",
         "<memprof>",
         "/tmp/torchinductor_me/ab/cabc123.py",
+        // The interpreter's shim frame around a specialized call's `__init__` (3.13+).
+        "__init__",
     ] {
         assert_eq!(r.classify(file), Class::Skip, "{file}");
     }
