@@ -160,19 +160,16 @@ fn a_targeted_functions_peak_is_its_own() {
     assert_eq!(run_peak["reached"]["site"]["line"], 19);
 }
 
-#[test]
-fn show_merge_diff_and_plot_read_the_peak() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+/// `peak_sites.py` run as ranks 0 and 1 of 2, each writing its report to `template`.
+fn two_ranks_of_peak_sites(template: &str) {
     for rank in [0, 1] {
-        let mut cmd = as_rank(rank, 2);
-        let out = cmd
+        let out = as_rank(rank, 2)
             .args([
                 "--device",
                 device_flag(),
                 "run",
                 "-o",
-                &path("r{rank}.json"),
+                template,
                 "peak_sites.py",
             ])
             .output()
@@ -180,6 +177,13 @@ fn show_merge_diff_and_plot_read_the_peak() {
         let r = finish(out);
         assert_eq!(r.code, 0, "{}", r.stderr);
     }
+}
+
+#[test]
+fn show_merge_diff_and_plot_read_the_peak() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    two_ranks_of_peak_sites(&path("r{rank}.json"));
     let show = finish(memprof().args(["show", &path("r0.json")]).output().unwrap());
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(
@@ -325,21 +329,7 @@ fn an_optimizers_step_names_its_parameters_and_state_though_they_are_gone_at_the
 fn merge_names_a_rank_without_a_peak_instead_of_imbalance_zero() {
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
-    for rank in [0, 1] {
-        let out = as_rank(rank, 2)
-            .args([
-                "--device",
-                device_flag(),
-                "run",
-                "-o",
-                &path("r{rank}.json"),
-                "peak_sites.py",
-            ])
-            .output()
-            .expect("memprof starts");
-        let r = finish(out);
-        assert_eq!(r.code, 0, "{}", r.stderr);
-    }
+    two_ranks_of_peak_sites(&path("r{rank}.json"));
     // Rank 1's report as the landed build wrote it on two GPUs: no peak record.
     let r1 = path("r1.json");
     let mut report: Value = serde_json::from_str(&std::fs::read_to_string(&r1).unwrap()).unwrap();
