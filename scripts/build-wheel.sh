@@ -12,6 +12,7 @@
 # name says both (memprof-0.1.0+torch2.11-cp311-cp311-linux_x86_64.whl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/stack.sh
 venv=""
 profile=release
 while [ $# -gt 0 ]; do
@@ -54,7 +55,7 @@ case "$torch_version" in
   *) echo "build-wheel: torch $torch_version is not supported (2.9 to 2.15 are)" >&2; exit 2 ;;
 esac
 tch=$(scripts/tch-for-torch.sh "$torch_version")
-manifest_tch=$(grep -Po '^tch = \{ version = "\K[^"]+' Cargo.toml)
+manifest_tch=$(manifest_tch)
 if [ -n "$tch" ]; then
   cargo_args+=(--features tch)
   if [ "$tch" != "$manifest_tch" ]; then

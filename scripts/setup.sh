@@ -8,6 +8,7 @@
 #   PYTHON=python3.X and MEMPROF_TORCH=2.X.Y choose another stack (.venv is remade for it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/stack.sh
 profile=${1:-release}
 torch=${MEMPROF_TORCH:-2.15.0}
 minor=3.13
@@ -15,11 +16,7 @@ if [ -n "${PYTHON:-}" ]; then
   python=$PYTHON
 else
   # Python 3.13: on PATH, else pyenv's; else the default python3, with a word.
-  python=""
-  for p in python$minor "$HOME"/.pyenv/versions/$minor.*/bin/python$minor; do
-    if "$p" -c 'import sys' 2>/dev/null; then python=$p; break; fi
-  done
-  if [ -z "$python" ]; then
+  if ! python=$(find_python "$minor"); then
     python=python3
     echo "setup: no Python $minor found; using $(python3 --version) (set PYTHON to choose)" >&2
   fi
@@ -55,8 +52,7 @@ fi
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1
 # tch where the manifest's tch release binds this torch (2.11); other releases: build-wheel.sh.
 features=()
-manifest_tch=$(grep -Po '^tch = \{ version = "\K[^"]+' Cargo.toml)
-[ "$(scripts/tch-for-torch.sh "$torch")" = "$manifest_tch" ] && features=(--features tch)
+[ "$(scripts/tch-for-torch.sh "$torch")" = "$(manifest_tch)" ] && features=(--features tch)
 if [ "$profile" = release ]; then
   cargo build --release --locked "${features[@]}"
 else

@@ -11,6 +11,7 @@
 #   (about 8 GB each), for a machine whose disk does not hold the whole matrix at once
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/stack.sh
 suite=0 clean=0
 if [ "${1:-}" = --suite ]; then suite=1; shift; fi
 if [ "${1:-}" = --clean ]; then clean=1; shift; fi
@@ -18,29 +19,21 @@ entries=("$@")
 if [ ${#entries[@]} -eq 0 ]; then
   for py in 3.11 3.13; do for t in 2.9.1 2.11.0 2.13.0 2.15.0; do entries+=("$py:$t"); done; done
 fi
-find_python() {
-  case "$1" in
-    /*) echo "$1" ;;
-    *) for p in "python$1" "$HOME"/.pyenv/versions/"$1".*/bin/python"$1"; do
-         if "$p" -c 'import sys' 2>/dev/null; then echo "$p"; return; fi
-       done
-       echo "torch-versions-check: no Python $1 (python$1 on PATH or in pyenv)" >&2; return 1 ;;
-  esac
-}
 status=0
 results=()
 for entry in "${entries[@]}"; do
   py=${entry%%:*} t=${entry##*:}
-  python=$(find_python "$py") || { status=1; results+=("$entry: no Python"); continue; }
+  if ! python=$(find_python "$py"); then
+    echo "torch-versions-check: no Python $py (python$py on PATH or in pyenv)" >&2
+    status=1 results+=("$entry: no Python")
+    continue
+  fi
   minor=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
   echo "== Python $minor, torch $t" >&2
   venv=$PWD/target/venvs/py$minor-torch$t
   if ! "$venv/bin/python" -c "import torch, numpy, sys; sys.exit(torch.__version__.split('+')[0] != '$t')" 2>/dev/null; then
     rm -rf "$venv"
-    if ! "$python" -m venv "$venv" 2>/dev/null; then
-      rm -rf "$venv" && "$python" -m venv --without-pip "$venv"
-      .venv/bin/python -m pip --quiet --disable-pip-version-check --python "$venv/bin/python" install pip
-    fi
+    make_venv "$python" "$venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$t" numpy
   fi
   start=$(date +%s)

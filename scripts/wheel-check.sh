@@ -9,6 +9,7 @@
 #       torch as it was, and `memprof run` and `import memprof` must name the wheel that fits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/stack.sh
 build_args=(--debug)
 build_venv=$PWD/.venv
 other=""
@@ -30,16 +31,8 @@ rm -rf "$check" && mkdir -p "$check"
 # unless MEMPROF_KEEP_CHECK=1 keeps them to look at.
 [ "${MEMPROF_KEEP_CHECK:-}" = 1 ] || trap 'rm -rf "$check"' EXIT
 pip=(--quiet --disable-pip-version-check)
-# A venv of the build's Python; where that Python has no ensurepip (Debian's without
-# python3-venv), pip comes from the project's .venv, pointed at it (`pip --python`).
-make_venv() {
-  if ! "$base" -m venv "$1" >/dev/null 2>&1; then
-    rm -rf "$1" && "$base" -m venv --without-pip "$1"
-    .venv/bin/python -m pip "${pip[@]}" --python "$1/bin/python" install pip
-  fi
-}
-make_venv "$check/venv"
-make_venv "$check/no-torch"
+make_venv "$base" "$check/venv"
+make_venv "$base" "$check/no-torch"
 # torch from PyPI (pip's cache has it when the project's set-up has installed the same version).
 "$check/venv/bin/python" -m pip install "${pip[@]}" "torch==$torch" numpy
 # What the in-process front end is checked with: pytest (the plugin) and a Jupyter kernel.
@@ -47,7 +40,7 @@ make_venv "$check/no-torch"
 "$check/venv/bin/python" -m pip install "${pip[@]}" "$wheel"
 "$check/no-torch/bin/python" -m pip install "${pip[@]}" "$wheel"
 if [ -n "$other" ]; then
-  make_venv "$check/other-torch"
+  make_venv "$base" "$check/other-torch"
   "$check/other-torch/bin/python" -m pip install "${pip[@]}" "torch==$other" numpy
   # A plain install, as a user would type it: it must not change that torch.
   "$check/other-torch/bin/python" -m pip install "${pip[@]}" "$wheel"
