@@ -17,6 +17,10 @@ CELLS = [
     "%%memprof --device cpu\nx = torch.ones(512, 512)\ny = x * 2\ndel x\ntotal = step(128)",
     "import json\nr = _\nprint(json.dumps([[l['line'], l.get('delta_bytes')] "
     "for l in r.function('<module>')['lines']]))",
+    # y (1 MiB) is live from the cell before: the cell's peak and the report's are one.
+    "%%memprof --device cpu\nz = y + 1",
+    "r = _\nprint(json.dumps([r.function('<module>')['peak_allocated_bytes'], "
+    "r.peak['allocated_bytes'], r.peak['unseen_bytes'], r.peak_above_start]))",
 ]
 
 
@@ -27,6 +31,7 @@ def main():
     line_magic = nb.cells[2].outputs[0]["data"]
     cell_magic = nb.cells[3].outputs[0]["data"]["text/plain"]
     lines = json.loads(nb.cells[4].outputs[0]["text"])
+    cell_peak, peak, before, added = json.loads(nb.cells[6].outputs[0]["text"])
     problems = []
     if "+256.00 KiB" not in line_magic["text/plain"]:
         problems.append("%memprof's table: " + line_magic["text/plain"])
@@ -36,6 +41,9 @@ def main():
         problems.append("%%memprof's peak: " + cell_magic)
     if lines != [[1, 1048576], [2, 1048576], [3, -1048576], [4, 4]]:
         problems.append("%%%%memprof's lines: %s" % lines)
+    if not (cell_peak == peak == before + added and 1048576 <= added < 1048576 + 1024 and before >= 1048576):
+        problems.append("%%%%memprof's peaks after a cell that kept y: the cell's %d, the report's "
+                        "%d, from before %d, added %d" % (cell_peak, peak, before, added))
     print("NOTEBOOK OK" if not problems else "NOTEBOOK FAILED:\n" + "\n".join(problems))
     return 1 if problems else 0
 

@@ -203,17 +203,6 @@ def test_own_limit_wins():
     x = torch.ones(MiB)                # 4 MiB
 "#;
 
-fn pytest(dir: &Path, args: &[&str]) -> Run {
-    finish(
-        python_with_memprof()
-            .current_dir(dir)
-            .args(["-m", "pytest", "-p", "no:cacheprovider", "-q"])
-            .args(args)
-            .output()
-            .expect("pytest starts"),
-    )
-}
-
 #[test]
 fn the_pytest_plugin_fails_a_test_over_its_limit_and_says_where_the_peak_came_from() {
     if on_cuda() {

@@ -1,8 +1,9 @@
-//! What the second hour of real use broke (issue 36), one test per case done so far: a bare `-f`
-//! name matching code in a site-packages folder that is not the venv's own (item 4); memprof's
-//! probing of torch's attributes printing deprecation warnings into the program's stderr
-//! (item 5); a function whose calls were all warm-up (item 8); `@memprof.profile()` inside a
-//! script that `memprof run` profiles (item 9).
+//! What the second hour of real use broke (issue 36), a test per case: a pytest limit whose
+//! verdict depended on the tests before it (item 1); in-process reports whose peaks contradicted
+//! each other (item 2); a bare `-f` name matching code in a site-packages folder that is not the
+//! venv's own (item 4); memprof's probing of torch's attributes printing deprecation warnings
+//! into the program's stderr (item 5); a function whose calls were all warm-up (item 8);
+//! `@memprof.profile()` inside a script that `memprof run` profiles (item 9).
 use crate::common::*;
 use std::path::Path;
 
@@ -155,4 +156,127 @@ fn the_decorator_under_memprof_run_targets_the_function() {
     let step = function(&report, "step");
     assert_eq!(step["calls"], 2, "{step}");
     assert_eq!(delta(line(step, "x = torch.ones(1024)")), 2 * 4096);
+}
+
+/// A suite that caches a model in one test, then a test over its limit, and one that frees the
+/// cache before going over: each verdict and its numbers are the same in the suite as alone.
+const ORDERED_TESTS: &str = r#"
+import pytest, torch
+
+MiB = 1024 * 1024
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+CACHE = {}
+
+@pytest.mark.limit_device_memory("1 GiB")
+def test_1_caches_a_model():
+    CACHE["model"] = torch.ones(4 * MiB, device=DEV)      # 16 MiB, kept
+
+@pytest.mark.limit_device_memory("20 MiB")
+def test_2_over():
+    x = torch.ones(8 * MiB, device=DEV)                   # 32 MiB
+    del x
+
+@pytest.mark.limit_device_memory("20 MiB")
+def test_3_frees_the_cache_then_over():
+    CACHE.clear()
+    x = torch.ones(8 * MiB, device=DEV)                   # 32 MiB
+"#;
+
+#[test]
+fn a_pytest_limit_gives_the_same_verdict_alone_and_after_other_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "test_order.py", ORDERED_TESTS);
+    let suite = pytest(dir.path(), &["test_order.py"]);
+    let text = format!("{}{}", suite.stdout, suite.stderr);
+    assert!(text.contains("2 failed, 1 passed"), "{text}");
+    let over = |name: &str| format!("{name}: device peak 32.00 MiB (33554432 B) on ");
+    for name in ["test_2_over", "test_3_frees_the_cache_then_over"] {
+        assert!(text.contains(&over(name)), "{name} in the suite:\n{text}");
+        let alone = pytest(dir.path(), &[&format!("test_order.py::{name}")]);
+        let alone_text = format!("{}{}", alone.stdout, alone.stderr);
+        assert!(alone_text.contains("1 failed"), "{alone_text}");
+        assert!(
+            alone_text.contains(&over(name)),
+            "{name} alone:\n{alone_text}"
+        );
+    }
+    // The absolute peak says what was there before, and "what held it" shows it as such.
+    assert!(
+        text.contains(
+            "(the device's allocated_bytes.all.peak during the test: 48.00 MiB, with 16.00 MiB \
+             allocated when it started)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("16.00 MiB  (live from before the test: not the test's)"),
+        "{text}"
+    );
+}
+
+/// A tensor kept from an earlier session, then a session whose function adds 8 MiB: the
+/// function's peak, the report's peak and the table agree, and `peak_above_start` is what the
+/// session added.
+#[test]
+fn an_in_process_report_has_one_peak_counting_what_was_live_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write(
+        dir.path(),
+        "s.py",
+        r#"import json, torch, memprof
+MiB = 1024 * 1024
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+with memprof.profile():
+    kept = torch.ones(MiB, device=DEV)          # 4 MiB, kept
+def add():
+    y = torch.ones(2 * MiB, device=DEV)         # 8 MiB
+    return y.sum()
+with memprof.profile(add) as r:
+    add()
+peak = r.peak
+print(json.dumps({
+    "function": r.function("add")["peak_allocated_bytes"],
+    "function_peak": r.function("add")["peak"]["allocated_bytes"],
+    "peak": peak["allocated_bytes"],
+    "parts": sum(s["bytes"] for s in peak["sites"]) + peak["unseen_bytes"],
+    "unseen": peak["unseen_bytes"],
+    "start": r.allocated_at_start,
+    "above": r.peak_above_start,
+    "table": r.table(200),
+}))
+"#,
+    );
+    let r = finish(
+        python_with_memprof()
+            .arg(&script)
+            .output()
+            .expect("python starts"),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let mib = 1024 * 1024;
+    assert_eq!(out["start"], 4 * mib, "{out}");
+    assert_eq!(out["unseen"], 4 * mib, "{out}");
+    let peak = out["peak"].as_i64().unwrap();
+    assert_eq!(out["function"], peak, "{out}");
+    assert_eq!(out["function_peak"], peak, "{out}");
+    assert_eq!(out["parts"], peak, "{out}");
+    let above = out["above"].as_i64().unwrap();
+    assert_eq!(peak, 4 * mib + above, "{out}");
+    // The sum's scalar: a few bytes on the CPU, a block of 512 on CUDA.
+    assert!((8 * mib..8 * mib + 1024).contains(&above), "{out}");
+    let table = out["table"].as_str().unwrap();
+    assert!(
+        table.contains("Peak allocated_bytes.all.peak: 12.00 MiB"),
+        "{table}"
+    );
+    assert!(table.contains("Peak: 12.00 MiB allocated"), "{table}");
+    let before = table
+        .lines()
+        .find(|l| l.contains("(live from before)"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        before.trim_start().starts_with("4.00 MiB    33.3%"),
+        "{table}"
+    );
 }

@@ -137,8 +137,15 @@ pub struct Tracker {
     site_backward_allocated: Vec<i64>,
     /// Live bytes per site and known role.
     site_roles: IntMap<(u32, Role), i64>,
-    /// Σ live bytes seen: the total on the CPU, where libtorch passes none.
+    /// Σ live bytes seen: the total on the CPU (with `unseen_live`), where libtorch passes none.
     seen_total: i64,
+    /// The highest `seen_total` reached: the most that what was allocated since tracking started
+    /// held at once (an in-process session's own peak, whatever was live before it).
+    seen_max: i64,
+    /// CPU: the bytes memprof's tally counted live when tracking started (an earlier session's
+    /// tensors, a test's cached model), less those of them freed since. Part of the CPU total,
+    /// as the CUDA allocator's own total includes what was live before.
+    unseen_live: i64,
     /// allocated_bytes.all.current after the latest event.
     last_total: i64,
     serial: u64,
@@ -258,6 +265,8 @@ impl Default for Tracker {
             site_backward_allocated: Vec::new(),
             site_roles: IntMap::default(),
             seen_total: 0,
+            seen_max: 0,
+            unseen_live: 0,
             last_total: 0,
             serial: 0,
             whole: Watch {
@@ -287,8 +296,11 @@ impl Tracker {
         if bytes > 0 {
             self.allocate(ptr, bytes, site, in_backward, totals);
         } else if bytes < 0 {
-            self.free(ptr);
-            self.last_total = totals.map_or(self.seen_total, |t| t.0);
+            if !self.free(ptr) && totals.is_none() {
+                // A block live before tracking started (CPU, where memprof keeps the total).
+                self.unseen_live = (self.unseen_live + bytes).max(0);
+            }
+            self.last_total = totals.map_or(self.seen_total + self.unseen_live, |t| t.0);
         }
     }
 
@@ -345,7 +357,9 @@ impl Tracker {
             self.site_backward_allocated[i] += bytes;
         }
         self.seen_total += bytes;
-        let (allocated, reserved) = totals.unwrap_or((self.seen_total, self.seen_total));
+        self.seen_max = self.seen_max.max(self.seen_total);
+        let cpu_total = self.seen_total + self.unseen_live;
+        let (allocated, reserved) = totals.unwrap_or((cpu_total, cpu_total));
         self.last_total = allocated;
         // Most allocations set no maximum: the moment (and its clock read) only when one does.
         let mut moment: Option<Moment> = None;
@@ -371,25 +385,40 @@ impl Tracker {
         }
     }
 
-    fn free(&mut self, ptr: u64) {
+    /// Whether the block at `ptr` was one memprof saw allocated.
+    fn free(&mut self, ptr: u64) -> bool {
         // The sites as they were at each maximum reached since the last free.
         if self.whole.dirty || self.functions.values().any(|w| w.dirty) {
             self.settle();
         }
-        if let Some(block) = self.live.remove(&ptr) {
-            if let Some(log) = &mut self.trace {
-                log.push(TraceRecord {
-                    kind: TraceKind::Block,
-                    serial: block.serial,
-                    bytes: -block.bytes,
-                    requested: 0,
-                    site: block.site,
-                    module: 0,
-                    stream: 0,
-                });
-            }
-            self.forget(block);
+        let Some(block) = self.live.remove(&ptr) else {
+            return false;
+        };
+        if let Some(log) = &mut self.trace {
+            log.push(TraceRecord {
+                kind: TraceKind::Block,
+                serial: block.serial,
+                bytes: -block.bytes,
+                requested: 0,
+                site: block.site,
+                module: 0,
+                stream: 0,
+            });
         }
+        self.forget(block);
+        true
+    }
+
+    /// CPU: the bytes memprof's tally counts live as tracking starts (what the program holds
+    /// from before: they count towards the peak, as the CUDA allocator's total counts them).
+    pub fn live_before(&mut self, bytes: i64) {
+        self.unseen_live = bytes.max(0);
+        self.last_total = self.seen_total + self.unseen_live;
+    }
+
+    /// The most bytes that what was allocated since tracking started held at once.
+    pub fn seen_max(&self) -> i64 {
+        self.seen_max
     }
 
     /// Records every allocation and free from now on (`--trace`), up to `max` events.

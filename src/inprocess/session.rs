@@ -26,6 +26,10 @@ pub struct Session {
     /// allocated_bytes.all.current of the measured device when the session started.
     #[pyo3(get)]
     allocated_at_start: i64,
+    /// When stopped: the most bytes that what the session allocated held at once (its own
+    /// peak, whatever was live before it or freed during it).
+    #[pyo3(get)]
+    peak_above_start: i64,
 }
 
 /// Starts measuring. `argv`: the command's options (`--device 1`, `--stat KEY`, `run`'s `-f
@@ -99,6 +103,7 @@ fn begin(
         config,
         boot: Some(boot.unbind()),
         allocated_at_start,
+        peak_above_start: 0,
     })
 }
 
@@ -159,6 +164,7 @@ impl Session {
             exception,
         };
         let facts = runner::collect(py, &boot, outcome);
+        self.peak_above_start = capture::peak::with(|t| t.seen_max()).unwrap_or(0);
         let uninstalled = boot.call_method0("uninstall");
         let finished = session::finish(&self.config, facts);
         end();

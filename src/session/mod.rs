@@ -99,6 +99,12 @@ fn install_recorder(config: &RunConfig) {
         config.columns.clone(),
         options,
     ));
+    // CPU tensors live from before (an earlier in-process session's, a test's cached model) are
+    // in the peak, as the CUDA allocator's own total has them.
+    if config.source == crate::model::device::Source::Cpu {
+        let before = recorder::with(|r| r.allocated_now()).unwrap_or(0);
+        crate::capture::peak::with(|t| t.live_before(before));
+    }
 }
 
 /// The run's peak and each targeted function's, from the tracker; with a peak, a run that

@@ -252,6 +252,18 @@ fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
     newest
 }
 
+/// pytest in `dir` (quiet, no cache folder), memprof's plugin loaded as the venv registers it.
+pub fn pytest(dir: &Path, args: &[&str]) -> Run {
+    finish(
+        python_with_memprof()
+            .current_dir(dir)
+            .args(["-m", "pytest", "-p", "no:cacheprovider", "-q"])
+            .args(args)
+            .output()
+            .expect("pytest starts"),
+    )
+}
+
 pub fn python_output(script: &Path, args: &[&str]) -> Run {
     let out = in_the_venv(Command::new(python()))
         .arg(script)

@@ -42,6 +42,24 @@ fn a_maximum_with_no_free_after_it_is_copied_at_the_end() {
 }
 
 #[test]
+fn cpu_bytes_live_before_tracking_count_in_the_peak_until_freed() {
+    let mut t = Tracker::default();
+    t.live_before(100); // an earlier session's tensors
+    cpu(&mut t, 1, 50, 1); // 150: the maximum, 100 of it from before
+    cpu(&mut t, 9, -60, 0); // a block from before is freed: 40 of them left
+    cpu(&mut t, 2, 100, 2); // 190, the session's own 150
+    cpu(&mut t, 2, -100, 0);
+    cpu(&mut t, 9, -999, 0); // more than is left from before: none, never less
+    cpu(&mut t, 3, 10, 3);
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.moment.allocated, 190);
+    assert_eq!(shares(&peak), vec![(1, 50, 1), (2, 100, 1)]);
+    assert_eq!(peak.unseen_bytes, 40);
+    assert_eq!(t.seen_max(), 150);
+    assert_eq!(t.last_total, 60);
+}
+
+#[test]
 fn the_allocators_totals_show_what_memprof_did_not_see() {
     let mut t = Tracker::default();
     // CUDA: 1000 bytes were allocated before tracking started.

@@ -80,7 +80,8 @@ class profile:
     def __exit__(self, exc_type, exc, tb):
         session, self._session = self._session, None
         raised = None if exc_type is None else "%s: %s" % (exc_type.__name__, exc)
-        self._report._fill(session.stop(raised), session.allocated_at_start)
+        self._report._fill(session.stop(raised), session.allocated_at_start,
+                           session.peak_above_start)
         return False
 
     def __call__(self, func):
@@ -120,11 +121,13 @@ class Report:
         self._text = None
         self._data = None
         self.allocated_at_start = None
+        self._peak_above_start = None
 
-    def _fill(self, text, allocated_at_start):
+    def _fill(self, text, allocated_at_start, peak_above_start):
         self._text = text
         self._data = json.loads(text)
         self.allocated_at_start = allocated_at_start
+        self._peak_above_start = peak_above_start
 
     def _ready(self):
         if self._data is None:
@@ -133,17 +136,18 @@ class Report:
 
     @property
     def peak(self):
-        """The peak explanation: allocated_bytes.all.current at its highest, and what held it
-        (sites by line, categories); None when nothing was allocated."""
+        """The peak explanation: allocated_bytes.all.current at its highest while the session
+        ran, counting what was allocated before it and still live (its own row among the sites),
+        and what held it (sites by line, categories); None when nothing was allocated."""
         return self._ready().get("peak")
 
     @property
     def peak_above_start(self):
-        """The peak's allocated bytes above what was allocated when the session started."""
-        peak = self.peak
-        if peak is None:
-            return 0
-        return peak["allocated_bytes"] - self.allocated_at_start
+        """What the session added: the most bytes that what it allocated held at once. It does
+        not depend on what was live before (`allocated_at_start`): with nothing of that freed
+        during the session, it is `peak["allocated_bytes"] - allocated_at_start`."""
+        self._ready()
+        return self._peak_above_start
 
     @property
     def metadata(self):

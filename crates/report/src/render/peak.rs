@@ -146,8 +146,10 @@ pub fn render(
             share(peak.unseen_bytes, peak.allocated_bytes),
             String::new(),
             String::new(),
-            "(not seen allocated)".into(),
-            "before memprof started, or on a thread without its reporter".into(),
+            "(live from before)".into(),
+            "allocated before measuring started (an earlier cell's or test's tensors), or on a \
+             thread without memprof's reporter"
+                .into(),
         );
     }
     let blocks: u64 = peak.sites.iter().map(|s| s.blocks).sum::<u64>()
