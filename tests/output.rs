@@ -249,54 +249,6 @@ fn completions_are_current() {
     }
 }
 
-/// memprof's standard output when it is a terminal `cols` columns wide (a real pseudo-terminal),
-/// for `memprof ARGS`.
-fn on_a_terminal(cols: u16, env: &[(&str, &str)], args: &[&str]) -> String {
-    use std::io::Read;
-    use std::os::fd::FromRawFd;
-    let (mut master, mut slave) = (0, 0);
-    let size = libc::winsize {
-        ws_row: 50,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty fills two descriptors we then own.
-    let made = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            &size,
-        )
-    };
-    assert_eq!(made, 0, "openpty");
-    // SAFETY: both descriptors are ours; each File closes its own.
-    let (mut reader, writer) = unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            std::fs::File::from_raw_fd(slave),
-        )
-    };
-    let mut cmd = memprof();
-    cmd.args(args)
-        .env_remove("COLUMNS")
-        .stdout(writer)
-        .stderr(std::process::Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    drop(cmd); // the parent's copy of the terminal's slave end
-    let status = child.wait().unwrap();
-    assert!(status.success());
-    let mut out = Vec::new();
-    // Reading past the output fails with EIO once the slave is closed: that is its end.
-    let _ = reader.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).replace("\r\n", "\n")
-}
-
 #[test]
 fn a_table_on_a_terminal_fits_its_width_and_files_keep_every_column() {
     let args = [

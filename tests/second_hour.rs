@@ -3,7 +3,8 @@
 //! each other (item 2); a bare `-f` name matching code in a site-packages folder that is not the
 //! venv's own (item 4); memprof's probing of torch's attributes printing deprecation warnings
 //! into the program's stderr (item 5); a function whose calls were all warm-up (item 8);
-//! `@memprof.profile()` inside a script that `memprof run` profiles (item 9).
+//! `@memprof.profile()` inside a script that `memprof run` profiles (item 9); the Modules table
+//! past a terminal's edge, and the peak table losing its Category first (item 7).
 use crate::common::*;
 use std::path::Path;
 
@@ -278,5 +279,42 @@ print(json.dumps({
     assert!(
         before.trim_start().starts_with("4.00 MiB    33.3%"),
         "{table}"
+    );
+}
+
+/// On a terminal every table of `--modules` fits its width, the columns that make way named
+/// under it; the peak table keeps its Category down to 80 columns (Blocks and Share go first).
+#[test]
+fn the_modules_and_peak_tables_fit_a_terminal_and_keep_the_category() {
+    let args = [
+        "--device",
+        device_flag(),
+        "run",
+        "--modules",
+        "--suggest-checkpoints",
+        "2",
+        "nested_model.py",
+    ];
+    let widest = |text: &str| text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    for cols in [80u16, 120] {
+        let text = on_a_terminal(cols, &[], &args);
+        assert!(text.contains("Fwd peak +"), "{text}");
+        assert!(text.contains("Checkpoint suggestion"), "{text}");
+        assert!(widest(&text) <= cols as usize, "{cols} columns:\n{text}");
+        let peak_header = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("Bytes"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(peak_header.contains("Category"), "{cols} columns:\n{text}");
+        assert!(text.contains("parameters"), "{cols} columns:\n{text}");
+    }
+    let narrow = on_a_terminal(80, &[], &args);
+    assert!(
+        narrow.contains("(left out to fit 80 columns: Type, Calls, Bwd Δ, Fwd Δ;"),
+        "{narrow}"
+    );
+    assert!(
+        narrow.contains("(left out to fit 80 columns: Blocks, Share;"),
+        "{narrow}"
     );
 }

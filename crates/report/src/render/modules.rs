@@ -1,7 +1,8 @@
 //! The `--modules` section of the table: the module tree (one row per module, forward and
 //! backward side by side), the top modules by peak and by saved activations, and the checkpoint
 //! plan.
-use super::style::{styled, write};
+use super::fit::cut;
+use super::style::{fitted_columns, left_out_note, widest};
 use crate::model::profile::{
     CheckpointPlan, CompiledModuleEntry, ModuleEntry, ModuleRow, ModulesProfile,
 };
@@ -38,7 +39,57 @@ fn opt_bytes(v: Option<i64>) -> String {
     v.map(units::bytes).unwrap_or_default()
 }
 
-pub fn render(out: &mut String, m: &ModulesProfile) {
+/// Draws a table of modules, fitted to a terminal `width` wide when given: the columns in
+/// `drop_order` make way first (least useful first), then the names in column `name` are cut.
+/// The note under it says what was left out.
+fn draw(
+    out: &mut String,
+    header: &[String],
+    rows: Vec<Vec<String>>,
+    right: std::ops::Range<usize>,
+    drop_order: &[usize],
+    name: usize,
+    width: Option<usize>,
+) {
+    let right: Vec<usize> = right.collect();
+    let Some(w) = width else {
+        out.push_str(&fitted_columns(header, &rows, &right, &[], |_| true).0);
+        return;
+    };
+    let (mut text, left_out) =
+        fitted_columns(header, &rows, &right, drop_order, |t| widest(t) <= w);
+    let excess = widest(&text).saturating_sub(w);
+    if excess > 0 {
+        let longest = rows
+            .iter()
+            .map(|r| r[name].chars().count())
+            .max()
+            .unwrap_or(0);
+        let room = longest.saturating_sub(excess).max(MIN_NAME);
+        let rows: Vec<Vec<String>> = rows
+            .into_iter()
+            .map(|mut r| {
+                r[name] = cut(&r[name], room);
+                r
+            })
+            .collect();
+        let dropped: Vec<usize> = drop_order[..left_out.len()].to_vec();
+        text = fitted_columns(header, &rows, &right, &dropped, |_| false).0;
+    }
+    out.push_str(&text);
+    left_out_note(
+        out,
+        w,
+        &left_out,
+        "the report's YAML/JSON (-o FILE) has them",
+    );
+}
+
+/// The shortest a module's name is cut to on a narrow terminal.
+const MIN_NAME: usize = 12;
+
+/// Writes the `--modules` section, fitted to a terminal `width` wide when given.
+pub fn render(out: &mut String, m: &ModulesProfile, width: Option<usize>) {
     let (forward, backward) = phases(&m.modules);
     let _ = writeln!(
         out,
@@ -77,7 +128,7 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
     .to_vec();
     header.extend(fwd_kinds.iter().map(|k| format!("Fwd {k}")));
     header.extend(bwd_kinds.iter().map(|k| format!("Bwd {k}")));
-    let mut table = styled(&header);
+    let mut rows = Vec::new();
     for e in &forward {
         let b = backward.get(&(e.root.as_str(), e.module.as_str()));
         let mut row = vec![
@@ -101,9 +152,13 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
         };
         row.extend(fwd_kinds.iter().map(|k| bytes_of(Some(e), k)));
         row.extend(bwd_kinds.iter().map(|k| bytes_of(b.copied(), k)));
-        table.add_row(row);
+        rows.push(row);
     }
-    write(out, table, 2..header.len());
+    // What a narrow terminal keeps longest: the module, its peaks and saved bytes. The
+    // collectives' columns go first, then Type, Calls, the Δs and Params.
+    let mut drop_order: Vec<usize> = (9..header.len()).rev().collect();
+    drop_order.extend([1, 2, 6, 3, 8]);
+    draw(out, &header, rows, 2..header.len(), &drop_order, 0, width);
     if !m.compiled_modules.is_empty() && forward.iter().any(|e| e.kind == "OptimizedModule") {
         let _ = writeln!(
             out,
@@ -119,7 +174,7 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
             "Params of sharded (DTensor) parameters: the local shards on this rank, of their full size"
         );
     }
-    render_top(out, m, &forward);
+    render_top(out, m, &forward, width);
     if m.timeline_dropped > 0 {
         let _ = writeln!(
             out,
@@ -128,14 +183,14 @@ pub fn render(out: &mut String, m: &ModulesProfile) {
             m.timeline_dropped
         );
     }
-    render_compiled(out, &m.compiled_modules);
+    render_compiled(out, &m.compiled_modules, width);
     if let Some(plan) = &m.checkpoints {
-        render_plan(out, plan);
+        render_plan(out, plan, width);
     }
 }
 
 /// The submodules of compiled models: what their graphs allocated and saved for each.
-fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry]) {
+fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry], width: Option<usize>) {
     let (forward, backward) = phases(entries);
     if forward.is_empty() {
         return;
@@ -147,18 +202,20 @@ fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry]) {
     );
     // CUDA graphs ran: what of the bytes went to their private pools.
     let pools = entries.iter().any(|e| e.pool_bytes.is_some());
-    let mut header = vec![
+    let mut header: Vec<String> = [
         "Module",
         "Type",
         "Runs",
         "Fwd allocated",
         "Saved",
         "Bwd allocated",
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
     if pools {
-        header.extend(["Fwd in CUDA-graph pools", "Bwd in CUDA-graph pools"]);
+        header.extend(["Fwd in CUDA-graph pools", "Bwd in CUDA-graph pools"].map(String::from));
     }
-    let mut table = styled(&header);
+    let mut rows = Vec::new();
     for e in forward {
         let b = backward.get(&(e.root.as_str(), e.module.as_str()));
         let mut row = vec![
@@ -174,9 +231,11 @@ fn render_compiled(out: &mut String, entries: &[CompiledModuleEntry]) {
             row.push(opt_bytes(e.pool_bytes));
             row.push(b.map(|b| opt_bytes(b.pool_bytes)).unwrap_or_default());
         }
-        table.add_row(row);
+        rows.push(row);
     }
-    write(out, table, 2..header.len());
+    let mut drop_order: Vec<usize> = (6..header.len()).rev().collect();
+    drop_order.extend([1, 2]);
+    draw(out, &header, rows, 2..header.len(), &drop_order, 0, width);
 }
 
 /// The Params cell: the bytes on this device, and the full size when some are sharded.
@@ -192,7 +251,12 @@ fn parameters(e: &ModuleEntry) -> String {
 }
 
 /// The modules with no row below them in the table, ranked.
-fn render_top(out: &mut String, m: &ModulesProfile, forward: &[&ModuleEntry]) {
+fn render_top(
+    out: &mut String,
+    m: &ModulesProfile,
+    forward: &[&ModuleEntry],
+    width: Option<usize>,
+) {
     let has_child = |e: &ModuleEntry| {
         let prefix = format!("{}.", e.module);
         forward.iter().any(|c| {
@@ -216,6 +280,7 @@ fn render_top(out: &mut String, m: &ModulesProfile, forward: &[&ModuleEntry]) {
         &frontier,
         by_peak,
         |e| format!("{} {}", display_name(e), e.phase),
+        width,
     );
     let by_saved = |e: &ModuleEntry| e.saved_bytes.unwrap_or(0);
     ranked(
@@ -224,6 +289,7 @@ fn render_top(out: &mut String, m: &ModulesProfile, forward: &[&ModuleEntry]) {
         &frontier,
         by_saved,
         |e| format!("{} ({} calls)", display_name(e), e.calls),
+        width,
     );
 }
 
@@ -234,6 +300,7 @@ fn ranked(
     entries: &[&ModuleEntry],
     value: impl Fn(&ModuleEntry) -> i64,
     describe: impl Fn(&ModuleEntry) -> String,
+    width: Option<usize>,
 ) {
     let mut ranked: Vec<&ModuleEntry> = entries.iter().copied().filter(|e| value(e) > 0).collect();
     if ranked.is_empty() {
@@ -242,11 +309,12 @@ fn ranked(
     ranked.sort_by_key(|e| std::cmp::Reverse(value(e)));
     let _ = writeln!(out, "\n{title}");
     for e in ranked.into_iter().take(TOP) {
-        let _ = writeln!(out, "  {:>12}  {}", units::bytes(value(e)), describe(e));
+        let line = format!("  {:>12}  {}", units::bytes(value(e)), describe(e));
+        let _ = writeln!(out, "{}", width.map_or(line.clone(), |w| cut(&line, w)));
     }
 }
 
-fn render_plan(out: &mut String, plan: &CheckpointPlan) {
+fn render_plan(out: &mut String, plan: &CheckpointPlan, width: Option<usize>) {
     let _ = writeln!(
         out,
         "\nCheckpoint suggestion for {} ({} split point{} among {} modules, from one measured forward pass):",
@@ -262,10 +330,11 @@ fn render_plan(out: &mut String, plan: &CheckpointPlan) {
         "Modules",
         "Saved",
         "Input",
-    ];
-    let mut table = styled(&header);
+    ]
+    .map(String::from);
+    let mut rows = Vec::new();
     for (i, s) in plan.segments.iter().enumerate() {
-        table.add_row(vec![
+        rows.push(vec![
             (i + 1).to_string(),
             s.first.clone(),
             s.last.clone(),
@@ -274,7 +343,8 @@ fn render_plan(out: &mut String, plan: &CheckpointPlan) {
             units::bytes(s.input_bytes),
         ]);
     }
-    write(out, table, 3..header.len());
+    // The last module's name is cut last (the first is the previous segment's last, mostly).
+    draw(out, &header, rows, 3..header.len(), &[3, 5, 1], 2, width);
     let _ = writeln!(
         out,
         "Activations saved for backward: {} measured; with each segment checkpointed, estimated {} \

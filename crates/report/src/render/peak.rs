@@ -1,16 +1,16 @@
 //! The Peak section of the table: the run's (or a function's) highest allocated bytes, where it
 //! was reached, the live bytes by the line that allocated them (largest first, summing to the
 //! peak), and the next `-f` to run.
-use super::fit::cut;
-use super::style::{styled, write};
+use super::fit::{contents_column, cut};
+use super::style::{fitted_columns, left_out_note};
 use crate::model::peak::{Peak, Place};
 use crate::model::units;
 use std::fmt::Write;
 
 /// Rows a function's peak shows in the table (the run's shows every listed site).
 pub const FUNCTION_ROWS: usize = 5;
-/// Terminals narrower than this get the table without its Blocks and Category columns.
-const WIDE: usize = 160;
+/// The least of the sites' text worth keeping on a terminal before columns make way.
+const MIN_PEAK_SOURCE: usize = 24;
 
 /// Writes `peak` under `title`; at most `rows` sites, the rest summed in one row; the table cut
 /// to `width` when given (a terminal). `script`: the script's label, for the next command (None:
@@ -75,31 +75,14 @@ pub fn render(
         );
     }
     out.push('\n');
-    // A narrow terminal gets the sites and their text; blocks and categories are in the YAML.
-    let narrow = width.is_some_and(|w| w < WIDE);
-    let mut table = styled(if narrow {
-        &["Bytes", "Share", "Site", "Line Contents"][..]
-    } else {
-        &[
-            "Bytes",
-            "Share",
-            "Blocks",
-            "Category",
-            "Site",
-            "Line Contents",
-        ][..]
-    });
+    let mut lines: Vec<Vec<String>> = Vec::new();
     let mut row = |bytes: String,
                    share: String,
                    blocks: String,
                    category: String,
                    site: String,
                    text: String| {
-        table.add_row(if narrow {
-            vec![bytes, share, site, text]
-        } else {
-            vec![bytes, share, blocks, category, site, text]
-        });
+        lines.push(vec![bytes, share, blocks, category, site, text]);
     };
     let shown = peak.sites.len().min(rows);
     for s in &peak.sites[..shown] {
@@ -162,13 +145,35 @@ pub fn render(
         "= the peak".into(),
         String::new(),
     );
-    let mut text = String::new();
-    write(&mut text, table, 0..if narrow { 2 } else { 3 });
+    let header: Vec<String> = [
+        "Bytes",
+        "Share",
+        "Blocks",
+        "Category",
+        "Site",
+        "Line Contents",
+    ]
+    .map(String::from)
+    .to_vec();
+    // A narrow terminal loses Blocks, then Share, before the site's text gets too short to
+    // read; the category (what the bytes are) and the site stay.
+    let (text, left_out) = fitted_columns(&header, &lines, &[0, 1, 2], &[2, 1], |text| {
+        width
+            .is_none_or(|w| contents_column(text).is_some_and(|start| start + MIN_PEAK_SOURCE <= w))
+    });
     match width {
         // Every line at the edge: the site's text is the one to lose.
-        Some(w) => text.lines().for_each(|l| {
-            let _ = writeln!(out, "{}", cut(l, w));
-        }),
+        Some(w) => {
+            text.lines().for_each(|l| {
+                let _ = writeln!(out, "{}", cut(l, w));
+            });
+            left_out_note(
+                out,
+                w,
+                &left_out,
+                "the report's YAML/JSON (-o FILE) has them",
+            );
+        }
         None => out.push_str(&text),
     }
     if peak.cuda_graph_replays > 0 {

@@ -116,7 +116,7 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
         super::tensors::render(&mut out, inventories);
     }
     if let Some(modules) = &p.modules {
-        super::modules::render(&mut out, modules);
+        super::modules::render(&mut out, modules, fit.map(|f| f.width));
     }
     if let Some(budgets) = &p.budgets {
         super::budgets::render(&mut out, budgets, &m.stats);

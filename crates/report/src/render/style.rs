@@ -57,6 +57,78 @@ pub fn write(out: &mut String, mut table: Table, right: std::ops::Range<usize>) 
     }
 }
 
+/// A table given as its header and rows, drawn with some of its columns left out to fit a
+/// terminal: `drop_order` names the columns that may go, least useful first; each goes only
+/// while `fits` says the table drawn so far does not fit. Returns the drawn table's text (with
+/// `right` naming the right-aligned columns of the whole table) and the headers left out.
+pub fn fitted_columns(
+    header: &[String],
+    rows: &[Vec<String>],
+    right: &[usize],
+    drop_order: &[usize],
+    fits: impl Fn(&str) -> bool,
+) -> (String, Vec<String>) {
+    let draw = |kept: &[bool]| {
+        let pick = |row: &[String]| -> Vec<String> {
+            row.iter()
+                .zip(kept)
+                .filter(|(_, &k)| k)
+                .map(|(c, _)| c.clone())
+                .collect()
+        };
+        let mut table = styled(&pick(header));
+        for row in rows {
+            table.add_row(pick(row));
+        }
+        // The right-aligned columns, renumbered among those kept.
+        let mut at = 0;
+        for (i, &k) in kept.iter().enumerate() {
+            if k {
+                if right.contains(&i) {
+                    if let Some(col) = table.column_mut(at) {
+                        col.set_cell_alignment(CellAlignment::Right);
+                    }
+                }
+                at += 1;
+            }
+        }
+        let mut out = String::new();
+        write(&mut out, table, 0..0);
+        out
+    };
+    let mut kept = vec![true; header.len()];
+    let mut text = draw(&kept);
+    let mut left_out = Vec::new();
+    for &i in drop_order {
+        if fits(&text) {
+            break;
+        }
+        kept[i] = false;
+        left_out.push(header[i].replace('\n', " "));
+        text = draw(&kept);
+    }
+    (text, left_out)
+}
+
+/// The note under a table some of whose columns were left out to fit `width` columns.
+pub fn left_out_note(out: &mut String, width: usize, left_out: &[String], where_: &str) {
+    if left_out.is_empty() {
+        return;
+    }
+    let note = format!(
+        "(left out to fit {width} columns: {}; {where_})",
+        left_out.join(", ")
+    );
+    for line in super::fit::wrap(&note, width) {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+/// The widest line of a drawn table, in characters.
+pub fn widest(text: &str) -> usize {
+    text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
 /// `v` as bytes (`4.00 MiB`) or as a plain count, as its stat is.
 pub fn bytes_or_count(v: i64, bytes: bool) -> String {
     if bytes {
