@@ -99,20 +99,12 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__completions)
-            opts="-h -V --device --stat --help --version bash elvish fish powershell zsh"
+            opts="-h -V --help --version bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --stat)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -121,7 +113,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__diff)
-            opts="-o -h -V --format --output --max-increase --device --stat --help --version"
+            opts="-o -h -V --format --output --max-increase --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -143,14 +135,6 @@ _memprof() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --stat)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -159,7 +143,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__fit)
-            opts="-o -h -V --batches --scale --max-batch --memory --alloc-conf --format --output --device --stat --help --version"
+            opts="-o -h -V --batches --scale --max-batch --memory --alloc-conf --format --output --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -190,14 +174,6 @@ _memprof() {
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --stat)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -349,7 +325,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__merge)
-            opts="-o -h -V --format --output --device --stat --help --version"
+            opts="-o -h -V --format --output --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -367,10 +343,6 @@ _memprof() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --stat)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -383,7 +355,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__plot)
-            opts="-o -h -V --output --device --stat --help --version"
+            opts="-o -h -V --output --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -397,14 +369,6 @@ _memprof() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --stat)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -413,12 +377,20 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --function --format --output --history --history-max-entries --trace --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --device --stat --help --version"
+            opts="-f -m -o -h -V --device --stat --function --format --output --history --history-max-entries --trace --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --function)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -479,14 +451,6 @@ _memprof() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --stat)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -495,7 +459,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__show)
-            opts="-h -V --format --device --stat --help --version"
+            opts="-h -V --format --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -503,10 +467,6 @@ _memprof() {
             case "${prev}" in
                 --format)
                     COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
-                    return 0
-                    ;;
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --stat)
@@ -521,20 +481,12 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__stats)
-            opts="-h -V --device --stat --help --version"
+            opts="-h -V --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
-                --device)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --stat)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -37,6 +37,8 @@ complete -c memprof -n "__fish_memprof_needs_command" -f -a "fit" -d 'Will it fi
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "stats" -d 'List every stat key with what it means'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c memprof -n "__fish_memprof_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s f -l function -d 'Function to profile (repeatable): `name`, `Class.method`, `outer.<locals>.inner`, `package.module:Qual.name` or `path/to/file.py:Qual.name`; `@profile` in the script marks functions too' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Report format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
@@ -51,9 +53,7 @@ complete -c memprof -n "__fish_memprof_using_subcommand run" -l depth -d 'Show m
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l suggest-checkpoints -d 'Suggest N activation-checkpoint split points from the measured saved activations, with the estimated activation memory before and after (implies --modules)' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l warmup -d 'Skip the first N calls of each targeted function (and, with --modules and no -f, of each root module): their lines are not measured' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l calls -d 'Measure M calls after the warm-up, then stop every hook so the rest of the run pays nothing' -r
-complete -c memprof -n "__fish_memprof_using_subcommand run" -l max -d 'A budget (repeatable): `KEY=SIZE` or `FUNCTION:KEY=SIZE`, KEY a stat or `delta`, SIZE in bytes or with a unit (`20GiB`, `512MB`); a line above it is marked and memprof exits 3' -r
-complete -c memprof -n "__fish_memprof_using_subcommand run" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand run" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l max -d 'A budget (repeatable): `KEY=SIZE` or `FUNCTION:KEY=SIZE`, KEY a stat, `delta` (a line\'s Δ summed over its hits) or `delta_per_call` (that Δ per hit), SIZE in bytes or with a unit (`20GiB`, `512MB`); a line above it is marked and memprof exits 3' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s m -d 'Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l modules -d 'Also profile every torch.nn.Module call, forward and backward: allocated Δ, peak, bytes saved for backward, parameters, as a tree of qualified names (works without -f)'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l tensors -d 'At the end of each targeted call and where an exception leaves one, list the live tensors on the device by storage, named from the model and optimizer, with totals by category'
@@ -64,30 +64,24 @@ complete -c memprof -n "__fish_memprof_using_subcommand run" -s V -l version -d 
 complete -c memprof -n "__fish_memprof_using_subcommand show" -l format -d 'Output format' -r -f -a "table\t''
 yaml\t''
 json\t''"
-complete -c memprof -n "__fish_memprof_using_subcommand show" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand show" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand show" -l stat -d 'With several reports: a stat column to keep (repeatable) [default: every stat they have]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
 json\t''"
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s o -l output -d 'Write the merged report to this file (atomically) instead of standard output' -r -F
-complete -c memprof -n "__fish_memprof_using_subcommand merge" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand merge" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -l stat -d 'A stat column to keep (repeatable) [default: every stat the reports have]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
 json\t''"
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -s o -l output -d 'Write the diff to this file (atomically) instead of standard output' -r -F
-complete -c memprof -n "__fish_memprof_using_subcommand diff" -l max-increase -d 'Fail (exit 4) when a line\'s KEY (`delta` or a stat) grew by more than SIZE (`64MiB`) or PERCENT (`5%`) of its base value (repeatable)' -r
-complete -c memprof -n "__fish_memprof_using_subcommand diff" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand diff" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -l max-increase -d 'Fail (exit 4) when a function\'s KEY (`delta` or a stat) grew by more than SIZE (`64MiB`) or PERCENT (`5%`) of its base value: for `delta` and other amounts its net per call, for a level or a peak the highest over its lines (repeatable)' -r
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand plot" -s o -l output -d 'The picture to write: FILE.svg, FILE.png or FILE.html' -r -F
-complete -c memprof -n "__fish_memprof_using_subcommand plot" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand plot" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand plot" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand plot" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l batches -d 'The traces\' batch sizes, in their order (`8,16`)' -r
@@ -98,17 +92,11 @@ complete -c memprof -n "__fish_memprof_using_subcommand fit" -l format -d 'Outpu
 yaml\t''
 json\t''"
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s o -l output -d 'Write the prediction to this file (atomically) instead of standard output' -r -F
-complete -c memprof -n "__fish_memprof_using_subcommand fit" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand fit" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l max-batch -d 'Find the largest batch size that fits in --memory (from the traces, as --scale does)'
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s V -l version -d 'Print version'
-complete -c memprof -n "__fish_memprof_using_subcommand stats" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand stats" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -s V -l version -d 'Print version'
-complete -c memprof -n "__fish_memprof_using_subcommand completions" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand completions" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand completions" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand help; and not __fish_seen_subcommand_from run show merge diff plot fit stats completions help" -f -a "run" -d 'Run a Python script (or `-m module`) as `python` would, profiling the targeted functions'

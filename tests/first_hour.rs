@@ -329,10 +329,10 @@ fn an_unwritable_directory_is_found_before_the_script_starts() {
         eprintln!("skipped: running as root without chattr, a 0555 directory is writable");
         return;
     }
-    for r in [r, r_plot] {
+    for (r, what) in [(r, "the report"), (r_plot, "the plot")] {
         assert_eq!(r.code, 2, "{}", r.stderr);
         assert!(
-            r.stderr.contains("cannot write the report to"),
+            r.stderr.contains(&format!("cannot write {what} to")),
             "{}",
             r.stderr
         );

@@ -4,7 +4,8 @@
 //! venv's own (item 4); memprof's probing of torch's attributes printing deprecation warnings
 //! into the program's stderr (item 5); a function whose calls were all warm-up (item 8);
 //! `@memprof.profile()` inside a script that `memprof run` profiles (item 9); the Modules table
-//! past a terminal's edge, and the peak table losing its Category first (item 7).
+//! past a terminal's edge, and the peak table losing its Category first (item 7); the words of
+//! side files' errors, of help texts, and of `diff`'s headline (item 10).
 use crate::common::*;
 use std::path::Path;
 
@@ -316,5 +317,142 @@ fn the_modules_and_peak_tables_fit_a_terminal_and_keep_the_category() {
     assert!(
         narrow.contains("(left out to fit 80 columns: Blocks, Share;"),
         "{narrow}"
+    );
+}
+
+/// A side file that cannot be written is named as what it is, with its own option in the hint.
+#[test]
+fn an_unwritable_side_file_is_named_with_its_own_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write(dir.path(), "s.py", "print('the script ran')\n");
+    for (flag, file, what) in [
+        ("--plot", "p.svg", "the plot"),
+        ("--trace", "t.json", "the trace"),
+        ("--history", "h.pickle", "the history"),
+        ("-o", "r.json", "the report"),
+    ] {
+        let path = dir.path().join("no-such-dir").join(file);
+        let r = run(&[flag, path.to_str().unwrap(), &script]);
+        assert_eq!(r.code, 2, "{flag}: {}", r.stderr);
+        assert!(!r.stdout.contains("the script ran"), "{flag}");
+        assert!(
+            r.stderr.contains(&format!(
+                "cannot write {what} to '{}': the directory",
+                path.display()
+            )),
+            "{flag}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(&format!(
+                "hint: create the directory first, or pass another {flag} path"
+            )),
+            "{flag}: {}",
+            r.stderr
+        );
+    }
+}
+
+/// Help says what each option does where it does something: no `--device`/`--stat` for the
+/// subcommands that read files (and given there, an error rather than silence), `--max-increase`
+/// per function as `diff` checks it, `--max`'s `delta_per_call`.
+#[test]
+fn help_lists_the_options_a_subcommand_reads_and_says_what_they_compare() {
+    let help = |sub: &str| {
+        let r = finish(memprof().args([sub, "--help"]).output().unwrap());
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.stdout
+    };
+    for sub in ["fit", "diff", "plot", "stats"] {
+        let text = help(sub);
+        assert!(
+            !text.contains("--device") && !text.contains("--stat "),
+            "{sub}:\n{text}"
+        );
+    }
+    let run_help = help("run");
+    assert!(
+        run_help.contains("--device") && run_help.contains("--stat"),
+        "{run_help}"
+    );
+    assert!(run_help.contains("`delta_per_call`"), "{run_help}");
+    let diff_help = help("diff")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        diff_help.contains("when a function's KEY (`delta` or a stat) grew"),
+        "{diff_help}"
+    );
+    for args in [
+        &["--device", "1", "diff", "a.json", "b.json"][..],
+        &["--stat", "allocated_bytes.all.peak", "fit", "t.json"][..],
+    ] {
+        let r = finish(memprof().args(args).output().unwrap());
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("means nothing to `memprof "),
+            "{}",
+            r.stderr
+        );
+    }
+    // After the subcommand, clap itself refuses it; after `run`, both are run's own.
+    let r = finish(
+        memprof()
+            .args(["diff", "--device", "1", "a", "b"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+/// `diff`'s headline is the allocator's largest increase, not the process's RSS (which grew
+/// more here: a 64 MiB bytes object).
+#[test]
+fn the_diffs_headline_is_the_allocators_increase_before_host_rss() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = |extra: &str, mib: u32| {
+        format!(
+            "import os, torch\nDEV = os.environ.get('MEMPROF_TEST_DEVICE', 'cpu')\nkept = []\n\
+             def step():\n    x = torch.ones({mib} * 262144, device=DEV)\n{extra}    return x.sum()\n\
+             step()\n"
+        )
+    };
+    let base = write(dir.path(), "base.py", &body("", 4));
+    let new = write(
+        dir.path(),
+        "new.py",
+        &body("    kept.append(b'x' * (64 << 20))\n", 8),
+    );
+    let mut reports = Vec::new();
+    for (name, script) in [("base", &base), ("new", &new)] {
+        let out = dir.path().join(format!("{name}.json"));
+        let r = finish(
+            memprof()
+                .args(["--device", device_flag()])
+                .args(["--stat", "allocated_bytes.all.peak"])
+                .args(["--stat", "host_rss_bytes.current"])
+                .args(["run", "-f", "step", "-o"])
+                .arg(&out)
+                .arg(script)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        reports.push(out);
+    }
+    let r = finish(memprof().arg("diff").args(&reports).output().unwrap());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let headline = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("largest increase:"))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert!(
+        headline.starts_with("largest increase: step")
+            && !headline.contains("host_rss")
+            && headline.contains("(+4.00 MiB"),
+        "{}",
+        r.stdout
     );
 }

@@ -66,7 +66,8 @@ fn finish(config: &RunConfig, mut profile: Profile, mut exit_code: i32) -> i32 {
         let reports = [(String::new(), profile)];
         // The report is out already; a plot that fails says why, and a run that otherwise
         // succeeded exits non-zero (a CI step that asked for a picture must not pass without one).
-        if let Err(e) = memprof_report::commands::plot::draw(&render::plot::sources(&reports), path)
+        if let Err(e) =
+            memprof_report::commands::plot::draw(&render::plot::sources(&reports), path, "--plot")
         {
             eprintln!("{e}");
             if exit_code == 0 {
@@ -92,7 +93,7 @@ fn emit(profile: &Profile, to: &ReportDestination) -> Result<()> {
     let mut failed = None;
     if let Some(path) = &to.output {
         let text = render::render(profile, to.file_format);
-        if let Err(e) = file::write_atomically(path, &text) {
+        if let Err(e) = file::write_atomically(path, &text, file::Written::Report) {
             failed = Some(keep_elsewhere(e, &text, to.file_format));
         } else {
             note_written(profile, path);

@@ -118,7 +118,8 @@ fn config_of(argv: Vec<String>, label: String) -> PyResult<RunConfig> {
     let Command::Run(run) = cli.command else {
         return Err(PyValueError::new_err("the options must be `run`'s"));
     };
-    let mut config = RunConfig::new(&cli.global, run, torch::cuda_device_count()).map_err(to_py)?;
+    let measure = cli.global.with(&run.measure);
+    let mut config = RunConfig::new(&measure, run, torch::cuda_device_count()).map_err(to_py)?;
     // A rank of a distributed run gets `memprof.rank<N>.json` as the command's default report
     // file; a session's report is its Report (`.save(path)`), so no file is implied here.
     if config.report.default_file {

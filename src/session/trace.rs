@@ -108,7 +108,7 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
         sizes: Some(sizes),
     };
     let text = serde_json::to_string(&trace).expect("traces serialise") + "\n";
-    if let Err(e) = file::write_atomically(path, &text) {
+    if let Err(e) = file::write_atomically(path, &text, file::Written::Trace) {
         return Some(format!("the trace could not be written: {}", e.message));
     }
     output::note(&format!(

@@ -7,7 +7,8 @@ use crate::error::{Error, Result};
 use crate::model::device::Source;
 use crate::model::profile::{is_delta, ProcessInfo};
 use crate::model::stats::{self, StatDef};
-use crate::output::{file, ranks};
+use crate::output::file::{self, Written};
+use crate::output::ranks;
 use crate::render::Format;
 use std::path::{Path, PathBuf};
 
@@ -89,11 +90,11 @@ impl RunConfig {
         };
         let prints = !ranks::is_multi(&process) || process.rank == 0 || args.all_ranks;
         if let Some(path) = &output {
-            file::check_writable(path)?;
+            file::check_writable(path, Written::Report)?;
         }
         let history = side_file(args.history.as_deref(), &process, "pickle")?;
         if let Some(path) = &history {
-            file::check_writable(path)?;
+            file::check_writable(path, Written::History)?;
             if args.history_max_entries == 0 {
                 return Err(Error::usage("--history-max-entries must be at least 1")
                     .hint("the default keeps the latest 100000 events"));
@@ -101,12 +102,12 @@ impl RunConfig {
         }
         let trace = side_file(args.trace.as_deref(), &process, "json")?;
         if let Some(path) = &trace {
-            file::check_writable(path)?;
+            file::check_writable(path, Written::Trace)?;
         }
         let plot = side_file(args.plot.as_deref(), &process, "svg")?;
         if let Some(path) = &plot {
             crate::render::plot::kind_of(path)?;
-            file::check_writable(path)?;
+            file::check_writable(path, Written::Plot { flag: "--plot" })?;
         }
         if args.depth.is_some() && !args.modules && args.suggest_checkpoints.is_none() {
             return Err(

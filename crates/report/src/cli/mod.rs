@@ -27,18 +27,31 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Options that may come before or after the subcommand (`memprof --device 1 run ...`).
+/// What to measure: before the subcommand (`memprof --device 1 run ...`, as the command has
+/// always taken them) or after `run`. `show` and `merge` take `--stat` after them too; the
+/// subcommands that only read files (`diff`, `plot`, `fit`, `stats`) take neither.
 #[derive(Args, Debug, Default, Clone)]
 pub struct GlobalOptions {
     /// Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA
     /// device, or `cpu` when there is no GPU]
-    #[arg(long, global = true, value_name = "DEVICE")]
+    #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
     /// A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats`
     /// lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and
     /// reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]
-    #[arg(long = "stat", global = true, value_name = "KEY")]
+    #[arg(long = "stat", value_name = "KEY")]
     pub stats: Vec<String>,
+}
+
+impl GlobalOptions {
+    /// These options (written before the subcommand) with `later` (after it): its device
+    /// wins, the stats add up.
+    pub fn with(&self, later: &GlobalOptions) -> GlobalOptions {
+        GlobalOptions {
+            device: later.device.clone().or_else(|| self.device.clone()),
+            stats: self.stats.iter().chain(&later.stats).cloned().collect(),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -75,6 +88,8 @@ pub enum Command {
 #[derive(Args, Debug)]
 #[command(trailing_var_arg = true)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub measure: GlobalOptions,
     /// Function to profile (repeatable): `name`, `Class.method`, `outer.<locals>.inner`,
     /// `package.module:Qual.name` or `path/to/file.py:Qual.name`; `@profile` in the script
     /// marks functions too
@@ -143,8 +158,9 @@ pub struct RunArgs {
     /// not only rank 0's
     #[arg(long)]
     pub all_ranks: bool,
-    /// A budget (repeatable): `KEY=SIZE` or `FUNCTION:KEY=SIZE`, KEY a stat or `delta`, SIZE in
-    /// bytes or with a unit (`20GiB`, `512MB`); a line above it is marked and memprof exits 3
+    /// A budget (repeatable): `KEY=SIZE` or `FUNCTION:KEY=SIZE`, KEY a stat, `delta` (a line's Δ
+    /// summed over its hits) or `delta_per_call` (that Δ per hit), SIZE in bytes or with a unit
+    /// (`20GiB`, `512MB`); a line above it is marked and memprof exits 3
     #[arg(long = "max", value_name = "[FUNCTION:]KEY=SIZE")]
     pub max: Vec<String>,
     /// The Python script to run (a module name with -m)
@@ -163,6 +179,9 @@ pub struct ShowArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// With several reports: a stat column to keep (repeatable) [default: every stat they have]
+    #[arg(long = "stat", value_name = "KEY")]
+    pub stats: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -186,6 +205,9 @@ pub struct MergeArgs {
     /// Write the merged report to this file (atomically) instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// A stat column to keep (repeatable) [default: every stat the reports have]
+    #[arg(long = "stat", value_name = "KEY")]
+    pub stats: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -234,8 +256,9 @@ pub struct DiffArgs {
     /// Write the diff to this file (atomically) instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Fail (exit 4) when a line's KEY (`delta` or a stat) grew by more than SIZE (`64MiB`) or
-    /// PERCENT (`5%`) of its base value (repeatable)
+    /// Fail (exit 4) when a function's KEY (`delta` or a stat) grew by more than SIZE (`64MiB`)
+    /// or PERCENT (`5%`) of its base value: for `delta` and other amounts its net per call, for a
+    /// level or a peak the highest over its lines (repeatable)
     #[arg(long = "max-increase", value_name = "KEY=SIZE|PERCENT%")]
     pub max_increase: Vec<String>,
 }

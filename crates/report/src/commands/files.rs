@@ -3,7 +3,8 @@
 use crate::error::{Error, Result};
 use crate::model::profile::Profile;
 use crate::model::saved::{self, Saved};
-use crate::output::{self, file};
+use crate::output;
+use crate::output::file::{self, Written};
 use std::path::{Path, PathBuf};
 
 /// A file memprof saved (a report, a trace), as text; a file that cannot be read is a usage
@@ -56,8 +57,8 @@ pub fn read_run_reports(files: &[PathBuf]) -> Result<Vec<(PathBuf, Profile)>> {
 pub fn deliver(text: &str, to: Option<&Path>, what: &str) -> Result<()> {
     match to {
         Some(path) => {
-            file::check_writable(path)?;
-            file::write_atomically(path, text)?;
+            file::check_writable(path, Written::Report)?;
+            file::write_atomically(path, text, Written::Report)?;
             output::note(&format!("{what} written to {}", path.display()));
         }
         None => output::print(text),

@@ -16,10 +16,11 @@ use clap::CommandFactory;
 
 /// Runs the parsed command with `run` for `memprof run`; returns the process exit code.
 pub fn dispatch(cli: Cli, run: impl FnOnce(&GlobalOptions, RunArgs) -> Result<i32>) -> Result<i32> {
+    unused_options(&cli)?;
     match cli.command {
-        Command::Run(args) => run(&cli.global, args),
-        Command::Show(args) => show::show(&cli.global, args),
-        Command::Merge(args) => merge::merge(&cli.global, args),
+        Command::Run(args) => run(&cli.global.with(&args.measure), args),
+        Command::Show(args) => show::show(&cli.global.stats, args),
+        Command::Merge(args) => merge::merge(&cli.global.stats, args),
         Command::Diff(args) => diff::diff(args),
         Command::Plot(args) => plot::plot(args),
         Command::Fit(args) => fit::fit(args),
@@ -34,6 +35,37 @@ pub fn dispatch(cli: Cli, run: impl FnOnce(&GlobalOptions, RunArgs) -> Result<i3
             Ok(0)
         }
     }
+}
+
+/// `--device` or `--stat` written before a subcommand that would ignore it: a usage error, not
+/// silence (after the subcommand, clap refuses them itself).
+fn unused_options(cli: &Cli) -> Result<()> {
+    let (name, reads_stats) = match &cli.command {
+        Command::Run(_) | Command::Completions { .. } => return Ok(()),
+        Command::Show(_) => ("show", true),
+        Command::Merge(_) => ("merge", true),
+        Command::Diff(_) => ("diff", false),
+        Command::Plot(_) => ("plot", false),
+        Command::Fit(_) => ("fit", false),
+        Command::Stats => ("stats", false),
+    };
+    let (unused, hint) = if cli.global.device.is_some() {
+        (
+            "--device",
+            "measure on a device with `memprof run --device D`",
+        )
+    } else if !cli.global.stats.is_empty() && !reads_stats {
+        (
+            "--stat",
+            "choose the stats with `memprof run --stat KEY`, or a merged table's with `show`/`merge --stat KEY`",
+        )
+    } else {
+        return Ok(());
+    };
+    Err(crate::error::Error::usage(format!(
+        "{unused} means nothing to `memprof {name}`: it reads files written by an earlier run"
+    ))
+    .hint(hint))
 }
 
 /// The command line parsed as the `memprof` command parses it (`args`: without the program's

@@ -3,7 +3,8 @@ use super::files;
 use crate::cli::PlotArgs;
 use crate::error::Result;
 use crate::model::profile::{file_name, Profile};
-use crate::output::{self, file};
+use crate::output;
+use crate::output::file::{self, Written};
 use crate::render::plot;
 use std::path::Path;
 
@@ -16,16 +17,18 @@ pub fn plot(args: PlotArgs) -> Result<i32> {
             Ok((file_name(&name).to_string(), files::read_run_report(f)?))
         })
         .collect::<Result<Vec<(String, Profile)>>>()?;
-    draw(&plot::sources(&reports), &args.output)?;
+    draw(&plot::sources(&reports), &args.output, "-o")?;
     Ok(0)
 }
 
 /// Draws a plot into `path` (atomically) and tells the user where it went and what had no data.
-pub fn draw(sources: &[plot::Source<'_>], path: &Path) -> Result<()> {
+/// `flag`: the option that named the file (`-o` of `memprof plot`, `run --plot`).
+pub fn draw(sources: &[plot::Source<'_>], path: &Path, flag: &'static str) -> Result<()> {
     let kind = plot::kind_of(path)?;
-    file::check_writable(path)?;
+    let what = Written::Plot { flag };
+    file::check_writable(path, what)?;
     let (bytes, no_data) = plot::draw(sources, kind)?;
-    file::write_bytes_atomically(path, &bytes)?;
+    file::write_bytes_atomically(path, &bytes, what)?;
     for n in no_data {
         output::note(&format!("plot: no data for {n}"));
     }

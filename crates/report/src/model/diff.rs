@@ -26,8 +26,9 @@ pub struct Diff {
     /// The two runs' peaks and their sites, when both reports have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak: Option<PeakDiff>,
-    /// The largest increase of any compared byte count of any function (its net Δ per call, or
-    /// the highest level or peak over its lines).
+    /// The largest increase of any compared byte count of the allocator of any function (its net
+    /// Δ per call, or the highest level or peak over its lines); of host RSS only when none of
+    /// the allocator's grew.
     pub largest_increase: Option<Increase>,
     /// `--max-increase`: each limit and the lines that went beyond it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

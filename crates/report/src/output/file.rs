@@ -40,34 +40,85 @@ fn is_special(path: &Path) -> bool {
     })
 }
 
-fn cannot_write(path: &Path, e: impl std::fmt::Display) -> Error {
+/// A file memprof writes, as its messages name it: what it is and the option that named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// `-o`: a run's report, or what `merge`, `diff` and `fit` write.
+    Report,
+    /// `--plot`, and `memprof plot -o`.
+    Plot {
+        flag: &'static str,
+    },
+    Trace,
+    History,
+}
+
+impl Written {
+    fn what(self) -> &'static str {
+        match self {
+            Written::Report => "the report",
+            Written::Plot { .. } => "the plot",
+            Written::Trace => "the trace",
+            Written::History => "the history",
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            Written::Report => "-o",
+            Written::Plot { flag } => flag,
+            Written::Trace => "--trace",
+            Written::History => "--history",
+        }
+    }
+
+    fn example(self) -> &'static str {
+        match self {
+            Written::Report => "report.json",
+            Written::Plot { .. } => "memory.svg",
+            Written::Trace => "trace.json",
+            Written::History => "history.pickle",
+        }
+    }
+}
+
+fn cannot_write(path: &Path, what: Written, e: impl std::fmt::Display) -> Error {
     Error::usage(format!(
-        "cannot write the report to '{}': {e}",
+        "cannot write {} to '{}': {e}",
+        what.what(),
         path.display()
     ))
 }
 
-/// Fails early, before a long run, if the report could not be written to `path`: the directory
-/// must exist and take a new file (tried for real: root passes every permission check, but not
-/// an immutable or read-only directory), an existing file must open for writing.
-pub fn check_writable(path: &Path) -> Result<()> {
+/// Fails early, before a long run, if `what` could not be written to `path`: the directory must
+/// exist and take a new file (tried for real: root passes every permission check, but not an
+/// immutable or read-only directory), an existing file must open for writing. The messages name
+/// the file and the option it came from.
+pub fn check_writable(path: &Path, what: Written) -> Result<()> {
+    let flag = what.flag();
     if path.is_dir() {
         return Err(
-            Error::usage(format!("'-o {}' is a directory", path.display()))
-                .hint("pass a file name, e.g. -o report.yaml"),
+            Error::usage(format!("'{flag} {}' is a directory", path.display()))
+                .hint(format!("pass a file name, e.g. {flag} {}", what.example())),
         );
     }
     let target = through_links(path);
     let dir = parent_of(&target);
     if !dir.is_dir() {
         return Err(Error::usage(format!(
-            "cannot write the report to '{}': the directory '{}' does not exist",
+            "cannot write {} to '{}': the directory '{}' does not exist",
+            what.what(),
             path.display(),
             dir.display()
         ))
-        .hint("create the directory first, or pass another -o path"));
+        .hint(format!(
+            "create the directory first, or pass another {flag} path"
+        )));
     }
-    let hint = "pass a path in a directory you can write, e.g. -o /tmp/report.json";
+    let hint = format!(
+        "pass a path in a directory you can write, e.g. {flag} /tmp/{}",
+        what.example()
+    );
     if is_special(&target) {
         // A FIFO with no reader would block here: the write itself says what is wrong.
         return Ok(());
@@ -77,29 +128,29 @@ pub fn check_writable(path: &Path) -> Result<()> {
         OpenOptions::new()
             .append(true)
             .open(&target)
-            .map_err(|e| cannot_write(path, e).hint(hint))?;
+            .map_err(|e| cannot_write(path, what, e).hint(hint.clone()))?;
     }
     let probe = dir.join(format!(".memprof-probe.{}", std::process::id()));
-    std::fs::File::create(&probe).map_err(|e| cannot_write(path, e).hint(hint))?;
+    std::fs::File::create(&probe).map_err(|e| cannot_write(path, what, e).hint(hint))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 
 /// Writes `text` to `path`: atomically for a regular file (a reader never sees half a report),
 /// in place for a device or FIFO, through a symlink to its target.
-pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    write_bytes_atomically(path, text.as_bytes())
+pub fn write_atomically(path: &Path, text: &str, what: Written) -> Result<()> {
+    write_bytes_atomically(path, text.as_bytes(), what)
 }
 
 /// `write_atomically` for any bytes (pictures).
-pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+pub fn write_bytes_atomically(path: &Path, bytes: &[u8], what: Written) -> Result<()> {
     let target = through_links(path);
     if is_special(&target) {
         return OpenOptions::new()
             .write(true)
             .open(&target)
             .and_then(|mut f| f.write_all(bytes))
-            .map_err(|e| cannot_write(path, e));
+            .map_err(|e| cannot_write(path, what, e));
     }
     let dir = parent_of(&target);
     let name = target
@@ -118,6 +169,6 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     })();
     result.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        cannot_write(path, e)
+        cannot_write(path, what, e)
     })
 }
