@@ -5,7 +5,8 @@
 //! into the program's stderr (item 5); a function whose calls were all warm-up (item 8);
 //! `@memprof.profile()` inside a script that `memprof run` profiles (item 9); the Modules table
 //! past a terminal's edge, and the peak table losing its Category first (item 7); the words of
-//! side files' errors, of help texts, and of `diff`'s headline (item 10).
+//! side files' errors, of help texts, and of `diff`'s headline (item 10); "next:" suggestions
+//! that could not be used (item 6).
 use crate::common::*;
 use std::path::Path;
 
@@ -455,4 +456,120 @@ fn the_diffs_headline_is_the_allocators_increase_before_host_rss() {
         "{}",
         r.stdout
     );
+}
+
+/// The peak's "next" names functions `-f` finds: a library's as `package.module:Qual.name`, a
+/// dataclass's generated `__init__` (from `<string>`) by its caller, a generator expression by
+/// its function; a site with a sliver of the peak is not offered; and `--modules` when the
+/// library's code holds most of it. Each offered target then runs, with no warning.
+#[test]
+fn the_next_suggestions_name_functions_that_f_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let site_packages = dir.path().join("env/lib/python3/site-packages");
+    let lib = site_packages.join("biglib");
+    std::fs::create_dir_all(&lib).unwrap();
+    write(&lib, "__init__.py", "");
+    write(
+        &lib,
+        "layers.py",
+        "import os, torch\nDEV = os.environ.get('MEMPROF_TEST_DEVICE', 'cpu')\n\n\
+         class Attention:\n    def forward(self):\n\
+         \x20       scores = torch.ones(4 * 1024 * 1024, device=DEV)   # 16 MiB\n\
+         \x20       return (scores + 1).sum()                          # 16 MiB more\n",
+    );
+    let script = write(
+        dir.path(),
+        "s.py",
+        r#"import dataclasses, functools, os
+import torch
+from biglib.layers import Attention
+DEV = os.environ.get("MEMPROF_TEST_DEVICE", "cpu")
+
+
+@dataclasses.dataclass
+class Batch:
+    ids: torch.Tensor = dataclasses.field(
+        default_factory=functools.partial(torch.zeros, 1024 * 1024, device=DEV))   # 4 MiB
+
+
+class RandDS:
+    def __init__(self):
+        self.data = torch.ones(16 * 1024, device=DEV)            # 64 KiB: 0.2% of the peak
+
+
+def make_batch():
+    return Batch()
+
+
+def gather():
+    return tuple(torch.ones(256 * 1024, device=DEV) for _ in range(2))   # 2 MiB
+
+
+def main():
+    ds = RandDS()
+    batch = make_batch()
+    parts = gather()
+    return Attention().forward()
+
+
+main()
+"#,
+    );
+    let out = dir.path().join("r.json");
+    let r = finish(
+        memprof()
+            .env("PYTHONPATH", &site_packages)
+            .args(["--device", device_flag(), "run", "-o"])
+            .arg(&out)
+            .arg(&script)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let peak = read_json(&out)["peak"].clone();
+    let next = ["biglib.layers:Attention.forward", "make_batch", "gather"];
+    assert_eq!(peak["next_targets"], serde_json::json!(next), "{peak}");
+    assert_eq!(peak["next_modules"], true, "{peak}");
+    let shown = finish(memprof().arg("show").arg(&out).output().unwrap());
+    assert!(
+        shown.stdout.contains(&format!(
+            "line by line, next: memprof run --modules -f {} -f {} -f {} {script}",
+            next[0], next[1], next[2]
+        )),
+        "{}",
+        shown.stdout
+    );
+    // What was offered works: each function found, run, measured; nothing more offered.
+    let again = dir.path().join("again.json");
+    let mut cmd = memprof();
+    cmd.env("PYTHONPATH", &site_packages)
+        .args(["--device", device_flag(), "run", "--modules"]);
+    for t in next {
+        cmd.args(["-f", t]);
+    }
+    let r = finish(cmd.arg("-o").arg(&again).arg(&script).output().unwrap());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report = read_json(&again);
+    let ran: Vec<(String, u64)> = report["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["qualname"].as_str().unwrap().to_string(),
+                f["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            ("Attention.forward".to_string(), 1),
+            ("make_batch".to_string(), 1),
+            ("gather".to_string(), 1)
+        ],
+        "{report}"
+    );
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report}");
+    assert!(report["peak"]["next_targets"].is_null(), "{report}");
 }

@@ -69,7 +69,7 @@ pub fn finish(config: &RunConfig, mut facts: runner::RunFacts) -> Finished {
         build::build(r, ctx, compiled)
     })
     .expect("the recorder exists during a run");
-    add_peaks(&mut profile, roles, config.peak_sites);
+    add_peaks(&mut profile, roles, config.peak_sites, config.modules);
     if let Some(collected) = collected {
         add_sections(&mut profile, collected, config);
     }
@@ -109,14 +109,14 @@ fn install_recorder(config: &RunConfig) {
 
 /// The run's peak and each targeted function's, from the tracker; with a peak, a run that
 /// targeted nothing has its report (no warning).
-fn add_peaks(profile: &mut Profile, roles: Vec<(u64, String)>, listed: usize) {
+fn add_peaks(profile: &mut Profile, roles: Vec<(u64, String)>, listed: usize, modules: bool) {
     let ids = recorder::with(|r| r.function_list()).unwrap_or_default();
     let targeted: Vec<String> = profile
         .functions
         .iter()
         .map(|f| f.qualname.clone())
         .collect();
-    let mut namer = peak::Namer::new(roles, listed);
+    let mut namer = peak::Namer::new(roles, listed, modules);
     crate::capture::peak::with(|t| {
         if let Some(c) = t.peak() {
             profile.peak = Some(namer.record(&c, t, &targeted, true));

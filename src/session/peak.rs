@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 
 /// How many functions the peak offers as the next `-f`.
 const NEXT_TARGETS: usize = 3;
+/// The least share of the peak (per mille) a site needs for its function to be offered: a
+/// function holding a few bytes explains nothing.
+const NEXT_MIN_PER_MILLE: i64 = 20;
 
 /// What turns compositions into records: the sites by id, source files read once, and the
 /// storages' categories.
@@ -20,15 +23,18 @@ pub struct Namer {
     roles: HashMap<u64, String>,
     /// How many sites a record lists.
     listed: usize,
+    /// Whether the run has `--modules` (else offered when libraries' code holds the peak).
+    modules: bool,
 }
 
 impl Namer {
-    pub fn new(roles: Vec<(u64, String)>, listed: usize) -> Namer {
+    pub fn new(roles: Vec<(u64, String)>, listed: usize, modules: bool) -> Namer {
         Namer {
             sites: sites::sites(),
             files: SourceFiles::default(),
             roles: roles.into_iter().collect(),
             listed,
+            modules,
         }
     }
 
@@ -118,7 +124,7 @@ impl Namer {
             site_allocation: c.moment.site_allocations,
             seconds: (c.moment.seconds * 1000.0).round() / 1000.0,
         };
-        let next_targets = self.next_targets(&shares, targeted);
+        let (next_targets, next_modules) = self.next_targets(&shares, targeted, peak);
         Peak {
             semantics: if whole_run {
                 PEAK_SEMANTICS.to_string()
@@ -132,6 +138,7 @@ impl Namer {
             other_sites,
             unseen_bytes: c.unseen_bytes,
             next_targets,
+            next_modules,
             cuda_graph_replays: if whole_run {
                 tracker.graph_replays()
             } else {
@@ -170,36 +177,103 @@ impl Namer {
         out
     }
 
-    /// The user's functions holding the largest sites, as `-f` arguments.
+    /// The functions holding the largest sites, as `-f` arguments that find them: the user's
+    /// by name, a library's as `package.module:Qual.name` (or `file.py:Qual.name` outside an
+    /// installed package); with whether `--modules` is worth adding (libraries' code, a model's
+    /// layers mostly, holds most of the peak and the run had none).
     fn next_targets(
         &self,
         shares: &[crate::capture::peak::SiteShare],
         targeted: &[String],
-    ) -> Vec<String> {
+        peak: i64,
+    ) -> (Vec<String>, bool) {
         let mut out: Vec<String> = Vec::new();
+        let mut in_libraries = 0;
         for s in shares {
+            if s.bytes * 1000 < peak * NEXT_MIN_PER_MILLE {
+                break;
+            }
             let Some(site) = self.site(s.site) else {
                 continue;
             };
-            let user = if site.user_code {
-                Some(&site.place)
-            } else {
-                site.context.as_ref()
+            if !site.user_code {
+                in_libraries += s.bytes;
+            }
+            let Some(name) = target_of(site) else {
+                continue;
             };
-            let Some(p) = user else { continue };
-            let name = p.function.clone();
-            if name.starts_with('<') && name != "<module>"
-                || targeted.contains(&name)
-                || out.contains(&name)
-            {
+            let qualname = name.rsplit(':').next().unwrap_or(&name);
+            if targeted.iter().any(|t| t == qualname) || out.contains(&name) {
                 continue;
             }
-            out.push(name);
-            if out.len() == NEXT_TARGETS {
-                break;
+            if out.len() < NEXT_TARGETS {
+                out.push(name);
             }
         }
-        out
+        (out, !self.modules && in_libraries * 2 > peak)
+    }
+}
+
+/// The `-f` that profiles the lines of `site`'s function: the user's own by its qualified name,
+/// a library's in the form that names its file; a function with no file of its own (a
+/// dataclass's generated `__init__`, from `<string>`) by its caller's. Comprehensions, generator
+/// expressions and lambdas are their enclosing function's lines.
+fn target_of(site: &Site) -> Option<String> {
+    let has_file = |p: &sites::Place| !p.file.starts_with('<');
+    let place = if has_file(&site.place) {
+        &site.place
+    } else {
+        site.context.as_ref().filter(|c| has_file(c))?
+    };
+    let qualname = enclosing(&place.function);
+    // The site's class says whether it is the user's; a context is the user's innermost line
+    // for a library's site, and for a user's site (`<string>`) whatever called it.
+    let user = if std::ptr::eq(place, &site.place) {
+        site.user_code
+    } else {
+        !site.user_code || !installed(&place.file)
+    };
+    if user {
+        return Some(qualname);
+    }
+    Some(format!("{}:{qualname}", library_module(&place.file)))
+}
+
+const INSTALLED: [&str; 2] = ["/site-packages/", "/dist-packages/"];
+
+fn installed(file: &str) -> bool {
+    INSTALLED.iter().any(|d| file.contains(d))
+}
+
+/// The function a comprehension, generator expression or lambda is written in
+/// (`main.<locals>.<genexpr>` -> `main`; at the top level, `<module>`).
+fn enclosing(qualname: &str) -> String {
+    let mut name = qualname;
+    loop {
+        let last = name.rsplit('.').next().unwrap_or(name);
+        if !last.starts_with('<') || last == "<module>" {
+            return name.to_string();
+        }
+        match name.rsplit_once(".<locals>.") {
+            Some((outer, _)) => name = outer,
+            None => return "<module>".to_string(),
+        }
+    }
+}
+
+/// A library file as `-f` names it: the dotted module of an installed package's file, else the
+/// file's path.
+fn library_module(file: &str) -> String {
+    let installed = INSTALLED
+        .iter()
+        .filter_map(|d| file.rfind(d).map(|i| &file[i + d.len()..]))
+        .next();
+    match installed.and_then(|rel| rel.strip_suffix(".py")) {
+        Some(rel) => {
+            let rel = rel.strip_suffix("/__init__").unwrap_or(rel);
+            rel.replace('/', ".")
+        }
+        None => file.to_string(),
     }
 }
 

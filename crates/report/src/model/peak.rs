@@ -43,6 +43,10 @@ pub struct Peak {
     /// The functions holding the largest sites, as `-f` arguments for the next run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub next_targets: Vec<String>,
+    /// Whether `--modules` is worth adding next: libraries' code (a model's layers, mostly) holds
+    /// most of the peak, and the run had no `--modules`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub next_modules: bool,
     /// CUDA graphs replayed during the run (the run's peak only): a replay allocates nothing,
     /// its graph's memory being its private pool's (cuda_graph_pool).
     #[serde(default, skip_serializing_if = "is_zero")]

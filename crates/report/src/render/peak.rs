@@ -184,21 +184,29 @@ pub fn render(
             if peak.cuda_graph_replays == 1 { "" } else { "s" }
         );
     }
-    if let (Some(script), false) = (script, peak.next_targets.is_empty()) {
-        let flags: Vec<String> = peak
+    let offers = !peak.next_targets.is_empty() || peak.next_modules;
+    if let (Some(script), true) = (script, offers) {
+        let mut flags: Vec<String> = peak
             .next_targets
             .iter()
             .map(|t| {
-                if t.contains('<') {
+                if t.contains(['<', ' ', '(', ')']) {
                     format!("-f '{t}'")
                 } else {
                     format!("-f {t}")
                 }
             })
             .collect();
+        if peak.next_modules {
+            flags.insert(0, "--modules".into());
+        }
         if script.starts_with('<') {
             // An in-process session (`memprof.profile`, the magics, the pytest plugin).
-            let names: Vec<String> = peak.next_targets.iter().map(|t| format!("{t:?}")).collect();
+            let mut names: Vec<String> =
+                peak.next_targets.iter().map(|t| format!("{t:?}")).collect();
+            if peak.next_modules {
+                names.push("modules=True".into());
+            }
             let _ = writeln!(
                 out,
                 "\nline by line, next: memprof.profile({}) (or %memprof {})",
