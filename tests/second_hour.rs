@@ -6,7 +6,8 @@
 //! `@memprof.profile()` inside a script that `memprof run` profiles (item 9); the Modules table
 //! past a terminal's edge, and the peak table losing its Category first (item 7); the words of
 //! side files' errors, of help texts, and of `diff`'s headline (item 10); "next:" suggestions
-//! that could not be used (item 6).
+//! that could not be used (item 6); targeted functions in child processes, spawned and forked,
+//! reported as never run (item 3).
 use crate::common::*;
 use std::path::Path;
 
@@ -572,4 +573,182 @@ main()
     );
     assert_eq!(report["warnings"], serde_json::json!([]), "{report}");
     assert!(report["peak"]["next_targets"].is_null(), "{report}");
+}
+
+/// The functions of a report's child processes: (qualname, its process, each line's Δ).
+fn child_functions(report: &serde_json::Value) -> Vec<(String, String, Vec<Option<i64>>)> {
+    let mut out: Vec<(String, String, Vec<Option<i64>>)> = report["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["qualname"].as_str().unwrap().to_string(),
+                f["process"].as_str().unwrap_or("").to_string(),
+                f["lines"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| l["delta_bytes"].as_i64())
+                    .collect(),
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.2.cmp(&b.2));
+    out
+}
+
+fn children_of(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    report["children"].as_array().cloned().unwrap_or_default()
+}
+
+/// `-f worker` under torch.multiprocessing.spawn: each spawned child measured, its lines exact,
+/// in the parent's report and in its own beside it; no "never ran".
+#[test]
+fn a_function_in_spawned_children_is_measured_in_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let r = finish(
+        memprof()
+            .args(["--device", "cpu", "run", "-f", "worker", "-o"])
+            .arg(&out)
+            .arg("children_spawn.py")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("spawned done"), "{}", r.stdout);
+    let report = read_json(&out);
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report}");
+    let mib = 1 << 20;
+    let functions = child_functions(&report);
+    assert_eq!(functions.len(), 2, "{report}");
+    for ((name, process, deltas), x) in functions.iter().zip([4 * mib, 8 * mib]) {
+        assert_eq!(name, "worker");
+        assert!(
+            process.starts_with("child process ") && process.ends_with(" (spawn)"),
+            "{process}"
+        );
+        // def, x = ..., y = x + 1, return (which frees both).
+        assert_eq!(deltas, &[None, Some(x), Some(x), Some(-2 * x)], "{report}");
+    }
+    let children = children_of(&report);
+    assert_eq!(children.len(), 2, "{report}");
+    for c in &children {
+        assert_eq!(c["start"], "spawn");
+        assert_eq!(c["functions"], serde_json::json!(["worker"]));
+        let kept = c["report"].as_str().unwrap();
+        let own = read_json(Path::new(kept));
+        assert_eq!(own["metadata"]["process"]["child"]["start"], "spawn");
+        assert_eq!(own["metadata"]["process"]["pid"], c["pid"]);
+        let peak = c["peak_bytes"].as_i64().unwrap();
+        assert!(peak >= 2 * 4 * mib && peak < 2 * 8 * mib + 4096, "{c}");
+    }
+}
+
+/// `-f my_collate` with DataLoader workers, forked (Linux's default) and spawned: each worker's
+/// collate calls are measured, exactly; the table says where they ran.
+#[test]
+fn a_collate_function_in_dataloader_workers_is_measured_forked_or_spawned() {
+    for start in ["fork", "spawn"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r.json");
+        let r = finish(
+            memprof()
+                .args(["--device", "cpu", "run", "-f", "my_collate", "-o"])
+                .arg(&out)
+                .args(["children_loader.py", start])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 0, "{start}: {}", r.stderr);
+        assert!(
+            r.stdout.contains("sums [12288.0, 45056.0]"),
+            "{start}: the program's own output: {}",
+            r.stdout
+        );
+        let report = read_json(&out);
+        assert_eq!(
+            report["warnings"],
+            serde_json::json!([]),
+            "{start}: {report}"
+        );
+        let functions = child_functions(&report);
+        assert_eq!(functions.len(), 2, "{start}: {report}");
+        for (name, process, deltas) in &functions {
+            assert_eq!(name, "my_collate");
+            assert!(process.ends_with(&format!(" ({start})")), "{process}");
+            // One batch each: the stack is 16 KiB; the return frees it as it returns its double.
+            assert_eq!(deltas, &[None, Some(16384), Some(0)], "{start}: {report}");
+        }
+        let children = children_of(&report);
+        assert_eq!(children.len(), 2, "{start}: {report}");
+        let shown = finish(memprof().arg("show").arg(&out).output().unwrap());
+        assert!(
+            shown.stdout.contains(" · in child process "),
+            "{}",
+            shown.stdout
+        );
+        assert!(shown.stdout.contains("Child processes"), "{}", shown.stdout);
+    }
+}
+
+/// Children memprof cannot follow are named, and a target that never ran in the parent is said
+/// to have maybe run there: forkserver's children, and spawned children when the native library
+/// is not installed beside the binary.
+#[test]
+fn children_that_cannot_be_followed_are_named() {
+    let r = finish(
+        memprof()
+            .args([
+                "--device",
+                "cpu",
+                "run",
+                "-f",
+                "my_collate",
+                "--format",
+                "json",
+            ])
+            .args(["children_loader.py", "forkserver"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report: serde_json::Value =
+        serde_json::from_str(&r.stdout[r.stdout.find('{').unwrap()..]).unwrap();
+    let children = children_of(&report);
+    assert_eq!(children.len(), 2, "{report}");
+    assert!(children
+        .iter()
+        .all(|c| c["start"] == "forkserver" && c["outcome"] == "not followed"));
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("but never ran in this process; 2 child processes could not be followed"),
+        "{warnings}"
+    );
+    // The binaries alone, without the library a spawned child loads.
+    let bin = tempfile::tempdir().unwrap();
+    for name in ["memprof", "memprof-embedded"] {
+        std::fs::copy(memprof_binary().with_file_name(name), bin.path().join(name)).unwrap();
+    }
+    let r = finish(
+        in_the_venv(std::process::Command::new(bin.path().join("memprof")))
+            .env_remove("MEMPROF_NATIVE")
+            .args(["--device", "cpu", "run", "-f", "worker", "--format", "json"])
+            .arg("children_spawn.py")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report: serde_json::Value =
+        serde_json::from_str(&r.stdout[r.stdout.find('{').unwrap()..]).unwrap();
+    let children = children_of(&report);
+    assert_eq!(children.len(), 2, "{report}");
+    assert!(
+        children[0]["note"]
+            .as_str()
+            .unwrap()
+            .contains("native library"),
+        "{report}"
+    );
 }

@@ -1,8 +1,9 @@
 //! Capture: turning the hooks' events into measured executions of lines and scopes. The recorder
 //! (frames, lines, the schedule, module scopes, line marks), the sampler (reading the allocator),
-//! host memory, module backward passes, and signals. Knows nothing of Python objects: the hooks
+//! host memory, module backward passes, signals, and the child processes followed. Knows nothing of Python objects: the hooks
 //! hand it addresses. Uses `torch`, `model` and `error`.
 pub mod backward;
+pub mod children;
 pub mod host;
 pub mod int_hash;
 pub mod interrupt;

@@ -416,6 +416,20 @@ impl Tracker {
         self.last_total = self.seen_total + self.unseen_live;
     }
 
+    /// This process was forked (a DataLoader worker): its peaks are its own from now on. The
+    /// blocks it inherited stay live (the child holds them too), with their sites.
+    pub fn forked(&mut self) {
+        self.whole = Watch {
+            active: 1,
+            ..Watch::default()
+        };
+        self.functions
+            .values_mut()
+            .for_each(|w| *w = Watch::default());
+        self.seen_max = self.seen_total;
+        self.started = Instant::now();
+    }
+
     /// The most bytes that what was allocated since tracking started held at once.
     pub fn seen_max(&self) -> i64 {
         self.seen_max

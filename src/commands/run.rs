@@ -21,6 +21,13 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
 /// Checks the budgets, sends the report and draws the plot; the exit code: the script's own
 /// failure first, then a budget, then a report or plot that could not be written.
 fn finish(config: &RunConfig, mut profile: Profile, mut exit_code: i32) -> i32 {
+    if capture::children::is_child() {
+        // A forked copy of the run that came back here (os.fork without os._exit): its report
+        // goes to the parent, which prints the run's.
+        session::children::write_child_report(profile);
+        return exit_code;
+    }
+    session::children::collect(&mut profile, config);
     if !config.budgets.is_empty() {
         let results = budgets::check(&profile, &config.budgets);
         let broken: Vec<&str> = results

@@ -22,6 +22,7 @@ const HISTORY: &str = include_str!("py/history.py");
 const PEAK: &str = include_str!("py/peak.py");
 const COMPILED: &str = include_str!("py/compiled.py");
 const COMPILED_MODULES: &str = include_str!("py/compiled_modules.py");
+const CHILDREN: &str = include_str!("py/children.py");
 
 /// What to run.
 pub struct Program {
@@ -64,6 +65,15 @@ pub struct Options {
     /// The peak's categories (parameters, gradients, optimizer state...): a scan of the live
     /// objects at the end (`memprof.profile(categories=False)` leaves it out).
     pub peak_categories: bool,
+    /// The folder the program's child processes write their reports to (None: children are
+    /// not followed, as in an in-process session).
+    pub follow_children: Option<String>,
+    /// The options a spawned child measures with (`memprof.profile`'s, as the command's
+    /// options: `--device`, `--stat`, `run -f ...`).
+    pub child_argv: Vec<String>,
+    /// How the report names the program (`train.py`, `-m pkg.train`): a spawned child's
+    /// report names it the same.
+    pub script_label: String,
 }
 
 /// Facts gathered from Python for the report.
@@ -285,7 +295,7 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
 
 /// memprof's Python files: (module name, file name shown in tracebacks, source), in the order
 /// they are loaded (the bootstrap imports the others by name).
-const PY_FILES: [(&str, &str, &str); 9] = [
+const PY_FILES: [(&str, &str, &str); 10] = [
     ("_memprof_imports", "<memprof imports>", IMPORTS),
     ("_memprof_modules", "<memprof modules>", MODULES),
     ("_memprof_inventory", "<memprof inventory>", INVENTORY),
@@ -298,6 +308,7 @@ const PY_FILES: [(&str, &str, &str); 9] = [
         COMPILED_MODULES,
     ),
     ("_memprof_peak", "<memprof peak>", PEAK),
+    ("_memprof_children", "<memprof children>", CHILDREN),
     ("_memprof_bootstrap", "<memprof>", BOOTSTRAP),
 ];
 

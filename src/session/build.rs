@@ -108,6 +108,7 @@ pub fn build(
         oom: None,
         history: None,
         peak: None,
+        children: Vec::new(),
         warnings,
     }
 }
@@ -172,6 +173,7 @@ fn function_profile(recorder: &Recorder, f: &FunctionRecord, schedule: bool) -> 
         lines,
         peak: None,
         compiled: None,
+        process: None,
     }
 }
 

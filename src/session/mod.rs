@@ -2,6 +2,7 @@
 //! and the report model built from what both gathered. Uses `python`, `capture`, `analysis`,
 //! `cli`'s `RunConfig`, `model`, `torch` and `error`.
 pub mod build;
+pub mod children;
 mod compiled;
 mod peak;
 pub mod sections;
@@ -31,7 +32,14 @@ const NOTHING_TARGETED: &str =
 /// checks them).
 pub fn run(config: &RunConfig) -> Result<Finished> {
     begin(config)?;
-    let facts = runner::run(&program(config))?;
+    let mut program = program(config);
+    // The program's child processes are followed where a folder for their reports can be made
+    // (else they run unmeasured, as before).
+    if let Ok(dir) = crate::capture::children::arm() {
+        program.options.follow_children = Some(dir.to_string_lossy().into_owned());
+        children::install_child_report(config);
+    }
+    let facts = runner::run(&program)?;
     Ok(finish(config, facts))
 }
 
@@ -73,7 +81,8 @@ pub fn finish(config: &RunConfig, mut facts: runner::RunFacts) -> Finished {
     if let Some(collected) = collected {
         add_sections(&mut profile, collected, config);
     }
-    if let Some(path) = &config.trace {
+    // A forked child that ends through here (a plain os.fork) leaves the run's files alone.
+    if let (Some(path), false) = (&config.trace, crate::capture::children::is_child()) {
         if let Some(warning) = trace::write(path, &profile) {
             profile.warnings.push(warning);
         }
@@ -243,6 +252,9 @@ pub fn program(config: &RunConfig) -> Program {
             history_max_entries: config.history_max_entries,
             in_process: false,
             peak_categories: true,
+            follow_children: None,
+            child_argv: children::child_argv(config),
+            script_label: config.script_label(),
         },
     }
 }

@@ -71,7 +71,7 @@ pub fn memprof() -> Command {
 
 /// `cmd` as the tests run things: the venv active, no PYTHONPATH, the test device named, the
 /// tests' own inductor cache, in fixtures/, no standard input.
-fn in_the_venv(mut cmd: Command) -> Command {
+pub fn in_the_venv(mut cmd: Command) -> Command {
     let venv = venv();
     cmd.env("VIRTUAL_ENV", &venv);
     let path = std::env::var_os("PATH").unwrap_or_default();

@@ -286,6 +286,25 @@ impl<R: Runtime> Recorder<R> {
         self.codes.get(&code).copied()
     }
 
+    /// This process was forked from the one that ran the program (a DataLoader worker): what
+    /// the parent measured is the parent's. The calls and lines so far are forgotten, and the
+    /// calls running at the fork with them (the child never returns to them); the targets stay.
+    pub fn forked(&mut self) {
+        for f in &mut self.functions {
+            f.calls = 0;
+            f.measured = None;
+            f.lines.clear();
+        }
+        self.frames.clear();
+        self.returning.clear();
+        self.stacks.clear();
+        self.scopes.clear();
+        self.watched.clear();
+        self.ended.clear();
+        self.measured_running = 0;
+        self.take_sample();
+    }
+
     /// Stops recording; later events are ignored. Calls whose caller never resumed end now;
     /// frames still running on `exception_thread` (the thread whose exception ended the program)
     /// were left by that exception, which sys.monitoring does not report; frames of other

@@ -93,6 +93,41 @@ fn before_os_exit(status: i32) {
     });
 }
 
+/// This process was just forked from the run (`os.register_at_fork`): it measures its own.
+#[pyfunction]
+fn forked() {
+    crate::capture::children::forked();
+}
+
+/// A forked child leaves through `os._exit(status)`: its report first.
+#[pyfunction]
+fn child_exit(status: i32) {
+    crate::capture::children::child_exits(status);
+}
+
+/// The native core as a file a spawned child can load as the `memprof._native` extension: the
+/// wheel's (loaded here), `MEMPROF_NATIVE`'s, or the `libmemprof.so` cargo built beside the
+/// binary; None when there is none.
+#[pyfunction]
+fn native_library(py: Python<'_>) -> Option<String> {
+    let loaded = py
+        .import("sys")
+        .and_then(|s| s.getattr("modules"))
+        .and_then(|m| m.get_item("memprof._native"))
+        .and_then(|m| m.getattr("__file__"))
+        .and_then(|f| f.extract::<String>())
+        .ok();
+    let named = std::env::var("MEMPROF_NATIVE").ok();
+    let beside = std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name("libmemprof.so"))
+        .map(|p| p.to_string_lossy().into_owned());
+    [loaded, named, beside]
+        .into_iter()
+        .flatten()
+        .find(|p| std::path::Path::new(p).is_file())
+}
+
 /// Called on each new Python thread before its `run()`: libtorch's thread-local reporter is
 /// not inherited, and on 3.10/3.11 the C trace function is per thread.
 #[pyfunction]
@@ -247,6 +282,9 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(set_source, &m)?)?;
     m.add_function(wrap_pyfunction!(before_os_exit, &m)?)?;
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
+    m.add_function(wrap_pyfunction!(forked, &m)?)?;
+    m.add_function(wrap_pyfunction!(child_exit, &m)?)?;
+    m.add_function(wrap_pyfunction!(native_library, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_close, &m)?)?;
     m.add_function(wrap_pyfunction!(measured_device, &m)?)?;

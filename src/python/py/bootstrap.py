@@ -325,19 +325,24 @@ def stop():
 
 
 def _report_before_os_exit():
-    """`os._exit` ends the process at once; memprof's report is written first. Only in this
-    process: a forked child (multiprocessing, DataLoader workers) also leaves through os._exit."""
+    """`os._exit` ends the process at once; memprof's report is written first: the run's in
+    this process, a child's in a forked child (multiprocessing's and DataLoader's workers leave
+    through os._exit)."""
     import functools
     real_exit = os._exit
     main_pid = os.getpid()
 
     @functools.wraps(real_exit)
     def _exit(status):
-        if os.getpid() == main_pid:
-            try:
+        try:
+            if os.getpid() == main_pid:
                 _memprof.before_os_exit(int(status))
-            except BaseException:
-                pass
+            elif "_memprof_children" in sys.modules and \
+                    sys.modules["_memprof_children"].is_child():
+                # A forked child (multiprocessing's, DataLoader's workers) leaves: its report.
+                _memprof.child_exit(int(status))
+        except BaseException:
+            pass
         real_exit(status)
 
     os._exit = _exit
@@ -356,6 +361,11 @@ def install(specs, script_path, options):
     if not hasattr(builtins, "profile"):
         builtins.profile = _profile_decorator
     _report_before_os_exit()
+    if options.follow_children is not None:
+        import _memprof_children
+
+        _memprof_children.install(options.follow_children, options.child_argv,
+                                  options.script_label)
     import threading
     threading.settrace(_thread_started)
 

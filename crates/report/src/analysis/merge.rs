@@ -61,6 +61,20 @@ fn check_compatible(reports: &[(PathBuf, Profile)]) -> Result<()> {
             .hint("run every rank with the same --stat options"));
         }
     }
+    if let Some((file, p)) = reports
+        .iter()
+        .find(|(_, p)| p.metadata.process.child.is_some())
+    {
+        return Err(Error::usage(format!(
+            "{} is the report of a child process (pid {}), not of a rank: merge takes ranks",
+            file.display(),
+            p.metadata.process.pid
+        ))
+        .hint(
+            "its functions are in its parent's report, marked with the child: memprof show \
+             PARENT.json (or memprof show this file alone)",
+        ));
+    }
     let mut seen: BTreeMap<u32, &Path> = BTreeMap::new();
     for (file, p) in reports {
         let rank = p.metadata.process.rank;

@@ -2,6 +2,7 @@
 //! an allocation trace and its replay),
 //! the catalogue of stats, the device chosen, and sizes as people write them. The bottom layer:
 //! it uses nothing of memprof's but `error`.
+pub mod children;
 pub mod compiled;
 pub mod device;
 pub mod diff;

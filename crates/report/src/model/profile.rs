@@ -43,6 +43,10 @@ pub struct Profile {
     /// allocated there, and in reports saved before memprof 0.9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak: Option<super::peak::Peak>,
+    /// The program's child processes that memprof followed (fork and spawn children of
+    /// `multiprocessing`), each with what it measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<super::children::ChildProcess>,
     /// Targets that matched nothing or never ran, and other things the user should know.
     pub warnings: Vec<String>,
 }
@@ -133,6 +137,10 @@ pub struct ProcessInfo {
     pub world_size: u32,
     pub host: String,
     pub pid: u32,
+    /// In a child process's report (a DataLoader worker, a spawned process): its parent and
+    /// how it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<super::children::ChildOf>,
 }
 
 impl ProcessInfo {
@@ -150,6 +158,7 @@ impl Default for ProcessInfo {
             world_size: 1,
             host: String::new(),
             pid: 0,
+            child: None,
         }
     }
 }
@@ -230,6 +239,9 @@ pub struct FunctionProfile {
     /// Its lines' share of compiled graphs' memory, where it ran compiled (torch.compile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compiled: Option<super::compiled::CompiledLines>,
+    /// The process it ran in, when not the report's own: `child process 4242 (spawn)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -18,6 +18,7 @@ pub fn this_process() -> ProcessInfo {
         world_size: world_size.unwrap_or(1),
         host: host_name(),
         pid: std::process::id(),
+        child: None,
     }
 }
 

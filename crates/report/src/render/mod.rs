@@ -2,6 +2,7 @@
 //! YAML or JSON, and reports as pictures (plot/). Reads the model only; writes nothing anywhere:
 //! callers print or write the text. Uses `model`.
 pub mod budgets;
+mod children;
 mod compiled;
 pub mod diff;
 pub mod fit;

@@ -81,7 +81,9 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
         }
         match (&f.peak, &p.peak) {
             // The same moment as the run's peak: said once, below.
-            (Some(own), Some(run)) if own.reached.allocation == run.reached.allocation => {
+            (Some(own), Some(run))
+                if f.process.is_none() && own.reached.allocation == run.reached.allocation =>
+            {
                 let _ = writeln!(out, "\n{}: the run's peak, below", peak_title(f));
             }
             (Some(own), _) => {
@@ -109,6 +111,7 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
             m.script.as_deref(),
         );
     }
+    super::children::render(&mut out, &p.children);
     if p.functions.is_empty() && p.modules.is_none() && p.oom.is_none() && p.peak.is_none() {
         let _ = writeln!(out, "\nno targeted function ran");
     }

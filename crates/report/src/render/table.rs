@@ -25,11 +25,12 @@ pub fn render_function(out: &mut String, p: &Profile, f: &FunctionProfile, fit: 
         .map(units::bytes)
         .unwrap_or_else(|| "-".into());
     let device = m.device.describe();
-    let rank = p
-        .metadata
+    // A function that ran in a child process says which; else the rank, in a multi-rank run.
+    let rank = f
         .process
-        .label()
-        .map(|r| format!(" · {r}"))
+        .clone()
+        .map(|child| format!(" · in {child}"))
+        .or_else(|| p.metadata.process.label().map(|r| format!(" · {r}")))
         .unwrap_or_default();
     let measured = f
         .measured_calls
