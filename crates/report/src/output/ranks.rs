@@ -138,6 +138,7 @@ mod tests {
             world_size,
             host: "node7".into(),
             pid: 4242,
+            child: None,
         }
     }
 
