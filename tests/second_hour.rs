@@ -267,14 +267,17 @@ print(json.dumps({
     assert_eq!(out["parts"], peak, "{out}");
     let above = out["above"].as_i64().unwrap();
     assert_eq!(peak, 4 * mib + above, "{out}");
-    // The sum's scalar: a few bytes on the CPU, a block of 512 on CUDA.
-    assert!((8 * mib..8 * mib + 1024).contains(&above), "{out}");
+    // The sum's scalar and its temporaries: a few bytes on the CPU, blocks of 512 on CUDA.
+    assert!((8 * mib..8 * mib + 64 * 1024).contains(&above), "{out}");
     let table = out["table"].as_str().unwrap();
     assert!(
         table.contains("Peak allocated_bytes.all.peak: 12.00 MiB"),
         "{table}"
     );
     assert!(table.contains("Peak: 12.00 MiB allocated"), "{table}");
+    // The script's own file is the user's code in-process too: nothing to suggest but `add`,
+    // which is targeted already.
+    assert!(!table.contains("line by line, next"), "{table}");
     let before = table
         .lines()
         .find(|l| l.contains("(live from before)"))

@@ -258,6 +258,12 @@ pub fn pytest(dir: &Path, args: &[&str]) -> Run {
         python_with_memprof()
             .current_dir(dir)
             .args(["-m", "pytest", "-p", "no:cacheprovider", "-q"])
+            // The GPU machine's venv has no entry point for the plugin (no development set-up).
+            .args(if on_cuda() {
+                &["-p", "memprof.pytest_plugin"][..]
+            } else {
+                &[]
+            })
             .args(args)
             .output()
             .expect("pytest starts"),

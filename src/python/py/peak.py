@@ -61,14 +61,23 @@ def install(script_path):
     if _memprof.allocation_trace_on():
 
         _memprof_imports.after_import("torch.cuda", _trace_cuda_requests)
-    user_dir = os.path.dirname(script_path) if script_path else os.getcwd()
+    if script_path:
+        user_dirs = [os.path.dirname(script_path)]
+    else:
+        # In-process: the working directory (a notebook's), and the folder of the script that
+        # runs the session (`python train.py` calling memprof.profile).
+        user_dirs = [os.getcwd()]
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        if main_file:
+            user_dirs.append(os.path.dirname(os.path.abspath(main_file)))
     # Inductor's generated files, wherever its cache is (they are also named to the site
     # finder one by one as they load: compiled.py).
     generated = [os.sep + "torchinductor_"]
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache_dir:
         generated += _spellings(cache_dir)
-    readable = _memprof.sites_start(tools, generated, library, _spellings(user_dir))
+    user = [s for d in user_dirs for s in _spellings(d)]
+    readable = _memprof.sites_start(tools, generated, library, user)
     if not readable:
         _memprof.warn(
             "memprof cannot read this Python's frames natively: the peak's sites are unknown "
