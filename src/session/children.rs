@@ -9,7 +9,6 @@ use crate::model::device::Source;
 use crate::model::profile::{Outcome, Profile};
 use crate::output::file;
 use crate::python::runner;
-use crate::render::{self, Format};
 use pyo3::prelude::*;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -84,11 +83,8 @@ pub fn write_child_report(mut profile: Profile) {
         parent,
         start: "fork".into(),
     });
-    let _ = file::write_atomically(
-        &path,
-        &render::render(&profile, Format::Json),
-        file::Written::Report,
-    );
+    let text = serde_json::to_string(&profile).expect("reports serialise") + "\n";
+    let _ = file::write_atomically(&path, &text, file::Written::Report);
 }
 
 /// What a child that could not be followed writes instead of a report.
