@@ -7,11 +7,11 @@ use crate::cli::config::RunConfig;
 use crate::model::children::{ChildOf, ChildProcess};
 use crate::model::device::Source;
 use crate::model::profile::{Outcome, Profile};
-use crate::output::file;
+use crate::output::{file, ranks};
 use crate::python::runner;
 use pyo3::prelude::*;
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The command's options for a spawned child's session: the run's device (when given), its
 /// chosen stats, its targets, `--modules` and `--tensors`.
@@ -166,19 +166,9 @@ pub fn collect(profile: &mut Profile, config: &RunConfig) {
 /// The child's report kept beside the parent's (`-o`), or None.
 fn keep_beside(config: &RunConfig, pid: u32, text: &str) -> Option<String> {
     let out = config.report.output.as_ref()?;
-    let path = beside(out, pid);
+    let path = ranks::with_tag(out, &format!("child{pid}"));
     file::write_atomically(&path, text, file::Written::Report).ok()?;
     Some(path.display().to_string())
-}
-
-/// `dir/r.json` -> `dir/r.child4242.json`.
-fn beside(out: &Path, pid: u32) -> PathBuf {
-    let stem = out.file_stem().unwrap_or_default().to_string_lossy();
-    let name = match out.extension() {
-        Some(ext) => format!("{stem}.child{pid}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.child{pid}"),
-    };
-    out.with_file_name(name)
 }
 
 fn add_child(profile: &mut Profile, pid: u32, child: Profile, report: Option<String>) {
@@ -225,13 +215,17 @@ fn add_child(profile: &mut Profile, pid: u32, child: Profile, report: Option<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn a_childs_report_sits_beside_the_parents() {
         assert_eq!(
-            beside(Path::new("/out/r.json"), 42),
+            ranks::with_tag(Path::new("/out/r.json"), "child42"),
             Path::new("/out/r.child42.json")
         );
-        assert_eq!(beside(Path::new("rep"), 7), Path::new("rep.child7"));
+        assert_eq!(
+            ranks::with_tag(Path::new("rep"), "child7"),
+            Path::new("rep.child7")
+        );
     }
 }

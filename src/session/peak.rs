@@ -231,18 +231,12 @@ fn target_of(site: &Site) -> Option<String> {
     let user = if std::ptr::eq(place, &site.place) {
         site.user_code
     } else {
-        !site.user_code || !installed(&place.file)
+        !site.user_code || !sites::in_installed_package(&place.file)
     };
     if user {
         return Some(qualname);
     }
     Some(format!("{}:{qualname}", library_module(&place.file)))
-}
-
-const INSTALLED: [&str; 2] = ["/site-packages/", "/dist-packages/"];
-
-fn installed(file: &str) -> bool {
-    INSTALLED.iter().any(|d| file.contains(d))
 }
 
 /// The function a comprehension, generator expression or lambda is written in
@@ -264,7 +258,7 @@ fn enclosing(qualname: &str) -> String {
 /// A library file as `-f` names it: the dotted module of an installed package's file, else the
 /// file's path.
 fn library_module(file: &str) -> String {
-    let installed = INSTALLED
+    let installed = sites::INSTALLED_DIRS
         .iter()
         .filter_map(|d| file.rfind(d).map(|i| &file[i + d.len()..]))
         .next();

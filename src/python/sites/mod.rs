@@ -43,6 +43,14 @@ pub struct Site {
     pub compiled: bool,
 }
 
+/// The folders installed packages live in (any environment's: a layered venv's, the system's).
+pub const INSTALLED_DIRS: [&str; 2] = ["/site-packages/", "/dist-packages/"];
+
+/// Whether `file` belongs to an installed package.
+pub fn in_installed_package(file: &str) -> bool {
+    INSTALLED_DIRS.iter().any(|d| file.contains(d))
+}
+
 /// What a code object's file makes it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Class {
@@ -84,7 +92,7 @@ impl Rules {
         {
             return Class::Skip;
         }
-        if file.contains("/site-packages/") || file.contains("/dist-packages/") {
+        if in_installed_package(file) {
             return Class::Library;
         }
         if starts(&self.library_prefixes) {

@@ -116,11 +116,17 @@ fn bad_template(text: &str, why: &str) -> Error {
 
 /// `ddp.json` → `ddp.rank1.json`; `report` → `report.rank1`.
 fn insert_rank(path: &Path, rank: u32) -> PathBuf {
+    with_tag(path, &format!("rank{rank}"))
+}
+
+/// `path` with `tag` before its extension: a rank's report (`ddp.rank1.json`), a child
+/// process's beside its parent's (`r.child4242.json`).
+pub fn with_tag(path: &Path, tag: &str) -> PathBuf {
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
     let name = match (stem, path.extension()) {
-        (Some(stem), Some(ext)) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        (Some(stem), Some(ext)) => format!("{stem}.{tag}.{}", ext.to_string_lossy()),
         _ => format!(
-            "{}.rank{rank}",
+            "{}.{tag}",
             path.file_name().unwrap_or_default().to_string_lossy()
         ),
     };
