@@ -4,6 +4,7 @@
 mod common;
 
 mod budgets;
+mod categories;
 mod compiled;
 mod errors;
 mod first_hour;

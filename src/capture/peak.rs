@@ -22,6 +22,11 @@ struct Block {
     serial: u64,
     /// Allocated by a backward pass.
     in_backward: bool,
+    /// Allocated while an `nn.Module` was called (a frame of its `__call__` on the stack).
+    in_module: bool,
+    /// The backward passes begun before it was allocated: a line's temporary is freed before
+    /// another begins (a line run again in the next step frees the last step's result).
+    passes: u32,
     /// What the program uses it as, where known (`mark_gradients`, `mark_role`).
     role: Role,
 }
@@ -37,6 +42,25 @@ pub enum Role {
     /// A block of a CUDA graph's private pool (allocated while a graph was captured, or while
     /// torch's CUDA-graph trees ran a warm-up in their pool).
     CudaGraphPool,
+    /// Buffers of the models (named by the inventory at the end).
+    Buffers,
+    /// Made outside a backward pass and freed by one: what autograd saved for the backward
+    /// (torch's ACTIVATION); also a module call's outputs the program held past their line
+    /// (the logits).
+    Activations,
+    /// Made by a backward pass and freed before it was used as a gradient of a parameter:
+    /// gradients of activations in flight, the backward's own intermediates (torch's
+    /// AUTOGRAD_DETAIL).
+    AutogradTemporaries,
+    /// Freed at the line that allocated it, outside a backward pass: an op's or a line's
+    /// intermediates, workspaces of one call (cuDNN's), foreach optimizers' scratch.
+    Temporaries,
+    /// Made outside any module call and held past its line: the batch, targets, masks, what
+    /// the program keeps outside its models.
+    Inputs,
+    /// Still live at the end and held by no tensor the program could reach: a library's
+    /// workspace (cuBLAS's), kept by C++.
+    Workspaces,
 }
 
 impl Role {
@@ -48,6 +72,61 @@ impl Role {
             Role::Gradients => "gradients",
             Role::OptimizerState => "optimizer_state",
             Role::CudaGraphPool => "cuda_graph_pool",
+            Role::Buffers => "buffers",
+            Role::Activations => "activations",
+            Role::AutogradTemporaries => "autograd_temporaries",
+            Role::Temporaries => "temporaries",
+            Role::Inputs => "inputs",
+            Role::Workspaces => "workspaces",
+        }
+    }
+
+    /// The role a report names `name` (the inventory's categories), Other if none.
+    pub fn from_name(name: &str) -> Role {
+        [
+            Role::Parameters,
+            Role::Buffers,
+            Role::Gradients,
+            Role::OptimizerState,
+            Role::CudaGraphPool,
+        ]
+        .into_iter()
+        .find(|r| r.name() == name)
+        .unwrap_or(Role::Other)
+    }
+
+    /// What a block of no known role was, from how it ended: `freed_in_backward` and the site
+    /// that freed it (None: still live when the run ended; `held`: then, whether a tensor the
+    /// program could reach held it).
+    fn fate(b: &Block, end: Ending) -> Role {
+        match end {
+            _ if b.in_backward => Role::AutogradTemporaries,
+            // The gradient a backward starts from, made at the line that runs it.
+            Ending::Freed {
+                in_backward: true,
+                site,
+                ..
+            } if site == b.site => Role::AutogradTemporaries,
+            Ending::Freed {
+                in_backward: true, ..
+            } => Role::Activations,
+            // The same gradient, let go by that line once the backward it ran returned.
+            Ending::Freed {
+                site,
+                passes,
+                backward_site,
+                ..
+            } if site == b.site && site == backward_site && passes == b.passes.wrapping_add(1) => {
+                Role::AutogradTemporaries
+            }
+            Ending::Freed { site, passes, .. }
+                if site == b.site && site != UNKNOWN_SITE && passes == b.passes =>
+            {
+                Role::Temporaries
+            }
+            Ending::Live { held: false } => Role::Workspaces,
+            _ if b.in_module => Role::Activations,
+            _ => Role::Inputs,
         }
     }
 
@@ -62,6 +141,38 @@ impl Role {
             _ => Role::Other,
         }
     }
+}
+
+/// How a block's life ended, for its fate (`Role::fate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Freed: by a backward pass (`site`: the line running it), or at `site` (UNKNOWN_SITE: not
+    /// looked up), when `passes` backward passes had begun.
+    Freed {
+        in_backward: bool,
+        site: u32,
+        passes: u32,
+        /// The line that ran the latest backward pass.
+        backward_site: u32,
+    },
+    /// Live when the run ended; `held`: by a tensor the program could reach.
+    Live { held: bool },
+}
+
+/// What the reporter says of one allocation or free.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Event {
+    pub ptr: u64,
+    /// > 0: an allocation of that many bytes; < 0: a free.
+    pub bytes: i64,
+    /// An allocation's site; a free's, where looked up (`needs_free_site`), else UNKNOWN_SITE.
+    pub site: u32,
+    /// Made (or freed) for a backward pass.
+    pub in_backward: bool,
+    /// An allocation made inside an `nn.Module` call.
+    pub in_module: bool,
+    /// The allocator's own totals after it (CUDA), None on the CPU (memprof's sum then).
+    pub totals: Option<(i64, i64)>,
 }
 
 /// The allocation that set a maximum.
@@ -148,6 +259,9 @@ pub struct Tracker {
     unseen_live: i64,
     /// allocated_bytes.all.current after the latest event.
     last_total: i64,
+    /// Backward passes begun (`backward_started`), and the line that ran the latest.
+    passes: u32,
+    backward_site: u32,
     serial: u64,
     whole: Watch,
     /// Targeted functions' watches, by the recorder's function id.
@@ -268,6 +382,8 @@ impl Default for Tracker {
             seen_max: 0,
             unseen_live: 0,
             last_total: 0,
+            passes: 0,
+            backward_site: UNKNOWN_SITE,
             serial: 0,
             whole: Watch {
                 active: 1,
@@ -283,8 +399,9 @@ impl Default for Tracker {
 }
 
 impl Tracker {
-    /// An allocation (`bytes` > 0) or a free (< 0) of the block at `ptr`. `total` and `reserved`
-    /// are the allocator's own totals after it (CUDA), or None on the CPU (memprof's sum then).
+    /// An allocation (`bytes` > 0) or a free (< 0) of the block at `ptr`, outside any module
+    /// call; `totals` as `Event`'s (the tests' shorthand for `record`).
+    #[cfg(test)]
     pub fn on_event(
         &mut self,
         ptr: u64,
@@ -293,25 +410,62 @@ impl Tracker {
         in_backward: bool,
         totals: Option<(i64, i64)>,
     ) {
-        if bytes > 0 {
-            self.allocate(ptr, bytes, site, in_backward, totals);
-        } else if bytes < 0 {
-            if !self.free(ptr) && totals.is_none() {
+        self.record(Event {
+            ptr,
+            bytes,
+            site,
+            in_backward,
+            in_module: false,
+            totals,
+        });
+    }
+
+    /// One allocation or free, as the reporter saw it.
+    pub fn record(&mut self, e: Event) {
+        if e.bytes > 0 {
+            self.allocate(e);
+        } else if e.bytes < 0 {
+            let ending = Ending::Freed {
+                in_backward: e.in_backward,
+                site: e.site,
+                passes: self.passes,
+                backward_site: self.backward_site,
+            };
+            if !self.free(e.ptr, ending) && e.totals.is_none() {
                 // A block live before tracking started (CPU, where memprof keeps the total).
-                self.unseen_live = (self.unseen_live + bytes).max(0);
+                self.unseen_live = (self.unseen_live + e.bytes).max(0);
             }
-            self.last_total = totals.map_or(self.seen_total + self.unseen_live, |t| t.0);
+            self.last_total = e.totals.map_or(self.seen_total + self.unseen_live, |t| t.0);
         }
     }
 
-    fn allocate(
-        &mut self,
-        ptr: u64,
-        bytes: i64,
-        site: u32,
-        in_backward: bool,
-        totals: Option<(i64, i64)>,
-    ) {
+    /// Whether the free of the block at `ptr` outside a backward pass needs the freeing site
+    /// for its fate: a block of no known role that a maximum's copy holds (or will, once the
+    /// pending one is taken). Most frees need none, and skip the frame walk.
+    pub fn needs_free_site(&self, ptr: u64) -> bool {
+        let Some(b) = self.live.get(&ptr) else {
+            return false;
+        };
+        if b.role != Role::Other || b.in_backward {
+            return false;
+        }
+        self.watches()
+            .any(|w| w.dirty || w.copy.as_ref().is_some_and(|c| b.serial <= c.serial))
+    }
+
+    fn watches(&self) -> impl Iterator<Item = &Watch> {
+        std::iter::once(&self.whole).chain(self.functions.values())
+    }
+
+    fn allocate(&mut self, e: Event) {
+        let Event {
+            ptr,
+            bytes,
+            site,
+            in_backward,
+            in_module,
+            totals,
+        } = e;
         self.serial += 1;
         let i = site as usize;
         if i >= self.site_bytes.len() {
@@ -323,7 +477,15 @@ impl Tracker {
         }
         // A block the tracker still holds at this address was freed where it could not see.
         if self.live.contains_key(&ptr) {
-            self.free(ptr);
+            self.free(
+                ptr,
+                Ending::Freed {
+                    in_backward: false,
+                    site: UNKNOWN_SITE,
+                    passes: self.passes,
+                    backward_site: self.backward_site,
+                },
+            );
         }
         self.live.insert(
             ptr,
@@ -332,6 +494,8 @@ impl Tracker {
                 bytes,
                 serial: self.serial,
                 in_backward,
+                in_module,
+                passes: self.passes,
                 role: Role::Other,
             },
         );
@@ -385,8 +549,9 @@ impl Tracker {
         }
     }
 
-    /// Whether the block at `ptr` was one memprof saw allocated.
-    fn free(&mut self, ptr: u64) -> bool {
+    /// Whether the block at `ptr` was one memprof saw allocated. A block of no known role that
+    /// a maximum's copy holds takes the role its `ending` gives it there.
+    fn free(&mut self, ptr: u64, ending: Ending) -> bool {
         // The sites as they were at each maximum reached since the last free.
         if self.whole.dirty || self.functions.values().any(|w| w.dirty) {
             self.settle();
@@ -394,6 +559,9 @@ impl Tracker {
         let Some(block) = self.live.remove(&ptr) else {
             return false;
         };
+        if block.role == Role::Other {
+            self.name_in_copies(&block, Role::fate(&block, ending));
+        }
         if let Some(log) = &mut self.trace {
             log.push(TraceRecord {
                 kind: TraceKind::Block,
@@ -530,6 +698,14 @@ impl Tracker {
         self.serial
     }
 
+    /// A backward pass begins, run by the line at `site`: returns the serial of the latest
+    /// allocation before it.
+    pub fn backward_started(&mut self, site: u32) -> u64 {
+        self.passes = self.passes.wrapping_add(1);
+        self.backward_site = site;
+        self.serial
+    }
+
     /// A CUDA graph was replayed.
     pub fn note_graph_replay(&mut self) {
         self.graph_replays += 1;
@@ -562,6 +738,36 @@ impl Tracker {
             .map(|(&ptr, _)| ptr)
             .collect();
         for ptr in blocks {
+            self.mark_role(ptr, role);
+        }
+    }
+
+    /// The copies of maxima that `b` (of no known role until now) was live at learn its `role`.
+    fn name_in_copies(&mut self, b: &Block, role: Role) {
+        let copies = std::iter::once(&mut self.whole)
+            .chain(self.functions.values_mut())
+            .filter_map(|w| w.copy.as_mut())
+            .filter(|c| b.serial <= c.serial);
+        for c in copies {
+            *c.role_bytes.entry((b.site, role)).or_default() += b.bytes;
+        }
+    }
+
+    /// The run ended: each live block of no known role takes the one `known` gives its address
+    /// (the inventory's parameters, buffers, gradients, optimizer state, graph pools), else its
+    /// fate (`held`: whether a tensor the program could reach holds the address).
+    pub fn name_remaining(&mut self, known: impl Fn(u64) -> Role, held: impl Fn(u64) -> bool) {
+        let blocks: Vec<(u64, Block)> = self
+            .live
+            .iter()
+            .filter(|(_, b)| b.role == Role::Other)
+            .map(|(&p, &b)| (p, b))
+            .collect();
+        for (ptr, b) in blocks {
+            let role = match known(ptr) {
+                Role::Other => Role::fate(&b, Ending::Live { held: held(ptr) }),
+                role => role,
+            };
             self.mark_role(ptr, role);
         }
     }
@@ -690,6 +896,7 @@ impl Tracker {
     }
 
     /// The live block at `ptr`, if memprof saw it allocated: (serial, site, bytes, its role).
+    #[cfg(test)]
     pub fn block(&self, ptr: u64) -> Option<(u64, u32, i64, Role)> {
         self.live
             .get(&ptr)
@@ -718,20 +925,30 @@ pub fn graph_pool_window(open: bool) {
 /// The site of the calling thread's innermost frames: `python::sites` registers it.
 static RESOLVER: AtomicUsize = AtomicUsize::new(0);
 
-/// What the site finder says of the calling thread: its site (UNKNOWN_SITE: none) and the tag
-/// of the compiled graph's line allocating (0: none), which names the module that line's
-/// buffers belong to (`--modules` on compiled models).
-pub type Resolver = fn() -> (u32, u32);
+/// What the site finder says of the calling thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Found {
+    /// Its site (UNKNOWN_SITE: none).
+    pub site: u32,
+    /// The tag of the compiled graph's line allocating (0: none), which names the module that
+    /// line's buffers belong to (`--modules` on compiled models).
+    pub tag: u32,
+    /// Whether an `nn.Module` call is on its stack (up to the site's context).
+    pub in_module: bool,
+}
+
+/// The site finder `python::sites` registers.
+pub type Resolver = fn() -> Found;
 
 /// Registers the function that finds the calling thread's site.
 pub fn set_resolver(resolve: Resolver) {
     RESOLVER.store(resolve as usize, Ordering::Release);
 }
 
-fn resolve() -> (u32, u32) {
+fn resolve() -> Found {
     let f = RESOLVER.load(Ordering::Acquire);
     if f == 0 {
-        return (UNKNOWN_SITE, 0);
+        return Found::default();
     }
     // SAFETY: only `set_resolver` stores here, and it stores a `Resolver`.
     let f: Resolver = unsafe { std::mem::transmute::<usize, Resolver>(f) };
@@ -840,13 +1057,33 @@ pub extern "C" fn mp_rust_allocation_event(
         return;
     }
     let _ = std::panic::catch_unwind(|| {
-        let (site, tag) = if bytes > 0 {
+        let in_backward = backward_site != 0;
+        let found = if bytes > 0 {
             match resolve() {
-                (UNKNOWN_SITE, tag) => (backward_site, tag),
+                Found {
+                    site: UNKNOWN_SITE,
+                    tag,
+                    in_module,
+                } => Found {
+                    site: backward_site,
+                    tag,
+                    in_module,
+                },
                 found => found,
             }
+        } else if in_backward {
+            // Freed by a backward pass: the line running it.
+            Found {
+                site: backward_site,
+                ..Found::default()
+            }
+        } else if lock().as_ref().is_some_and(|t| t.needs_free_site(ptr)) {
+            // A block of the peak freed outside a backward pass: the line freeing it says
+            // whether it was its own line's temporary. The walk runs outside the tracker's lock,
+            // as an allocation's does (the allocator's lock keeps `ptr` from being reused).
+            resolve()
         } else {
-            (UNKNOWN_SITE, 0)
+            Found::default()
         };
         let totals = (has_totals != 0).then_some((total, reserved));
         if let Some(t) = lock().as_mut() {
@@ -860,10 +1097,21 @@ pub extern "C" fn mp_rust_allocation_event(
                 }
             }
             t.requested = (requested > 0).then_some((requested, stream));
-            if tag != 0 {
-                t.count_tagged(tag, bytes, GRAPH_POOL_WINDOWS.load(Ordering::Relaxed) > 0);
+            if found.tag != 0 && bytes > 0 {
+                t.count_tagged(
+                    found.tag,
+                    bytes,
+                    GRAPH_POOL_WINDOWS.load(Ordering::Relaxed) > 0,
+                );
             }
-            t.on_event(ptr, bytes, site, backward_site != 0, totals);
+            t.record(Event {
+                ptr,
+                bytes,
+                site: found.site,
+                in_backward,
+                in_module: found.in_module,
+                totals,
+            });
         }
     });
 }

@@ -65,7 +65,7 @@ pub fn finish(config: &RunConfig, mut facts: runner::RunFacts) -> Finished {
             c.device_name.take(),
             std::mem::take(&mut c.tensor_roles),
         ),
-        _ => (Vec::new(), None, Vec::new()),
+        _ => (Vec::new(), None, None),
     };
     facts.warnings.splice(0..0, target_warnings);
     facts.warnings.extend(run_warnings(config));
@@ -116,17 +116,24 @@ fn install_recorder(config: &RunConfig) {
     }
 }
 
-/// The run's peak and each targeted function's, from the tracker; with a peak, a run that
+/// The run's peak and each targeted function's, from the tracker, what was still live named by
+/// `roles` (the storages tensors held at the end, None: not looked for); with a peak, a run that
 /// targeted nothing has its report (no warning).
-fn add_peaks(profile: &mut Profile, roles: Vec<(u64, String)>, listed: usize, modules: bool) {
+fn add_peaks(
+    profile: &mut Profile,
+    roles: Option<Vec<(u64, String)>>,
+    listed: usize,
+    modules: bool,
+) {
     let ids = recorder::with(|r| r.function_list()).unwrap_or_default();
     let targeted: Vec<String> = profile
         .functions
         .iter()
         .map(|f| f.qualname.clone())
         .collect();
-    let mut namer = peak::Namer::new(roles, listed, modules);
+    let mut namer = peak::Namer::new(listed, modules);
     crate::capture::peak::with(|t| {
+        peak::name_remaining(t, roles);
         if let Some(c) = t.peak() {
             profile.peak = Some(namer.record(&c, t, &targeted, true));
         }

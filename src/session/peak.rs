@@ -14,13 +14,28 @@ const NEXT_TARGETS: usize = 3;
 /// function holding a few bytes explains nothing.
 const NEXT_MIN_PER_MILLE: i64 = 20;
 
-/// What turns compositions into records: the sites by id, source files read once, and the
-/// storages' categories.
+/// The blocks still live when the run ended take their categories: those `roles` names (the
+/// storages tensors held then, by the models' and optimizers' names, "other" for the rest), the
+/// rest by their fate (`Role::fate`). Without `roles` (not looked for), what is not named stays
+/// unknown.
+pub fn name_remaining(tracker: &mut Tracker, roles: Option<Vec<(u64, String)>>) {
+    let Some(roles) = roles else {
+        return;
+    };
+    let roles: HashMap<u64, Role> = roles
+        .into_iter()
+        .map(|(ptr, name)| (ptr, Role::from_name(&name)))
+        .collect();
+    tracker.name_remaining(
+        |ptr| roles.get(&ptr).copied().unwrap_or(Role::Other),
+        |ptr| roles.contains_key(&ptr),
+    );
+}
+
+/// What turns compositions into records: the sites by id and source files read once.
 pub struct Namer {
     sites: Vec<Site>,
     files: SourceFiles,
-    /// data_ptr -> category, as the program's models and optimizers held them at the end.
-    roles: HashMap<u64, String>,
     /// How many sites a record lists.
     listed: usize,
     /// Whether the run has `--modules` (else offered when libraries' code holds the peak).
@@ -28,11 +43,10 @@ pub struct Namer {
 }
 
 impl Namer {
-    pub fn new(roles: Vec<(u64, String)>, listed: usize, modules: bool) -> Namer {
+    pub fn new(listed: usize, modules: bool) -> Namer {
         Namer {
             sites: sites::sites(),
             files: SourceFiles::default(),
-            roles: roles.into_iter().collect(),
             listed,
             modules,
         }
@@ -61,7 +75,13 @@ impl Namer {
         targeted: &[String],
         whole_run: bool,
     ) -> Peak {
-        let categories = self.categories(c, tracker);
+        let categories = Self::categories(c);
+        let mut totals: BTreeMap<String, i64> = BTreeMap::new();
+        for s in &c.sites {
+            for (name, bytes) in Self::parts(&categories, s.site, s.bytes) {
+                *totals.entry(name).or_default() += bytes;
+            }
+        }
         let mut shares = c.sites.clone();
         shares.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.site.cmp(&b.site)));
         let peak = c.moment.allocated;
@@ -92,17 +112,7 @@ impl Namer {
                 bytes: s.bytes,
                 share: percent(s.bytes),
                 blocks: s.blocks,
-                categories: categories
-                    .get(&s.site)
-                    .cloned()
-                    .map(|mut known| {
-                        let named: i64 = known.values().sum();
-                        if s.bytes > named {
-                            known.insert("other".into(), s.bytes - named);
-                        }
-                        known
-                    })
-                    .unwrap_or_default(),
+                categories: Self::parts(&categories, s.site, s.bytes),
             });
         }
         let rest = &shares[listed..];
@@ -137,6 +147,7 @@ impl Namer {
             sites: out_sites,
             other_sites,
             unseen_bytes: c.unseen_bytes,
+            categories: totals,
             next_targets,
             next_modules,
             cuda_graph_replays: if whole_run {
@@ -147,14 +158,9 @@ impl Namer {
         }
     }
 
-    /// Bytes by category per site: the roles the tracker learnt while the blocks were live, and
-    /// for the rest, the blocks live at the maximum that the program still held, under a role,
-    /// when it ended (a block whose serial is at most the maximum's was live then).
-    fn categories(
-        &self,
-        c: &Composition,
-        tracker: &Tracker,
-    ) -> HashMap<u32, BTreeMap<String, i64>> {
+    /// Bytes by category per site: the roles the tracker learnt for the blocks live at the
+    /// maximum, while they were live, when they were freed, or when the run ended.
+    fn categories(c: &Composition) -> HashMap<u32, BTreeMap<String, i64>> {
         let mut out: HashMap<u32, BTreeMap<String, i64>> = HashMap::new();
         for (&(site, role), &bytes) in &c.role_bytes {
             if bytes != 0 {
@@ -164,17 +170,21 @@ impl Namer {
                     .or_default() += bytes;
             }
         }
-        for (&ptr, role) in &self.roles {
-            if let Some((serial, site, bytes, known)) = tracker.block(ptr) {
-                if serial <= c.serial && known == Role::Other {
-                    *out.entry(site)
-                        .or_default()
-                        .entry(role.clone())
-                        .or_default() += bytes;
-                }
-            }
-        }
         out
+    }
+
+    /// The parts of `bytes` live at `site`: its categories, and what none named as `other`.
+    fn parts(
+        categories: &HashMap<u32, BTreeMap<String, i64>>,
+        site: u32,
+        bytes: i64,
+    ) -> BTreeMap<String, i64> {
+        let mut parts = categories.get(&site).cloned().unwrap_or_default();
+        let named: i64 = parts.values().sum();
+        if bytes > named {
+            parts.insert("other".into(), bytes - named);
+        }
+        parts
     }
 
     /// The functions holding the largest sites, as `-f` arguments that find them: the user's

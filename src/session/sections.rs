@@ -22,9 +22,10 @@ pub struct Collected {
     pub target_warnings: Vec<String>,
     /// The CUDA device's name, when CUDA was initialised.
     pub device_name: Option<String>,
-    /// (storage data_ptr, category) of the parameters, buffers, gradients and optimizer state in
-    /// memory when the run ended: the peak's categories.
-    pub tensor_roles: Vec<(u64, String)>,
+    /// (storage data_ptr, category) of every storage a tensor in memory held when the run ended:
+    /// parameters, buffers, gradients, optimizer state, a graph pool's, else "other" (None: not
+    /// looked for). The peak's categories of what was still live then.
+    pub tensor_roles: Option<Vec<(u64, String)>>,
 }
 
 #[derive(Deserialize, Debug)]

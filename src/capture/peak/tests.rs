@@ -167,3 +167,56 @@ fn a_function_that_runs_compiled_peaks_at_the_allocations_of_its_buffers() {
     assert_eq!(t.peak().unwrap().moment.allocated, 620);
     assert_eq!(t.site_totals(1), (3, 70, 0));
 }
+
+/// An event as the reporter gives it on the CPU.
+fn event(ptr: u64, bytes: i64, site: u32, in_backward: bool, in_module: bool) -> Event {
+    Event {
+        ptr,
+        bytes,
+        site,
+        in_backward,
+        in_module,
+        totals: None,
+    }
+}
+
+#[test]
+fn each_block_of_the_peak_is_named_by_how_its_life_ended() {
+    let mut t = Tracker::default();
+    // Sites: 1 the batch's line, 2 the model's line (its forward), 3 the backward's line.
+    t.record(event(1, 100, 1, false, false)); // the batch, held until the end
+    t.record(event(2, 40, 2, false, true)); // saved for the backward
+    t.record(event(3, 30, 2, false, true)); // the logits, held past their line
+    t.record(event(4, 20, 2, false, true)); // an op's intermediate
+    t.record(event(4, -20, 2, false, false)); // freed at its own line: a temporary
+    t.record(event(9, 5, 2, false, true)); // a library's workspace, kept by C++
+    t.record(event(8, 1, 3, false, false)); // the gradient the backward starts from
+    let since = t.backward_started(3);
+    t.record(event(5, 50, 3, true, false)); // an activation's gradient: the maximum, 226
+    t.record(event(5, -50, 3, true, false));
+    t.record(event(2, -40, 3, true, false)); // autograd lets the saved activation go
+    t.mark_gradients(since);
+    t.record(event(8, -1, 3, false, false)); // the backward's line lets its seed go
+    t.record(event(3, -30, 2, false, false)); // the next step's forward line drops the logits
+    t.name_remaining(|_| Role::Other, |ptr| ptr != 9);
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.moment.allocated, 226);
+    let named = |site, role| peak.role_bytes.get(&(site, role)).copied().unwrap_or(0);
+    assert_eq!(named(1, Role::Inputs), 100);
+    assert_eq!(named(2, Role::Activations), 70);
+    assert_eq!(named(2, Role::Workspaces), 5);
+    assert_eq!(named(3, Role::AutogradTemporaries), 51);
+    let all: i64 = peak.role_bytes.values().sum();
+    assert_eq!(all, 226, "every byte named: {:?}", peak.role_bytes);
+}
+
+#[test]
+fn a_line_run_again_after_a_backward_frees_no_temporary_of_its_own() {
+    let mut t = Tracker::default();
+    t.record(event(1, 10, 7, false, true)); // step 1's output at line 7: the maximum
+    t.backward_started(3);
+    t.record(event(1, -10, 7, false, false)); // line 7 in step 2 drops it
+    let peak = t.peak().expect("a peak");
+    assert_eq!(peak.role_bytes.get(&(7, Role::Activations)), Some(&10));
+    assert_eq!(peak.role_bytes.get(&(7, Role::Temporaries)), None);
+}

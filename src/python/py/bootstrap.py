@@ -826,16 +826,17 @@ def report(device_index):
 
 
 def _tensor_roles(device_index):
-    """What the peak's categories are matched against: [(storage data_ptr, category)]."""
+    """What the peak's categories are matched against: [(storage data_ptr, category)] of every
+    storage a tensor holds at the end (None: not looked for)."""
     if not _options.peak_categories:
-        return []
+        return None
     import _memprof_peak
 
     try:
         return _memprof_peak.roles(_options.device_type, device_index)
     except Exception as e:
         _memprof.warn(f"the peak's categories are unknown: {type(e).__name__}: {e}")
-        return []
+        return None
 
 
 def uncaught(exc, traceback):

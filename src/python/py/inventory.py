@@ -76,15 +76,16 @@ def take(device_type, device_index, label, frames, fallback_frames=()):
 
 
 def roles(torch, device_type, device_index):
-    """[(storage data_ptr, category)] of every storage on the device that the models and
-    optimizers in memory name (parameters, buffers, gradients, optimizer_state)."""
+    """[(storage data_ptr, category)] of every storage on the device that a tensor in memory
+    holds: the category the models and optimizers name it by (parameters, buffers, gradients,
+    optimizer_state), else "other" (held by a tensor the program can reach)."""
     objects = gc.get_objects()
     try:
         storages, _ = _collect(torch, objects, device_type, device_index, ())
     finally:
         objects.clear()
         del objects
-    return [(s.ptr, s.category) for s in storages.values() if s.category != "other"]
+    return [(s.ptr, s.category) for s in storages.values()]
 
 
 def _collect(torch, objects, device_type, device_index, frames, fallback_frames=()):

@@ -241,9 +241,10 @@ def stop():
 
 
 def roles(device_type, device_index):
-    """[(storage data_ptr, category)] of the parameters, buffers, gradients and optimizer state
-    on the profiled device, from the models and optimizers in memory now; and the blocks that
-    CUDA graphs' private pools hold (cuda_graph_pool)."""
+    """[(storage data_ptr, category)] of the storages on the profiled device that tensors in
+    memory now hold: parameters, buffers, gradients and optimizer state as the models and
+    optimizers name them, "other" for the rest; and the blocks that CUDA graphs' private pools
+    hold (cuda_graph_pool)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return []
@@ -251,9 +252,9 @@ def roles(device_type, device_index):
 
     named = _memprof_inventory.roles(torch, device_type, device_index)
     if device_type == "cuda":
-        known = {ptr for ptr, _ in named}
-        named += [(ptr, "cuda_graph_pool") for ptr in _graph_pool_blocks(torch, device_index)
-                  if ptr not in known]
+        known = {ptr for ptr, category in named if category != "other"}
+        pool = set(_graph_pool_blocks(torch, device_index)) - known
+        named = [(p, c) for p, c in named if p not in pool] + [(p, "cuda_graph_pool") for p in pool]
     return named
 
 

@@ -28,8 +28,8 @@ impl BackwardEntry {
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyAny>> {
-        let (site, _) = super::site_here();
-        let since = peak::with(|t| t.serial()).unwrap_or(u64::MAX);
+        let site = super::site_here().site;
+        let since = peak::with(|t| t.backward_started(site)).unwrap_or(u64::MAX);
         let previous = torch::set_backward_site(site);
         let result = self.original.call(py, args.clone(), kwargs);
         torch::set_backward_site(previous);

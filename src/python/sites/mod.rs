@@ -115,7 +115,13 @@ struct CodeInfo {
     line_map: Option<Arc<LineMap>>,
     /// `function_key` of its file and qualified name.
     function: u64,
+    /// torch's `nn.Module` call machinery (`_call_impl`): a frame of it on the stack means the
+    /// allocation is made inside a module call.
+    module_call: bool,
 }
+
+/// The file of `nn.Module.__call__` (`_wrapped_call_impl`, `_call_impl`).
+const MODULE_CALL_FILE: &str = "torch/nn/modules/module.py";
 
 /// The name that real and compiled frames of one function share: the name alone, not the
 /// qualified one (a stack trace names a function, a code object qualifies it), and dynamo's
@@ -215,12 +221,13 @@ static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 static READABLE: AtomicBool = AtomicBool::new(false);
 
 impl Table {
-    fn code(&mut self, code: usize) -> (Class, u32, u64) {
+    /// (class, generation, function key, whether it is `nn.Module`'s call machinery).
+    fn code(&mut self, code: usize) -> (Class, u32, u64, bool) {
         // SAFETY: `code` belongs to a frame of the thread being read: alive.
         let identity = unsafe { layout::identity(code) };
         if let Some(info) = self.codes.get(&code) {
             if info.identity == identity {
-                return (info.class, info.generation, info.function);
+                return (info.class, info.generation, info.function, info.module_call);
             }
         }
         // SAFETY: the code's file name is a live str.
@@ -230,6 +237,7 @@ impl Table {
         // SAFETY: as the file name.
         let qualname = unsafe { layout::text_of(identity.qualname) };
         let info = CodeInfo {
+            module_call: file.ends_with(MODULE_CALL_FILE),
             function: function_key(&file, &qualname),
             identity,
             class: if line_map.is_some() {
@@ -240,7 +248,7 @@ impl Table {
             generation: self.generations,
             line_map,
         };
-        let out = (info.class, info.generation, info.function);
+        let out = (info.class, info.generation, info.function, info.module_call);
         self.codes.insert(code, info);
         out
     }
@@ -266,14 +274,17 @@ impl Table {
     }
 
     /// The site of the frames `visit` is given, innermost first (UNKNOWN_SITE if none counts),
-    /// and the tag of the innermost compiled graph's line among them (0: none).
+    /// the tag of the innermost compiled graph's line among them (0: none), and whether a module
+    /// call's frame was among those walked (up to the site's context).
     /// A compiled graph's frame counts as the source frames its line stands for, in their place.
-    fn resolve(&mut self, frames: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> (u32, u32) {
+    fn resolve(&mut self, frames: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> peak::Found {
         let mut pick = Pick::default();
         // The innermost compiled instruction (its generation and offset) and its line's tag.
         let mut innermost: Option<((u32, i32), u32)> = None;
+        let mut in_module = false;
         frames(&mut |f| {
-            let (class, generation, function) = self.code(f.code);
+            let (class, generation, function, module_call) = self.code(f.code);
+            in_module |= module_call;
             if class != Class::Compiled {
                 // The compiled region's own function, as dynamo runs it (the part before a
                 // graph break and the resumed rest alike): its frames stand at the call of the
@@ -308,16 +319,21 @@ impl Table {
             true
         });
         let (compiled_at, tag) = innermost.unwrap_or(((0, -1), 0));
+        let found = |site: u32, tag: u32| peak::Found {
+            site,
+            tag,
+            in_module,
+        };
         let Some((f, class, site_key)) = pick.site else {
-            return (peak::UNKNOWN_SITE, tag);
+            return found(peak::UNKNOWN_SITE, tag);
         };
         let key = (
             site_key,
             pick.context.as_ref().map_or((0, -1, 0), |c| c.1),
             compiled_at,
         );
-        if let Some(&found) = self.by_instruction.get(&key) {
-            return found;
+        if let Some(&(id, tag)) = self.by_instruction.get(&key) {
+            return found(id, tag);
         }
         let chain = match &f {
             Frame::Virtual(chain, _) => Some(chain.clone()),
@@ -356,7 +372,7 @@ impl Table {
             }
         }
         self.by_instruction.insert(key, (id, tag));
-        (id, tag)
+        found(id, tag)
     }
 }
 
@@ -377,8 +393,12 @@ fn place(f: &Frame) -> Place {
 }
 
 /// The calling thread's site (the resolver `capture::peak` calls inside the allocator).
-pub(crate) fn site_here() -> (u32, u32) {
-    const NONE: (u32, u32) = (peak::UNKNOWN_SITE, 0);
+pub(crate) fn site_here() -> peak::Found {
+    const NONE: peak::Found = peak::Found {
+        site: peak::UNKNOWN_SITE,
+        tag: 0,
+        in_module: false,
+    };
     if !READABLE.load(Ordering::Relaxed) {
         return NONE;
     }

@@ -40,6 +40,10 @@ pub struct Peak {
     pub other_sites: Option<OtherSites>,
     /// Bytes the allocator counted whose allocation memprof did not see.
     pub unseen_bytes: i64,
+    /// Bytes by category over every site, listed or not (see `PeakSite::categories`); `other`
+    /// is what no rule named. Absent in reports of memprof versions before the categories.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub categories: BTreeMap<String, i64>,
     /// The functions holding the largest sites, as `-f` arguments for the next run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub next_targets: Vec<String>,
@@ -141,8 +145,7 @@ pub struct PeakSite {
     pub share: f64,
     /// Live blocks (storages on the CPU).
     pub blocks: u64,
-    /// Bytes by category (parameters, buffers, gradients, optimizer_state, cuda_graph_pool,
-    /// other).
+    /// Bytes by category (`CATEGORIES`), every part of a mixed site.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub categories: BTreeMap<String, i64>,
 }
@@ -154,15 +157,54 @@ pub struct OtherSites {
     pub blocks: u64,
 }
 
+/// The categories, in the order a report lists them when sizes tie: what the program keeps
+/// (the model's state), what a step makes, and what no rule named.
+pub const CATEGORIES: [&str; 11] = [
+    "parameters",
+    "buffers",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "autograd_temporaries",
+    "temporaries",
+    "inputs",
+    "cuda_graph_pool",
+    "workspaces",
+    "other",
+];
+
 impl PeakSite {
     /// The category holding most of its bytes ("other" when none is known).
     pub fn main_category(&self) -> &str {
         self.categories
             .iter()
+            .filter(|(_, &b)| b > 0)
             .max_by_key(|(_, &b)| b)
             .map(|(c, _)| c.as_str())
             .unwrap_or("other")
     }
+
+    /// Whether its bytes are of more than one category.
+    pub fn is_mixed(&self) -> bool {
+        self.categories.values().filter(|&&b| b > 0).count() > 1
+    }
+}
+
+/// `categories` largest first (ties in `CATEGORIES` order), the empty ones left out.
+pub fn largest_first(categories: &BTreeMap<String, i64>) -> Vec<(&str, i64)> {
+    let rank = |c: &str| {
+        CATEGORIES
+            .iter()
+            .position(|&k| k == c)
+            .unwrap_or(CATEGORIES.len())
+    };
+    let mut out: Vec<(&str, i64)> = categories
+        .iter()
+        .filter(|(_, &b)| b > 0)
+        .map(|(c, &b)| (c.as_str(), b))
+        .collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then(rank(a.0).cmp(&rank(b.0))));
+    out
 }
 
 impl Peak {

@@ -3,9 +3,38 @@
 //! peak), and the next `-f` to run.
 use super::fit::{contents_column, cut};
 use super::style::{fitted_columns, left_out_note};
-use crate::model::peak::{Peak, Place};
+use crate::model::peak::{largest_first, Peak, Place};
 use crate::model::units;
 use std::fmt::Write;
+
+/// What the peak is made of, largest first, on one line (text: a terminal wraps it); `other`
+/// (what no rule named) always said. Nothing for a report from before the categories.
+fn categories_line(out: &mut String, peak: &Peak) {
+    if peak.categories.is_empty() {
+        return;
+    }
+    let part = |name: &str, bytes: i64| {
+        format!(
+            "{} {} ({})",
+            name.replace('_', " "),
+            units::bytes(bytes),
+            share(bytes, peak.allocated_bytes)
+        )
+    };
+    let mut parts: Vec<String> = largest_first(&peak.categories)
+        .into_iter()
+        .filter(|(name, _)| *name != "other")
+        .map(|(name, bytes)| part(name, bytes))
+        .collect();
+    parts.push(part(
+        "other",
+        peak.categories.get("other").copied().unwrap_or(0),
+    ));
+    if peak.unseen_bytes != 0 {
+        parts.push(part("live from before", peak.unseen_bytes));
+    }
+    let _ = writeln!(out, "what it is: {}", parts.join(", "));
+}
 
 /// Rows a function's peak shows in the table (the run's shows every listed site).
 pub const FUNCTION_ROWS: usize = 5;
@@ -74,6 +103,7 @@ pub fn render(
             ordinal(r.site_allocation),
         );
     }
+    categories_line(out, peak);
     out.push('\n');
     let mut lines: Vec<Vec<String>> = Vec::new();
     let mut row = |bytes: String,
@@ -85,12 +115,17 @@ pub fn render(
         lines.push(vec![bytes, share, blocks, category, site, text]);
     };
     let shown = peak.sites.len().min(rows);
+    let mixed = peak.sites[..shown].iter().any(|s| s.is_mixed());
     for s in &peak.sites[..shown] {
         row(
             units::bytes(s.bytes),
             format!("{:.1}%", s.share),
             s.blocks.to_string(),
-            s.main_category().replace('_', " "),
+            format!(
+                "{}{}",
+                s.main_category().replace('_', " "),
+                if s.is_mixed() { "*" } else { "" }
+            ),
             s.at.label(),
             s.at.place.source.clone(),
         );
@@ -175,6 +210,12 @@ pub fn render(
             );
         }
         None => out.push_str(&text),
+    }
+    if mixed {
+        let _ = writeln!(
+            out,
+            "* more than one category: the largest shown; the report's YAML/JSON (-o FILE) has every part"
+        );
     }
     if peak.cuda_graph_replays > 0 {
         let _ = writeln!(
