@@ -4,6 +4,7 @@
 //! hand it addresses. Uses `torch`, `model` and `error`.
 pub mod backward;
 pub mod children;
+pub mod device_use;
 pub mod host;
 pub mod int_hash;
 pub mod interrupt;

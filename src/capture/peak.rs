@@ -998,6 +998,7 @@ pub fn attribute_later(site: u32, ids: Vec<u64>) {
 /// Starts tracking (a fresh tracker).
 pub fn start() {
     TARGETS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    super::device_use::reset();
     *lock() = Some(Tracker::default());
     ON.store(true, Ordering::Release);
 }
@@ -1019,6 +1020,7 @@ pub fn restart() {
         // A trace goes on from the new device's first event (the old one's are another
         // device's).
         let trace_max = tracker.as_mut().and_then(|t| t.take_trace()).map(|t| t.max);
+        super::device_use::reset();
         let mut fresh = Tracker::default();
         if let Some(max) = trace_max {
             fresh.record_trace(max);
@@ -1086,6 +1088,9 @@ pub extern "C" fn mp_rust_allocation_event(
             Found::default()
         };
         let totals = (has_totals != 0).then_some((total, reserved));
+        if has_totals != 0 && bytes > 0 {
+            super::device_use::first_allocation(reserved);
+        }
         if let Some(t) = lock().as_mut() {
             // A load first: the swap's write on every allocation would bounce the flag's cache
             // line between allocating threads.

@@ -4,6 +4,7 @@
 pub mod build;
 pub mod children;
 mod compiled;
+mod device_split;
 mod peak;
 pub mod sections;
 mod source;
@@ -135,7 +136,9 @@ fn add_peaks(
     crate::capture::peak::with(|t| {
         peak::name_remaining(t, roles);
         if let Some(c) = t.peak() {
-            profile.peak = Some(namer.record(&c, t, &targeted, true));
+            let mut record = namer.record(&c, t, &targeted, true);
+            record.device = device_split::measure(&record);
+            profile.peak = Some(record);
         }
         for (id, (qualname, file, first_line)) in ids.iter().enumerate() {
             let Some(f) = profile.functions.iter_mut().find(|f| {

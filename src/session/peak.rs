@@ -148,6 +148,7 @@ impl Namer {
             other_sites,
             unseen_bytes: c.unseen_bytes,
             categories: totals,
+            device: None,
             next_targets,
             next_modules,
             cuda_graph_replays: if whole_run {

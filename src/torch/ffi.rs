@@ -14,6 +14,7 @@ extern "C" {
     /// 1 once the program has initialised the CUDA caching allocator.
     pub fn mp_allocator_initialized(out: *mut c_int) -> c_int;
     pub fn mp_cuda_trace_enable(on: c_int) -> c_int;
+    pub fn mp_reporter_device() -> c_int;
     pub fn mp_device_memory_info(device: c_int, free: *mut i64, total: *mut i64) -> c_int;
     /// Writes the 122 allocator stats of `device` in src/model/stats.rs order.
     pub fn mp_device_stats(device: c_int, out: *mut i64) -> c_int;

@@ -2,6 +2,7 @@
 //! allocation reporter, tags, histories, collectives, and the facts the start-up check compares
 //! (version, loaded libc10); `Runtime`, the calls capture makes, as a trait. Uses `model` and
 //! `error`.
+pub mod driver;
 mod ffi;
 
 use crate::error::{Error, Result};
@@ -117,6 +118,12 @@ pub fn device_memory_info(device: i32) -> Option<(i64, i64)> {
     // SAFETY: writes two i64.
     let rc = unsafe { ffi::mp_device_memory_info(device, &mut free, &mut total) };
     (rc == 0).then_some((free, total))
+}
+
+/// The CUDA device the allocation reporter counts (-1: the CPU).
+pub fn reporter_device() -> i32 {
+    // SAFETY: reads an atomic.
+    unsafe { ffi::mp_reporter_device() }
 }
 
 /// Reads the device's 122 allocator stats into `out`.

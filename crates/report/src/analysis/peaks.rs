@@ -2,7 +2,7 @@
 //! ranks) for `memprof merge`, and two runs' peaks compared (per site) for `memprof diff`.
 use crate::model::diff::{Change, PeakDiff, PeakSiteDiff};
 use crate::model::merged::{MergedPeak, MergedPeakSite, RankPeak, Spread};
-use crate::model::peak::{Peak, PeakSite};
+use crate::model::peak::{DeviceSplit, Peak, PeakSite};
 use crate::model::profile::file_name;
 
 /// A site across ranks: file name, line, function and the context's file name and line.
@@ -37,6 +37,8 @@ pub fn merge(peaks: &[(u32, &Peak)], without: Vec<u32>) -> Option<MergedPeak> {
                 .as_ref()
                 .map(|s| format!("{}:{} {}", file_name(&s.file), s.line, s.function)),
             in_backward: p.reached.in_backward,
+            categories: p.categories.clone(),
+            device: p.device.clone(),
         })
         .collect();
     let mut keys: Vec<RankKey> = Vec::new();
@@ -102,9 +104,33 @@ pub fn diff(base: Option<&Peak>, new: Option<&Peak>) -> Option<PeakDiff> {
         }
     }
     sites.sort_by_key(|s| std::cmp::Reverse(s.bytes.change.unwrap_or(0).abs()));
+    let mut categories = std::collections::BTreeMap::new();
+    if !base.categories.is_empty() && !new.categories.is_empty() {
+        for name in base.categories.keys().chain(new.categories.keys()) {
+            categories.entry(name.clone()).or_insert_with(|| {
+                Change::of(
+                    base.categories.get(name).copied(),
+                    new.categories.get(name).copied(),
+                    true,
+                )
+            });
+        }
+    }
+    let device_bytes = |p: &Peak| {
+        p.device.as_ref().map(|d| match d {
+            DeviceSplit::Cuda(c) => c.process_bytes,
+            DeviceSplit::Cpu(h) => h.rss_peak_bytes,
+        })
+    };
+    let device_bytes = match (device_bytes(base), device_bytes(new)) {
+        (None, None) => None,
+        (b, n) => Some(Change::of(b, n, false)),
+    };
     Some(PeakDiff {
         allocated_bytes: Change::of(Some(base.allocated_bytes), Some(new.allocated_bytes), false),
         reserved_bytes: Change::of(Some(base.reserved_bytes), Some(new.reserved_bytes), false),
+        categories,
+        device_bytes,
         sites,
     })
 }

@@ -96,6 +96,13 @@ pub struct ModuleDiff {
 pub struct PeakDiff {
     pub allocated_bytes: Change,
     pub reserved_bytes: Change,
+    /// Bytes by category at each peak (a category one peak lacks counts 0 there).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub categories: std::collections::BTreeMap<String, Change>,
+    /// The process's device memory at each peak, as the device split has it (CUDA), or the
+    /// resident peak (CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_bytes: Option<Change>,
     /// Largest change first; a site only one peak listed counts 0 in the other.
     pub sites: Vec<PeakSiteDiff>,
 }

@@ -50,6 +50,12 @@ pub struct RankPeak {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reached: Option<String>,
     pub in_backward: bool,
+    /// The rank's peak by category (`Peak::categories`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub categories: std::collections::BTreeMap<String, i64>,
+    /// The rank's whole device at its peak (`Peak::device`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<super::peak::DeviceSplit>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

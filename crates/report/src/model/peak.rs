@@ -5,21 +5,33 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What the peak record means, written into every report that has one.
-pub const PEAK_SEMANTICS: &str = "The peak is the highest allocated_bytes.all.current of the run on \
-the profiled device (the moment max_memory_allocated() is set, resets by the program aside), or, in \
-a function's report, the highest during that function's calls. Its bytes are split by the site that \
-allocated each block live at that moment (CUDA: the caching allocator's block sizes; CPU: storage \
-bytes): the innermost Python frame outside torch, the standard library and memprof, with the line \
-that led there as its context (the user's own innermost line when the site is a library's, else the \
-site's caller). Allocations made by autograd's threads count at the line that ran the backward \
-(loss.backward(), torch.autograd.grad). The sites, the other sites and unseen_bytes (allocated where \
-memprof saw no allocation: before it started, or on a thread without its reporter) sum to \
-allocated_bytes exactly. categories: bytes of the site's blocks still live when the run ended and \
-found then as parameters, buffers, gradients or optimizer_state of the models and optimizers in \
-memory, or as blocks of a CUDA graph's private pool (cuda_graph_pool: allocated while a graph was \
-captured or while torch's CUDA-graph trees warmed up in their pool, and live then, or found in a pool \
-when the run ended); the rest is other. cuda_graph_replays counts the CUDA graphs' replays, which \
-allocate nothing.";
+pub const PEAK_SEMANTICS: &str = "The peak is the highest allocated_bytes.all.current of the run on the profiled device (the moment \
+max_memory_allocated() is set, resets by the program aside), or, in a function's report, the \
+highest during that function's calls. Its bytes are split by the site that allocated each block \
+live at that moment (CUDA: the caching allocator's block sizes; CPU: storage bytes): the innermost \
+Python frame outside torch, the standard library and memprof, with the line that led there as its \
+context (the user's own innermost line when the site is a library's, else the site's caller). \
+Allocations made by autograd's threads count at the line that ran the backward (loss.backward(), \
+torch.autograd.grad). The sites, the other sites and unseen_bytes (allocated where memprof saw no \
+allocation: before it started, or on a thread without its reporter) sum to allocated_bytes \
+exactly. categories: what each block live at the peak was to the program, per site and summed in \
+the peak's categories (other: what no rule named). parameters, buffers, gradients and \
+optimizer_state: named by an optimizer's step, by a backward pass that left them live (a leaf's \
+.grad), or by the models and optimizers in memory when the run ended; cuda_graph_pool: allocated \
+while a CUDA graph was captured (or torch's CUDA-graph trees warmed up in their pool) and live \
+then, or found in a pool at the end. The rest by how the block's life ended: activations, \
+allocated outside a backward pass and freed by one (what autograd saved), or allocated inside an \
+nn.Module call and held past its line (a forward's outputs: the logits); autograd_temporaries, \
+allocated by a backward pass and not left as a gradient (gradients of activations in flight; also \
+the gradient a backward starts from); temporaries, freed by the line that allocated it before \
+another backward pass began (an op's or a line's intermediates, a call's workspace, an optimizer's \
+scratch); inputs, allocated outside any module call and held past its line (the batch, targets, \
+masks; also a loss computed outside a module); workspaces, still live at the end and held by no \
+tensor the program could reach (cuBLAS's workspace, kept by C++). device: the device's memory at \
+the peak from the driver's count down (CUDA: process_bytes = context_bytes + \
+outside_allocator_bytes + reserved_bytes, and reserved_bytes = allocated_bytes + cached_bytes), or \
+the host's resident peak against the tensors' bytes (CPU). cuda_graph_replays counts the CUDA \
+graphs' replays, which allocate nothing.";
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Peak {
@@ -51,10 +63,69 @@ pub struct Peak {
     /// most of the peak, and the run had no `--modules`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub next_modules: bool,
+    /// The whole device at the peak, from the driver's count down (the run's peak only; absent
+    /// where it could not be read, and in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceSplit>,
     /// CUDA graphs replayed during the run (the run's peak only): a replay allocates nothing,
     /// its graph's memory being its private pool's (cuda_graph_pool).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cuda_graph_replays: u64,
+}
+
+/// The device's memory at the peak, from what the driver counts down to what the allocator
+/// handed out (CUDA), or the host's resident memory against the tensors' bytes (CPU).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DeviceSplit {
+    Cuda(CudaSplit),
+    Cpu(HostSplit),
+}
+
+/// CUDA: `process_bytes` = `context_bytes` + `outside_allocator_bytes` + `reserved_bytes`, and
+/// `reserved_bytes` = `allocated_bytes` + `cached_bytes`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CudaSplit {
+    /// The process's device memory at the peak: the driver's count at the end of the run, less
+    /// what the allocator's reservation changed between the peak and the end.
+    pub process_bytes: i64,
+    /// The driver's count when the run ended, as read.
+    pub driver_bytes_at_end: i64,
+    /// Where the driver's count comes from: `nvml_process` (this process's bytes, as nvidia-smi
+    /// lists them) or `device_used` (the device's used bytes, every process's: NVML could not
+    /// name this process's).
+    pub driver_source: String,
+    /// Device memory in use before the allocator's first block, less its first segment: the
+    /// CUDA context (kernels, the runtime's own heap) and whatever came before torch's allocator.
+    pub context_bytes: i64,
+    /// Device memory the driver counts that is neither the context nor the allocator's
+    /// reservation: cuBLAS/cuDNN/NCCL handles and workspaces of their own, kernels loaded later,
+    /// other libraries' allocations (at the end of the run).
+    pub outside_allocator_bytes: i64,
+    /// The allocator's reservation at the peak (reserved_bytes.all.current then).
+    pub reserved_bytes: i64,
+    /// Handed out at the peak (allocated_bytes.all.peak): the categories split it.
+    pub allocated_bytes: i64,
+    /// Reserved but not handed out at the peak: cached free blocks, and free pieces of split
+    /// segments that cannot be given back while the rest of their segment is in use.
+    pub cached_bytes: i64,
+    /// inactive_split_bytes.all.peak: the most the free pieces of split segments held at once
+    /// during the run (the fragmentation; expandable_segments avoids most of it).
+    pub inactive_split_peak_bytes: i64,
+    /// The allocator's reservation when the run ended.
+    pub reserved_bytes_at_end: i64,
+}
+
+/// CPU: the process's resident memory against the tensors' bytes.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct HostSplit {
+    /// The process's resident high-water mark (VmHWM) when the run ended.
+    pub rss_peak_bytes: i64,
+    /// The tensors' bytes at the peak (allocated_bytes.all.peak).
+    pub tensor_bytes: i64,
+    /// What the resident peak holds besides (the interpreter, libraries, the C allocator's
+    /// caching, memory outside libtorch's allocator): rss_peak_bytes - tensor_bytes.
+    pub other_bytes: i64,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -192,6 +192,36 @@ fn peak_table(out: &mut String, peak: &PeakDiff) {
         cell(peak.reserved_bytes.base),
         cell(peak.reserved_bytes.new),
     );
+    if let Some(d) = &peak.device_bytes {
+        let _ = writeln!(
+            out,
+            "device at the peak (the driver's count, or the host's resident peak): {} → {} ({})",
+            cell(d.base),
+            cell(d.new),
+            change(d.change),
+        );
+    }
+    let mut moved: Vec<(&String, &Change)> = peak
+        .categories
+        .iter()
+        .filter(|(_, c)| c.change.is_some_and(|x| x != 0))
+        .collect();
+    moved.sort_by_key(|(_, c)| std::cmp::Reverse(c.change.unwrap_or(0).abs()));
+    if !moved.is_empty() {
+        let parts: Vec<String> = moved
+            .iter()
+            .map(|(name, c)| {
+                format!(
+                    "{} {} → {} ({})",
+                    name.replace('_', " "),
+                    cell(c.base),
+                    cell(c.new),
+                    change(c.change)
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "by category: {}", parts.join(", "));
+    }
     out.push('\n');
     let header = ["Base", "New", "Change", "Site", "Line Contents"];
     let mut t = styled(&header);

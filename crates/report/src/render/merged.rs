@@ -208,6 +208,14 @@ fn peak_table(out: &mut String, peak: &MergedPeak) {
             },
             r.reached.as_deref().unwrap_or("(no Python frame)")
         );
+        let parts = super::peak::categories_text(&r.categories, r.allocated_bytes);
+        if !parts.is_empty() {
+            let _ = writeln!(out, "    what it is: {parts}");
+        }
+        if let Some(device) = &r.device {
+            out.push_str("    ");
+            super::peak::device_line(out, device);
+        }
     }
     out.push('\n');
     let mut header: Vec<String> = headers("Bytes at the peak").into();

@@ -3,37 +3,86 @@
 //! peak), and the next `-f` to run.
 use super::fit::{contents_column, cut};
 use super::style::{fitted_columns, left_out_note};
-use crate::model::peak::{largest_first, Peak, Place};
+use crate::model::peak::{largest_first, DeviceSplit, Peak, Place};
 use crate::model::units;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// What the peak is made of, largest first, on one line (text: a terminal wraps it); `other`
 /// (what no rule named) always said. Nothing for a report from before the categories.
 fn categories_line(out: &mut String, peak: &Peak) {
-    if peak.categories.is_empty() {
+    let mut text = categories_text(&peak.categories, peak.allocated_bytes);
+    if text.is_empty() {
         return;
+    }
+    if peak.unseen_bytes != 0 {
+        let _ = write!(
+            text,
+            ", live from before {} ({})",
+            units::bytes(peak.unseen_bytes),
+            share(peak.unseen_bytes, peak.allocated_bytes)
+        );
+    }
+    let _ = writeln!(out, "what it is: {text}");
+}
+
+/// `activations 8.01 MiB (35.6%), ..., other 0 B (0.0%)`: `categories` of a peak of `peak`
+/// bytes, largest first, `other` last and always; empty when there are none.
+pub fn categories_text(categories: &BTreeMap<String, i64>, peak: i64) -> String {
+    if categories.is_empty() {
+        return String::new();
     }
     let part = |name: &str, bytes: i64| {
         format!(
             "{} {} ({})",
             name.replace('_', " "),
             units::bytes(bytes),
-            share(bytes, peak.allocated_bytes)
+            share(bytes, peak)
         )
     };
-    let mut parts: Vec<String> = largest_first(&peak.categories)
+    let mut parts: Vec<String> = largest_first(categories)
         .into_iter()
         .filter(|(name, _)| *name != "other")
         .map(|(name, bytes)| part(name, bytes))
         .collect();
-    parts.push(part(
-        "other",
-        peak.categories.get("other").copied().unwrap_or(0),
-    ));
-    if peak.unseen_bytes != 0 {
-        parts.push(part("live from before", peak.unseen_bytes));
+    parts.push(part("other", categories.get("other").copied().unwrap_or(0)));
+    parts.join(", ")
+}
+
+/// The whole device at the peak, from the driver's count down, on one line.
+pub fn device_line(out: &mut String, device: &DeviceSplit) {
+    let b = units::bytes;
+    match device {
+        DeviceSplit::Cuda(d) => {
+            let whose = if d.driver_source == "nvml_process" {
+                "this process, as nvidia-smi counts it"
+            } else {
+                "the device's used memory, every process's"
+            };
+            let _ = writeln!(
+                out,
+                "device at the peak: {} ({whose}) = CUDA context {} + outside torch's allocator {} + \
+                 reserved {} (allocated {}, cached {}; free pieces of split segments peaked at {})",
+                b(d.process_bytes),
+                b(d.context_bytes),
+                b(d.outside_allocator_bytes),
+                b(d.reserved_bytes),
+                b(d.allocated_bytes),
+                b(d.cached_bytes),
+                b(d.inactive_split_peak_bytes),
+            );
+        }
+        DeviceSplit::Cpu(h) => {
+            let _ = writeln!(
+                out,
+                "host: resident peak {} = tensors at the peak {} + the rest {} (the interpreter, \
+                 libraries, the C allocator's cache)",
+                b(h.rss_peak_bytes),
+                b(h.tensor_bytes),
+                b(h.other_bytes),
+            );
+        }
     }
-    let _ = writeln!(out, "what it is: {}", parts.join(", "));
 }
 
 /// Rows a function's peak shows in the table (the run's shows every listed site).
@@ -104,6 +153,9 @@ pub fn render(
         );
     }
     categories_line(out, peak);
+    if let Some(device) = &peak.device {
+        device_line(out, device);
+    }
     out.push('\n');
     let mut lines: Vec<Vec<String>> = Vec::new();
     let mut row = |bytes: String,
