@@ -1079,11 +1079,6 @@ pub extern "C" fn mp_rust_allocation_event(
                 site: backward_site,
                 ..Found::default()
             }
-        } else if lock().as_ref().is_some_and(|t| t.needs_free_site(ptr)) {
-            // A block of the peak freed outside a backward pass: the line freeing it says
-            // whether it was its own line's temporary. The walk runs outside the tracker's lock,
-            // as an allocation's does (the allocator's lock keeps `ptr` from being reused).
-            resolve()
         } else {
             Found::default()
         };
@@ -1091,7 +1086,18 @@ pub extern "C" fn mp_rust_allocation_event(
         if has_totals != 0 && bytes > 0 {
             super::device_use::first_allocation(reserved);
         }
-        if let Some(t) = lock().as_mut() {
+        let mut tracker = lock();
+        let mut found = found;
+        if bytes < 0 && !in_backward && tracker.as_ref().is_some_and(|t| t.needs_free_site(ptr)) {
+            // A block of a peak freed outside a backward pass: the line freeing it says whether
+            // it was its own line's temporary. The walk runs outside the tracker's lock, as an
+            // allocation's does (the allocator's lock keeps `ptr` from being reused); most frees
+            // need none and take the lock once.
+            drop(tracker);
+            found = resolve();
+            tracker = lock();
+        }
+        if let Some(t) = tracker.as_mut() {
             // A load first: the swap's write on every allocation would bounce the flag's cache
             // line between allocating threads.
             if HAS_PENDING.load(Ordering::Acquire) && HAS_PENDING.swap(false, Ordering::AcqRel) {

@@ -33,8 +33,10 @@ class profile:
     line. modules: a row per torch.nn.Module call (`--modules`); tensors: the live tensors when
     a targeted call ends (`--tensors`); stats: the columns, as torch.cuda.memory_stats() names
     them; device: a CUDA index or "cpu" (default: the current CUDA device, or the CPU);
-    categories: the peak's categories (parameters, gradients, optimizer state), from a scan of
-    the live objects when the block ends (False leaves them out, for a cheaper session).
+    categories: the scan of the live objects when the block ends that names what is still live
+    (parameters, buffers, gradients, optimizer state; what no tensor holds: workspaces). False
+    skips it, for a cheaper session: what was freed before the end keeps its category, what is
+    still live and not named while it lived is `other`.
     One session at a time: they do not nest."""
 
     def __init__(self, *targets, modules=False, tensors=False, stats=None, device=None,
