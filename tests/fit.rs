@@ -297,3 +297,72 @@ fn traces_at_two_batch_sizes_predict_another_and_find_the_largest_that_fits() {
         r.stderr
     );
 }
+
+/// `memprof run --device cpu --trace FILE fit_conv_loader.py BATCH` (exit 0): the trace's path.
+fn trace_conv_loader(dir: &tempfile::TempDir, batch: u32) -> String {
+    let trace = dir.path().join(format!("b{batch}.json"));
+    let r = finish(
+        memprof()
+            .args(["run", "--device", "cpu", "--trace"])
+            .arg(&trace)
+            .arg(fixture("fit_conv_loader.py"))
+            .arg(batch.to_string())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    trace.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_conv_net_fed_by_dataloader_workers_scales_to_a_third_batch_within_two_percent() {
+    // The workers hand the main process its batches in their own time, so the traces at 8 and
+    // 16 differ by more than their sizes (a batch received sooner in one of them): they are
+    // matched by line and stream in order, and batch 32 predicted from them is checked against
+    // the trace at 32 replayed on the same device.
+    let dir = tempfile::tempdir().unwrap();
+    let traces: Vec<String> = [8, 16, 32]
+        .iter()
+        .map(|&b| trace_conv_loader(&dir, b))
+        .collect();
+    let args: Vec<&str> = traces.iter().map(String::as_str).collect();
+    let p = fit_json(
+        &[
+            &args[..],
+            &["--batches", "8,16,32", "--scale", "32", "--memory", "8GiB"],
+        ]
+        .concat(),
+        0,
+    );
+    let check = &p["check"];
+    assert_eq!(check["batch"], 32, "{p:#}");
+    for key in ["allocated_bytes.all.peak", "reserved_bytes.all.peak"] {
+        let predicted = check["predicted"][key].as_f64().unwrap();
+        let traced = check["traced"][key].as_f64().unwrap();
+        assert!(
+            (predicted - traced).abs() <= 0.02 * traced,
+            "{key}: predicted {predicted}, the trace at 32 replayed {traced}"
+        );
+    }
+    // The largest batch from the same traces.
+    let p = fit_json(
+        &[
+            &args[..2],
+            &["--batches", "8,16", "--max-batch", "--memory", "256MiB"],
+        ]
+        .concat(),
+        0,
+    );
+    assert!(p["max_batch"].as_u64().unwrap() > 32, "{p:#}");
+    let r = fit(&[
+        &args[..],
+        &["--batches", "8,16,32", "--scale", "32", "--memory", "8GiB"],
+    ]
+    .concat());
+    assert!(
+        r.stdout
+            .contains("check: the third trace's batch 32 predicted from the first two"),
+        "{}",
+        r.stdout
+    );
+}

@@ -5,7 +5,9 @@ use super::files;
 use crate::analysis::allocator::{self, scale, Event, Settings};
 use crate::cli::FitArgs;
 use crate::error::{exit_code, Error, Result};
-use crate::model::prediction::{LiveAt, PredictedOom, Prediction, PREDICTION_SEMANTICS};
+use crate::model::prediction::{
+    FitCheck, LiveAt, PredictedOom, Prediction, UnmatchedAllocations, PREDICTION_SEMANTICS,
+};
 use crate::model::saved::from_json_or_yaml;
 use crate::model::trace::{Measured, Trace, TraceEvent, TRACE_VERSION};
 use crate::model::units;
@@ -39,6 +41,8 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         .collect::<Vec<_>>()
         .join(", ");
     let scaling = args.scale.is_some() || args.max_batch;
+    let mut unmatched = None;
+    let mut third = None;
     let (replayed, batch, max_batch, not_affine, measured) = if scaling || args.traces.len() > 1 {
         let ats: Vec<Vec<Option<String>>> = traces
             .iter()
@@ -65,6 +69,17 @@ pub fn fit(args: FitArgs) -> Result<i32> {
             (args.scale.expect("--scale or --max-batch"), None)
         };
         let scaled = scale::synthesize(&traced, batch).map_err(bad)?;
+        let u = scaled.unmatched;
+        unmatched = Some(UnmatchedAllocations {
+            first_allocations: u.first_allocations,
+            first_bytes: u.first_bytes,
+            first_sized_alike: u.first_sized_alike,
+            second_allocations: u.other_allocations,
+            second_bytes: u.other_bytes,
+        });
+        third = scaled
+            .third
+            .map(|(b, events)| (b, events, traced[2].events.to_vec()));
         (
             scaled.events,
             Some(batch),
@@ -81,6 +96,21 @@ pub fn fit(args: FitArgs) -> Result<i32> {
             first.measured.clone(),
         )
     };
+    let check = match third {
+        Some((batch, synthesized, traced)) => {
+            let replayed = |events: &[Event]| {
+                allocator::replay(events, memory as u64, settings.clone())
+                    .map(|r| measured_of(&r.stats))
+                    .map_err(|e| Error::usage(format!("'{name}': {e}")))
+            };
+            Some(FitCheck {
+                batch,
+                predicted: replayed(&synthesized)?,
+                traced: replayed(&traced)?,
+            })
+        }
+        None => None,
+    };
     let replay = allocator::replay(&replayed, memory as u64, settings).map_err(|e| {
         Error::usage(format!("'{name}': {e}")).hint("pass a trace written by memprof, whole")
     })?;
@@ -92,13 +122,7 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         memory_bytes: memory,
         settings: conf,
         fits: replay.out_of_memory.is_none(),
-        predicted: Measured {
-            reserved_bytes_peak: Some(s.reserved_bytes_peak as i64),
-            allocated_bytes_peak: Some(s.allocated_bytes_peak as i64),
-            num_alloc_retries: Some(s.num_alloc_retries as i64),
-            segment_peak: Some(s.segment_peak as i64),
-            outside_allocator_bytes: None,
-        },
+        predicted: measured_of(s),
         measured,
         out_of_memory: replay.out_of_memory.map(|(i, oom)| PredictedOom {
             event: i as u64,
@@ -117,6 +141,8 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         },
         max_batch,
         not_affine,
+        unmatched,
+        check,
     };
     let width = args.output.is_none().then(terminal::width).flatten();
     files::deliver(
@@ -129,6 +155,17 @@ pub fn fit(args: FitArgs) -> Result<i32> {
     } else {
         exit_code::DOES_NOT_FIT
     })
+}
+
+/// A replay's numbers, as a traced run's are written.
+fn measured_of(s: &allocator::Stats) -> Measured {
+    Measured {
+        reserved_bytes_peak: Some(s.reserved_bytes_peak as i64),
+        allocated_bytes_peak: Some(s.allocated_bytes_peak as i64),
+        num_alloc_retries: Some(s.num_alloc_retries as i64),
+        segment_peak: Some(s.segment_peak as i64),
+        outside_allocator_bytes: None,
+    }
 }
 
 /// The allocations live at an out-of-memory error, summed by the line that made them (the

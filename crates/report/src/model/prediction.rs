@@ -36,6 +36,37 @@ pub struct Prediction {
     /// Lines whose sizes a third trace puts off the fitted line (the prediction is less sure).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_affine: Vec<String>,
+    /// --scale/--max-batch: the allocations the traces did not have in common (matched by line
+    /// and stream, in order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmatched: Option<UnmatchedAllocations>,
+    /// With a third trace: the fit synthesized at its batch and replayed, against the third
+    /// trace replayed itself (same memory, same settings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<FitCheck>,
+}
+
+/// What the alignment of the traces left without a partner.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnmatchedAllocations {
+    /// The first trace's allocations the second has not, and their bytes in the first.
+    pub first_allocations: u64,
+    pub first_bytes: u64,
+    /// Of those, the ones sized as the second trace has their line's like allocations (same
+    /// line, stream and size in the first: a batch prefetched more or less); the rest keep the
+    /// first trace's size.
+    pub first_sized_alike: u64,
+    /// The second trace's allocations the first has not: not in the synthesized trace.
+    pub second_allocations: u64,
+    pub second_bytes: u64,
+}
+
+/// The third trace's batch predicted from the first two, against the third replayed.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct FitCheck {
+    pub batch: u64,
+    pub predicted: Measured,
+    pub traced: Measured,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -36,6 +36,47 @@ fn table(p: &Prediction) -> String {
     if let Some(n) = p.max_batch {
         let _ = writeln!(out, "largest batch that fits: {n}");
     }
+    if let Some(u) = p.unmatched {
+        if u.first_allocations + u.second_allocations > 0 {
+            let _ = writeln!(
+                out,
+                "not matched between the traces (by line and stream, in order): {} allocation{} \
+                 ({}) of the first ({} sized as their line's like ones, the rest kept at their \
+                 size); {} ({}) of the second only, left out",
+                u.first_allocations,
+                if u.first_allocations == 1 { "" } else { "s" },
+                units::bytes(u.first_bytes as i64),
+                u.first_sized_alike,
+                u.second_allocations,
+                units::bytes(u.second_bytes as i64),
+            );
+        }
+    }
+    if let Some(c) = &p.check {
+        let off = |predicted: Option<i64>, traced: Option<i64>| match (predicted, traced) {
+            (Some(p), Some(t)) if t > 0 => format!(
+                "{} against {} ({:+.2}%)",
+                units::bytes(p),
+                units::bytes(t),
+                (p - t) as f64 * 100.0 / t as f64
+            ),
+            _ => "unknown".into(),
+        };
+        let _ = writeln!(
+            out,
+            "check: the third trace's batch {} predicted from the first two, against its own \
+             replay: allocated peak {}, reserved peak {}",
+            c.batch,
+            off(
+                c.predicted.allocated_bytes_peak,
+                c.traced.allocated_bytes_peak
+            ),
+            off(
+                c.predicted.reserved_bytes_peak,
+                c.traced.reserved_bytes_peak
+            ),
+        );
+    }
     for line in &p.not_affine {
         let _ = writeln!(
             out,

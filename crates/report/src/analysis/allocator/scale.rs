@@ -1,9 +1,12 @@
-//! Another batch size: traces of one program at two or three batch sizes, matched allocation by
-//! allocation (the same events in the same order, each allocation at the same line), each size
-//! fitted as an affine function of the batch from the first two, and the trace synthesized at
-//! another batch. A third trace checks the fit: where its sizes are not on the line (beyond the
-//! allocator's 512-byte rounding), the line is named.
+//! Another batch size: traces of one program at two or three batch sizes, their allocations
+//! matched to the first trace's (`align`: by line and stream, in order, through allocations one
+//! trace has and the other has not, and reorders), each matched size fitted as an affine function
+//! of the batch from the first two, and the first trace synthesized at another batch. A third
+//! trace checks the fit: where its sizes are not on the line (beyond the allocator's 512-byte
+//! rounding), the line is named, and the fit synthesized at its batch is handed back to be
+//! replayed against it.
 use super::Event;
+use std::collections::HashMap;
 
 /// One traced run: its batch size, its events, and each event's line (allocations).
 pub struct Traced<'a> {
@@ -12,10 +15,30 @@ pub struct Traced<'a> {
     pub at: &'a [Option<String>],
 }
 
-/// The synthesized trace, and the lines whose sizes a third trace puts off the fitted line.
+/// The synthesized trace, the lines whose sizes a third trace puts off the fitted line, what
+/// could not be matched, and (with a third trace) the fit synthesized at its batch.
 pub struct Scaled {
     pub events: Vec<Event>,
     pub not_affine: Vec<String>,
+    pub unmatched: Unmatched,
+    /// (the third trace's batch, the first trace synthesized at it).
+    pub third: Option<(u64, Vec<Event>)>,
+}
+
+/// Allocations the alignment left without a partner: the first trace's are sized as their
+/// line's like allocations where it has some, else keep their own size in the synthesized trace;
+/// the others' are not in it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unmatched {
+    /// The first trace's allocations that another trace has not, and their bytes (first trace).
+    pub first_allocations: u64,
+    pub first_bytes: u64,
+    /// Of those, the ones sized as their line's like allocations are (same line, stream and
+    /// size in the first trace); the rest keep the first trace's size.
+    pub first_sized_alike: u64,
+    /// The other traces' allocations that the first has not, and their bytes.
+    pub other_allocations: u64,
+    pub other_bytes: u64,
 }
 
 /// How far a third trace's size may be from the line (the allocator rounds to 512 bytes).
@@ -26,7 +49,9 @@ pub fn synthesize(traces: &[Traced], batch: u64) -> Result<Scaled, String> {
     let fitted = Fitted::new(traces)?;
     Ok(Scaled {
         events: fitted.events_at(batch),
+        third: traces.get(2).map(|c| (c.batch, fitted.events_at(c.batch))),
         not_affine: fitted.not_affine,
+        unmatched: fitted.unmatched,
     })
 }
 
@@ -34,9 +59,11 @@ pub fn synthesize(traces: &[Traced], batch: u64) -> Result<Scaled, String> {
 struct Fitted<'a> {
     /// The first trace's events, the template of every synthesized one.
     events: &'a [Event],
-    /// The two traces the line goes through: (batch, each allocation's size).
-    points: [(i128, Vec<u64>); 2],
+    /// The two traces the line goes through: (batch, each allocation's size, None where the
+    /// second trace has no partner for it).
+    points: [(i128, Vec<Option<u64>>); 2],
     not_affine: Vec<String>,
+    unmatched: Unmatched,
 }
 
 impl<'a> Fitted<'a> {
@@ -53,13 +80,19 @@ impl<'a> Fitted<'a> {
         if batches.len() != traces.len() {
             return Err("the traces' batch sizes must differ".into());
         }
+        let mut unmatched = Unmatched::default();
+        let second = align(b, a, &mut unmatched)?;
         let mut fitted = Fitted {
             events: a.events,
             points: [
-                (a.batch as i128, allocation_sizes(a, a)?),
-                (b.batch as i128, allocation_sizes(b, a)?),
+                (
+                    a.batch as i128,
+                    allocations(a).map(|(_, s)| Some(s)).collect(),
+                ),
+                (b.batch as i128, second),
             ],
             not_affine: Vec::new(),
+            unmatched,
         };
         if let [c] = rest {
             let lines: Vec<&Option<String>> = a
@@ -69,7 +102,12 @@ impl<'a> Fitted<'a> {
                 .filter(|(e, _)| matches!(e, Event::Alloc { .. }))
                 .map(|(_, at)| at)
                 .collect();
-            for (j, third) in allocation_sizes(c, a)?.into_iter().enumerate() {
+            // The third trace checks the fit; what it alone has is its replay's to show.
+            let thirds = align(c, a, &mut Unmatched::default())?;
+            for (j, third) in thirds.into_iter().enumerate() {
+                let (Some(third), Some(_)) = (third, fitted.points[1].1[j]) else {
+                    continue;
+                };
                 let off = fitted.size(j, c.batch) as i128 - third as i128;
                 if off.abs() > ROUNDING {
                     let line = lines[j].clone().unwrap_or_else(|| "an unknown line".into());
@@ -83,10 +121,15 @@ impl<'a> Fitted<'a> {
     }
 
     /// The `j`th allocation's size at `batch`, on the line through the two points, rounded up:
-    /// a prediction must not promise less than the run would take.
+    /// a prediction must not promise less than the run would take. One the second trace has no
+    /// partner for keeps the first trace's size.
     fn size(&self, j: usize, batch: u64) -> u64 {
         let [(b1, s1), (b2, s2)] = &self.points;
-        let (s1, s2) = (s1[j] as i128, s2[j] as i128);
+        let first = s1[j].unwrap_or(1);
+        let Some(second) = s2[j] else {
+            return first;
+        };
+        let (s1, s2) = (first as i128, second as i128);
         let (num, den) = (s1 * (b2 - b1) + (s2 - s1) * (batch as i128 - b1), b2 - b1);
         let (num, den) = if den < 0 { (-num, -den) } else { (num, den) };
         let v = num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0);
@@ -110,75 +153,125 @@ impl<'a> Fitted<'a> {
     }
 }
 
-/// The sizes of `t`'s allocations in order, after checking that `t` has `reference`'s events:
-/// the same kinds in the same order, allocations at the same lines, frees of the same
-/// allocations.
-fn allocation_sizes(t: &Traced, reference: &Traced) -> Result<Vec<u64>, String> {
-    let differ = |i: usize, what: &str| {
-        Err(format!(
-            "the traces at batch {} and {} differ at event {i} ({what}): the program's \
-             allocations must not depend on the batch size but by their sizes",
-            reference.batch, t.batch
-        ))
-    };
-    if t.events.len() != reference.events.len() {
-        return differ(
-            t.events.len().min(reference.events.len()),
-            "one trace ends there",
-        );
+/// How far ahead the alignment looks for an allocation's partner: further than the allocations
+/// a cuDNN algorithm or a prefetched batch inserts, nearer than a step.
+const LOOK_AHEAD: usize = 64;
+/// How many matches apart two unmatched allocations of one line may be and still be partners
+/// (a reorder within a line or an op).
+const REORDER: usize = 2;
+
+/// `t`'s allocations in order: (line and stream, size).
+fn allocations<'t>(t: &'t Traced) -> impl Iterator<Item = ((Option<&'t str>, u64), u64)> + 't {
+    t.events.iter().zip(t.at).filter_map(|(e, at)| match *e {
+        Event::Alloc { size, stream, .. } => Some(((at.as_deref(), stream), size)),
+        Event::Free { .. } => None,
+    })
+}
+
+/// `t`'s size for each of `reference`'s allocations (None: no partner), matching them by line
+/// and stream in order: where one trace has allocations the other has not (a cuDNN algorithm's
+/// workspace at one batch size, a batch the DataLoader prefetched sooner, another number of
+/// steps), the nearer partner ahead is taken and what was passed is left unmatched; then the
+/// unmatched of one line are paired in order where they lie among the same matches (a reorder).
+/// What stays unmatched is counted into `unmatched`; an error only when nothing matches.
+fn align(
+    t: &Traced,
+    reference: &Traced,
+    unmatched: &mut Unmatched,
+) -> Result<Vec<Option<u64>>, String> {
+    let a: Vec<_> = allocations(reference).collect();
+    let b: Vec<_> = allocations(t).collect();
+    let mut partner: Vec<Option<usize>> = vec![None; a.len()];
+    let mut taken = vec![false; b.len()];
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].0 == b[j].0 {
+            partner[i] = Some(j);
+            taken[j] = true;
+            i += 1;
+            j += 1;
+            continue;
+        }
+        let ahead_b = (1..=LOOK_AHEAD).find(|&d| b.get(j + d).is_some_and(|x| x.0 == a[i].0));
+        let ahead_a = (1..=LOOK_AHEAD).find(|&d| a.get(i + d).is_some_and(|x| x.0 == b[j].0));
+        match (ahead_a, ahead_b) {
+            (None, None) => {
+                i += 1;
+                j += 1;
+            }
+            (Some(da), Some(db)) if da < db => i += da,
+            (_, Some(db)) => j += db,
+            (Some(da), None) => i += da,
+        }
     }
-    // Each trace's ids, as the ordinal of their allocation.
-    let ordinals = |tr: &Traced| {
-        let mut map = std::collections::HashMap::new();
-        let mut n = 0usize;
-        for e in tr.events {
-            if let Event::Alloc { id, .. } = e {
-                map.insert(*id, n);
-                n += 1;
+    // The unmatched of each line, with the matches before them, paired in order.
+    let mut loose: HashMap<(Option<&str>, u64), (Vec<(usize, usize)>, Vec<(usize, usize)>)> =
+        HashMap::new();
+    let mut matches = 0;
+    for (i, p) in partner.iter().enumerate() {
+        match p {
+            Some(_) => matches += 1,
+            None => loose.entry(a[i].0).or_default().0.push((matches, i)),
+        }
+    }
+    if matches == 0 && !a.is_empty() {
+        return Err(format!(
+            "the traces at batch {} and {} have no allocation in common (by line and stream): \
+             they are not of one program",
+            reference.batch, t.batch
+        ));
+    }
+    matches = 0;
+    for (j, &m) in taken.iter().enumerate() {
+        match m {
+            true => matches += 1,
+            false => {
+                if let Some(entry) = loose.get_mut(&b[j].0) {
+                    entry.1.push((matches, j));
+                }
             }
         }
-        map
-    };
-    let (mine, theirs) = (ordinals(t), ordinals(reference));
-    let freed = |map: &std::collections::HashMap<u64, usize>, events: &[Event]| {
-        let mut ordinals: Vec<Option<usize>> = events
-            .iter()
-            .map(|e| match e {
-                Event::Free { id } => map.get(id).copied(),
-                Event::Alloc { .. } => None,
-            })
-            .collect();
-        ordinals.sort_unstable();
-        ordinals
-    };
-    let mut sizes = Vec::new();
-    let mut i = 0;
-    while i < t.events.len() {
-        match (&t.events[i], &reference.events[i]) {
-            (Event::Alloc { size, .. }, Event::Alloc { .. }) => {
-                if t.at[i] != reference.at[i] {
-                    return differ(i, "allocations at different lines");
-                }
-                sizes.push(*size);
-                i += 1;
+    }
+    for (mine, theirs) in loose.values() {
+        let (mut x, mut y) = (0, 0);
+        while x < mine.len() && y < theirs.len() {
+            let (ma, i) = mine[x];
+            let (mb, j) = theirs[y];
+            if ma.abs_diff(mb) <= REORDER {
+                partner[i] = Some(j);
+                taken[j] = true;
+                x += 1;
+                y += 1;
+            } else if ma < mb {
+                x += 1;
+            } else {
+                y += 1;
             }
-            (Event::Free { .. }, Event::Free { .. }) => {
-                // A run of frees may come in another order (autocast's cache, a dict of
-                // tensors, freed in hash order): the allocator ends in the same state whatever
-                // the order of frees between two allocations, so the run is compared as a set.
-                let end = (i..t.events.len())
-                    .find(|&k| {
-                        !matches!(t.events[k], Event::Free { .. })
-                            || !matches!(reference.events[k], Event::Free { .. })
-                    })
-                    .unwrap_or(t.events.len());
-                let run = i..end;
-                if freed(&mine, &t.events[run.clone()]) != freed(&theirs, &reference.events[run]) {
-                    return differ(i, "frees of different allocations");
-                }
-                i = end;
+        }
+    }
+    // An allocation left without a partner takes the size its line's like allocations (same
+    // line, stream and size in the first trace) have in `t`: a batch more or less prefetched.
+    let mut like: HashMap<((Option<&str>, u64), u64), u64> = HashMap::new();
+    for (i, p) in partner.iter().enumerate() {
+        if let Some(j) = p {
+            like.entry((a[i].0, a[i].1)).or_insert(b[*j].1);
+        }
+    }
+    let mut sizes: Vec<Option<u64>> = partner.iter().map(|p| p.map(|j| b[j].1)).collect();
+    for (i, size) in sizes.iter_mut().enumerate() {
+        if size.is_none() {
+            unmatched.first_allocations += 1;
+            unmatched.first_bytes += a[i].1;
+            if let Some(&s) = like.get(&(a[i].0, a[i].1)) {
+                *size = Some(s);
+                unmatched.first_sized_alike += 1;
             }
-            _ => return differ(i, "an allocation against a free"),
+        }
+    }
+    for (j, &m) in taken.iter().enumerate() {
+        if !m {
+            unmatched.other_allocations += 1;
+            unmatched.other_bytes += b[j].1;
         }
     }
     Ok(sizes)
