@@ -69,7 +69,26 @@ def scale(workload, traced, targets):
             failures.append(line)
 
 
+def retries(workload, batch, caps):
+    """The retry count under caps: predicted from the uncapped trace against the capped run,
+    with the out-of-memory errors the run caught (num_ooms)."""
+    path, _ = trace(workload, batch)
+    for cap in caps:
+        p = fit(path, "--memory", str(cap))
+        m = real_capped(workload, batch, cap)
+        print(f"  retries {workload} b{batch} capped at {cap / 1e9:.3f} GB: predicted "
+              f"{p['predicted']['num_alloc_retries']} ({'fits' if p['fits'] else 'OOM'}), real "
+              f"{m['num_alloc_retries']} ({'fits' if m['fits'] else 'OOM'}), caught OOMs in the real run "
+              f"{m.get('num_ooms')}", flush=True)
+
+
+def real_capped(workload, batch, cap):
+    cmd = [sys.executable, WORKLOAD, workload, "--batch", str(batch), "--cap", str(cap)]
+    return fit_line(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+
+
 scale("resnet50", (16, 32), (64, 128, 256))
 scale("gpt2", (4, 8), (32,))
+retries("resnet50", 64, (6_149_000_000, 6_442_000_000, 6_736_000_000, 7_030_000_000))
 print("fit-scale-check: " + ("PASSED" if not failures else "FAILED (%d)" % len(failures)))
 sys.exit(1 if failures else 0)

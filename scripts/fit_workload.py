@@ -91,6 +91,9 @@ def main():
         "reserved_bytes.all.peak": stats["reserved_bytes.all.peak"],
         "allocated_bytes.all.peak": stats["allocated_bytes.all.peak"],
         "num_alloc_retries": stats["num_alloc_retries"],
+        # Out-of-memory errors the program caught (cuDNN's workspace requests fall back to
+        # another algorithm): each freed the cache at a moment an uncapped trace does not have.
+        "num_ooms": stats["num_ooms"],
         "segment.all.peak": stats["segment.all.peak"],
     }), flush=True)
 

@@ -160,8 +160,13 @@ const LOOK_AHEAD: usize = 64;
 /// (a reorder within a line or an op).
 const REORDER: usize = 2;
 
+/// An allocation's line and stream: what the alignment matches by.
+type Key<'t> = (Option<&'t str>, u64);
+/// An unmatched allocation: (the matches before it, its index).
+type Placed = (usize, usize);
+
 /// `t`'s allocations in order: (line and stream, size).
-fn allocations<'t>(t: &'t Traced) -> impl Iterator<Item = ((Option<&'t str>, u64), u64)> + 't {
+fn allocations<'t>(t: &'t Traced) -> impl Iterator<Item = (Key<'t>, u64)> + 't {
     t.events.iter().zip(t.at).filter_map(|(e, at)| match *e {
         Event::Alloc { size, stream, .. } => Some(((at.as_deref(), stream), size)),
         Event::Free { .. } => None,
@@ -205,8 +210,7 @@ fn align(
         }
     }
     // The unmatched of each line, with the matches before them, paired in order.
-    let mut loose: HashMap<(Option<&str>, u64), (Vec<(usize, usize)>, Vec<(usize, usize)>)> =
-        HashMap::new();
+    let mut loose: HashMap<Key, (Vec<Placed>, Vec<Placed>)> = HashMap::new();
     let mut matches = 0;
     for (i, p) in partner.iter().enumerate() {
         match p {
@@ -251,7 +255,7 @@ fn align(
     }
     // An allocation left without a partner takes the size its line's like allocations (same
     // line, stream and size in the first trace) have in `t`: a batch more or less prefetched.
-    let mut like: HashMap<((Option<&str>, u64), u64), u64> = HashMap::new();
+    let mut like: HashMap<(Key, u64), u64> = HashMap::new();
     for (i, p) in partner.iter().enumerate() {
         if let Some(j) = p {
             like.entry((a[i].0, a[i].1)).or_insert(b[*j].1);
