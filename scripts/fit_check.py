@@ -16,45 +16,16 @@ run (allocated peak within 2%), and the largest batch under a cap against real c
 """
 import json
 import os
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-WORKLOAD = os.path.join(HERE, "fit_workload.py")
+from fit_runs import FitRuns
+
 MEMPROF, OUT = sys.argv[1], os.path.join(sys.argv[2], "fit")
-os.makedirs(OUT, exist_ok=True)
+RUNS = FitRuns(MEMPROF, OUT)
+real, trace, fit = RUNS.real, RUNS.trace, RUNS.fit
 KEYS = ("reserved_bytes.all.peak", "allocated_bytes.all.peak", "num_alloc_retries", "segment.all.peak")
 failures = []
 results = {"capacities": [], "exact": [], "batch": {}}
-
-
-def fit_line(stdout):
-    lines = [l for l in stdout.splitlines() if l.startswith("FIT ")]
-    if not lines:
-        raise SystemExit("fit_check: the workload printed no FIT line:\n" + stdout[-2000:])
-    return json.loads(lines[-1][4:])
-
-
-def real(workload, batch, cap=None):
-    """The workload run bare, what its allocator read."""
-    cmd = [sys.executable, WORKLOAD, workload, "--batch", str(batch)]
-    if cap is not None:
-        cmd += ["--cap", str(cap)]
-    return fit_line(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-
-
-def trace(workload, batch):
-    path = os.path.join(OUT, f"{workload}.b{batch}.json")
-    done = subprocess.run([MEMPROF, "run", "--trace", path, "-o", path + ".report.json", WORKLOAD, workload,
-                           "--batch", str(batch)], capture_output=True, text=True, check=True)
-    return path, fit_line(done.stdout)
-
-
-def fit(*args):
-    done = subprocess.run([MEMPROF, "fit", *args, "--format", "json"], capture_output=True, text=True)
-    if done.returncode not in (0, 5):
-        raise SystemExit(f"fit_check: memprof fit {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
-    return json.loads(done.stdout)
 
 
 def allowed(cap, total):

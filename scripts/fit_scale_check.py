@@ -6,42 +6,15 @@ predicted at 32, as scripts/fit_check.py does.
 
     python3 scripts/fit_scale_check.py MEMPROF OUT
 """
-import json
 import os
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-WORKLOAD = os.path.join(HERE, "fit_workload.py")
+from fit_runs import FitRuns
+
 MEMPROF, OUT = sys.argv[1], os.path.join(sys.argv[2], "fit-scale")
-os.makedirs(OUT, exist_ok=True)
+RUNS = FitRuns(MEMPROF, OUT)
+real, trace, fit = RUNS.real, RUNS.trace, RUNS.fit
 failures = []
-
-
-def fit_line(stdout):
-    lines = [l for l in stdout.splitlines() if l.startswith("FIT ")]
-    if not lines:
-        raise SystemExit("fit_scale_check: the workload printed no FIT line:\n" + stdout[-2000:])
-    return json.loads(lines[-1][4:])
-
-
-def real(workload, batch):
-    cmd = [sys.executable, WORKLOAD, workload, "--batch", str(batch)]
-    return fit_line(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-
-
-def trace(workload, batch):
-    path = os.path.join(OUT, f"{workload}.b{batch}.json")
-    done = subprocess.run([MEMPROF, "run", "--trace", path, "-o", path + ".report.json", WORKLOAD, workload,
-                           "--batch", str(batch)], capture_output=True, text=True, check=True)
-    return path, fit_line(done.stdout)
-
-
-def fit(*args):
-    done = subprocess.run([MEMPROF, "fit", *args, "--format", "json"], capture_output=True, text=True)
-    if done.returncode not in (0, 5):
-        raise SystemExit(f"memprof fit {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
-    return json.loads(done.stdout)
 
 
 def scale(workload, traced, targets):
@@ -75,16 +48,11 @@ def retries(workload, batch, caps):
     path, _ = trace(workload, batch)
     for cap in caps:
         p = fit(path, "--memory", str(cap))
-        m = real_capped(workload, batch, cap)
+        m = real(workload, batch, cap)
         print(f"  retries {workload} b{batch} capped at {cap / 1e9:.3f} GB: predicted "
               f"{p['predicted']['num_alloc_retries']} ({'fits' if p['fits'] else 'OOM'}), real "
               f"{m['num_alloc_retries']} ({'fits' if m['fits'] else 'OOM'}), caught OOMs in the real run "
               f"{m.get('num_ooms')}", flush=True)
-
-
-def real_capped(workload, batch, cap):
-    cmd = [sys.executable, WORKLOAD, workload, "--batch", str(batch), "--cap", str(cap)]
-    return fit_line(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
 scale("resnet50", (16, 32), (64, 128, 256))

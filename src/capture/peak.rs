@@ -744,13 +744,17 @@ impl Tracker {
 
     /// The copies of maxima that `b` (of no known role until now) was live at learn its `role`.
     fn name_in_copies(&mut self, b: &Block, role: Role) {
-        let copies = std::iter::once(&mut self.whole)
-            .chain(self.functions.values_mut())
-            .filter_map(|w| w.copy.as_mut())
-            .filter(|c| b.serial <= c.serial);
-        for c in copies {
+        for c in self.copies_holding(b.serial) {
             *c.role_bytes.entry((b.site, role)).or_default() += b.bytes;
         }
+    }
+
+    /// The copies of maxima that a block allocated as `serial` and live now was live at.
+    fn copies_holding(&mut self, serial: u64) -> impl Iterator<Item = &mut Composition> {
+        std::iter::once(&mut self.whole)
+            .chain(self.functions.values_mut())
+            .filter_map(|w| w.copy.as_mut())
+            .filter(move |c| serial <= c.serial)
     }
 
     /// The run ended: each live block of no known role takes the one `known` gives its address
@@ -783,16 +787,15 @@ impl Tracker {
         }
         let (old, site, bytes, serial) = (b.role, b.site, b.bytes, b.serial);
         b.role = role;
-        let copies = std::iter::once(&mut self.whole)
-            .chain(self.functions.values_mut())
-            .filter_map(|w| w.copy.as_mut())
-            .filter(|c| serial <= c.serial);
-        for map in std::iter::once(&mut self.site_roles).chain(copies.map(|c| &mut c.role_bytes)) {
+        let mut live_roles = std::mem::take(&mut self.site_roles);
+        let copies = self.copies_holding(serial).map(|c| &mut c.role_bytes);
+        for map in std::iter::once(&mut live_roles).chain(copies) {
             if old != Role::Other {
                 *map.entry((site, old)).or_default() -= bytes;
             }
             *map.entry((site, role)).or_default() += bytes;
         }
+        self.site_roles = live_roles;
     }
 
     /// The live sites now.
