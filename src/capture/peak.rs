@@ -95,9 +95,8 @@ impl Role {
         .unwrap_or(Role::Other)
     }
 
-    /// What a block of no known role was, from how it ended: `freed_in_backward` and the site
-    /// that freed it (None: still live when the run ended; `held`: then, whether a tensor the
-    /// program could reach held it).
+    /// What a block of no known role was, from how it ended (`Ending`): freed by a backward pass
+    /// or at a line, after how many backward passes, or still live at the end.
     fn fate(b: &Block, end: Ending) -> Role {
         match end {
             _ if b.in_backward => Role::AutogradTemporaries,
@@ -425,12 +424,7 @@ impl Tracker {
         if e.bytes > 0 {
             self.allocate(e);
         } else if e.bytes < 0 {
-            let ending = Ending::Freed {
-                in_backward: e.in_backward,
-                site: e.site,
-                passes: self.passes,
-                backward_site: self.backward_site,
-            };
+            let ending = self.freed_now(e.in_backward, e.site);
             if !self.free(e.ptr, ending) && e.totals.is_none() {
                 // A block live before tracking started (CPU, where memprof keeps the total).
                 self.unseen_live = (self.unseen_live + e.bytes).max(0);
@@ -451,6 +445,16 @@ impl Tracker {
         }
         self.watches()
             .any(|w| w.dirty || w.copy.as_ref().is_some_and(|c| b.serial <= c.serial))
+    }
+
+    /// A free now, by a backward pass or not, at `site`: with the backward passes begun so far.
+    fn freed_now(&self, in_backward: bool, site: u32) -> Ending {
+        Ending::Freed {
+            in_backward,
+            site,
+            passes: self.passes,
+            backward_site: self.backward_site,
+        }
     }
 
     fn watches(&self) -> impl Iterator<Item = &Watch> {
@@ -477,15 +481,7 @@ impl Tracker {
         }
         // A block the tracker still holds at this address was freed where it could not see.
         if self.live.contains_key(&ptr) {
-            self.free(
-                ptr,
-                Ending::Freed {
-                    in_backward: false,
-                    site: UNKNOWN_SITE,
-                    passes: self.passes,
-                    backward_site: self.backward_site,
-                },
-            );
+            self.free(ptr, self.freed_now(false, UNKNOWN_SITE));
         }
         self.live.insert(
             ptr,
@@ -553,7 +549,7 @@ impl Tracker {
     /// a maximum's copy holds takes the role its `ending` gives it there.
     fn free(&mut self, ptr: u64, ending: Ending) -> bool {
         // The sites as they were at each maximum reached since the last free.
-        if self.whole.dirty || self.functions.values().any(|w| w.dirty) {
+        if self.watches().any(|w| w.dirty) {
             self.settle();
         }
         let Some(block) = self.live.remove(&ptr) else {
@@ -1063,7 +1059,7 @@ pub extern "C" fn mp_rust_allocation_event(
     }
     let _ = std::panic::catch_unwind(|| {
         let in_backward = backward_site != 0;
-        let found = if bytes > 0 {
+        let mut found = if bytes > 0 {
             match resolve() {
                 Found {
                     site: UNKNOWN_SITE,
@@ -1090,7 +1086,6 @@ pub extern "C" fn mp_rust_allocation_event(
             super::device_use::first_allocation(reserved);
         }
         let mut tracker = lock();
-        let mut found = found;
         if bytes < 0 && !in_backward && tracker.as_ref().is_some_and(|t| t.needs_free_site(ptr)) {
             // A block of a peak freed outside a backward pass: the line freeing it says whether
             // it was its own line's temporary. The walk runs outside the tracker's lock, as an

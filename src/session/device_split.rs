@@ -5,7 +5,6 @@
 use crate::capture::device_use;
 use crate::capture::host::HostReader;
 use crate::model::peak::{CudaSplit, DeviceSplit, HostSplit, Peak};
-use crate::model::stats::{cuda_stats, CUDA_STAT_COUNT};
 use crate::torch::{self, driver};
 
 /// The split for `peak`, measured now (the run just ended); None where the driver cannot be
@@ -24,15 +23,8 @@ pub fn measure(peak: &Peak) -> Option<DeviceSplit> {
     }
     let first = device_use::first()?;
     let end = driver::device_use(device)?;
-    let mut stats = [0i64; CUDA_STAT_COUNT];
-    torch::device_stats(device, &mut stats).ok()?;
-    let stat = |key: &str| {
-        cuda_stats()
-            .iter()
-            .find(|s| s.key == key)
-            .and_then(|s| s.cuda_index)
-            .map_or(0, |i| stats[i])
-    };
+    let read = torch::device_stats_now(device)?;
+    let stat = |key: &str| read(key).unwrap_or(0);
     let reserved_at_end = stat("reserved_bytes.all.current");
     // A per-process count at the end and a device-wide one at the start (or the reverse) do not
     // subtract: both are read the same way or the split is not made.

@@ -3,7 +3,6 @@
 //! (`model::trace`) for `memprof fit`; with what the allocator itself read at the end.
 use crate::capture::peak::{self, TraceKind};
 use crate::model::profile::Profile;
-use crate::model::stats;
 use crate::model::trace::{Measured, Trace, TraceDevice, TraceEvent, TRACE_VERSION};
 use crate::output::{self, file};
 use crate::python::sites;
@@ -128,15 +127,7 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
 /// The allocator's own reading of the device at the end: what a replay on it must give; with
 /// the driver's (free, total) bytes, what was in use outside it.
 fn measured(index: i32, memory: Option<(i64, i64)>) -> Option<Measured> {
-    let mut values = [0i64; stats::CUDA_STAT_COUNT];
-    crate::torch::device_stats(index, &mut values).ok()?;
-    let defs = stats::cuda_stats();
-    let get = |key: &str| {
-        defs.iter()
-            .find(|d| d.key == key)
-            .and_then(|d| d.cuda_index)
-            .map(|i| values[i])
-    };
+    let get = crate::torch::device_stats_now(index)?;
     let outside =
         memory.and_then(|(free, total)| Some(total - free - get("reserved_bytes.all.current")?));
     Some(Measured {

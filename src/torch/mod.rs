@@ -135,6 +135,19 @@ pub fn device_stats(device: i32, out: &mut [i64; CUDA_STAT_COUNT]) -> Result<()>
     )
 }
 
+/// The device's allocator stats read now, looked up by key (`reserved_bytes.all.current`).
+pub fn device_stats_now(device: i32) -> Option<impl Fn(&str) -> Option<i64>> {
+    let mut values = [0i64; CUDA_STAT_COUNT];
+    device_stats(device, &mut values).ok()?;
+    let defs = crate::model::stats::cuda_stats();
+    Some(move |key: &str| {
+        defs.iter()
+            .find(|d| d.key == key)
+            .and_then(|d| d.cuda_index)
+            .map(|i| values[i])
+    })
+}
+
 /// Resets the device's peak stats to their current values.
 pub fn reset_peak_stats(device: i32) -> Result<()> {
     // SAFETY: plain call.
