@@ -43,6 +43,9 @@ pub fn fit(args: FitArgs) -> Result<i32> {
     let scaling = args.scale.is_some() || args.max_batch;
     let mut unmatched = None;
     let mut third = None;
+    // The trace whose events were replayed (a synthesized trace keeps its template's): where an
+    // event's line is read.
+    let mut replayed_from = first;
     let (replayed, batch, max_batch, not_affine, measured) = if scaling || args.traces.len() > 1 {
         let ats: Vec<Vec<Option<String>>> = traces
             .iter()
@@ -69,6 +72,7 @@ pub fn fit(args: FitArgs) -> Result<i32> {
             (args.scale.expect("--scale or --max-batch"), None)
         };
         let scaled = scale::synthesize(&traced, batch).map_err(bad)?;
+        replayed_from = &traces[scale::template(&traced)];
         let u = scaled.unmatched;
         unmatched = Some(UnmatchedAllocations {
             first_allocations: u.first_allocations,
@@ -126,12 +130,12 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         measured,
         out_of_memory: replay.out_of_memory.map(|(i, oom)| PredictedOom {
             event: i as u64,
-            at: first.events[i].at.clone(),
+            at: replayed_from.events[i].at.clone(),
             requested_bytes: oom.requested as i64,
             allocation_bytes: oom.allocation as i64,
             allocated_bytes: oom.allocated_bytes as i64,
             reserved_bytes: oom.reserved_bytes as i64,
-            live: live_by_line(&replay.live_at_oom, first),
+            live: live_by_line(&replay.live_at_oom, replayed_from),
         }),
         batch,
         traced_batches: if batch.is_some() {
@@ -169,7 +173,7 @@ fn measured_of(s: &allocator::Stats) -> Measured {
 }
 
 /// The allocations live at an out-of-memory error, summed by the line that made them (the
-/// first trace's lines: a synthesized trace keeps its events), largest first.
+/// lines of the trace replayed: a synthesized trace keeps its template's events), largest first.
 fn live_by_line(live: &[(u64, u64)], trace: &Trace) -> Vec<LiveAt> {
     let at: std::collections::HashMap<u64, &str> = trace
         .events

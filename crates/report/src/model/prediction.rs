@@ -49,14 +49,15 @@ pub struct Prediction {
 /// What the alignment of the traces left without a partner.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnmatchedAllocations {
-    /// The first trace's allocations the second has not, and their bytes in the first.
+    /// The template's allocations (the larger batch's trace of the first two, whose events the
+    /// prediction replays) the other has not, and their bytes in the template.
     pub first_allocations: u64,
     pub first_bytes: u64,
-    /// Of those, the ones sized as the second trace has their line's like allocations (same
-    /// line, stream and size in the first: a batch prefetched more or less); the rest keep the
-    /// first trace's size.
+    /// Of those, the ones sized as the other trace has their line's like allocations (same
+    /// line, stream and size in the template: a batch prefetched more or less); the rest keep
+    /// the template's size.
     pub first_sized_alike: u64,
-    /// The second trace's allocations the first has not: not in the synthesized trace.
+    /// The other trace's allocations the template has not: not in the synthesized trace.
     pub second_allocations: u64,
     pub second_bytes: u64,
 }

@@ -41,8 +41,8 @@ fn table(p: &Prediction) -> String {
             let _ = writeln!(
                 out,
                 "not matched between the traces (by line and stream, in order): {} allocation{} \
-                 ({}) of the first ({} sized as their line's like ones, the rest kept at their \
-                 size); {} ({}) of the second only, left out",
+                 ({}) of the larger batch's trace, the template ({} sized as their line's like \
+                 ones, the rest kept at their size); {} ({}) of the other only, left out",
                 u.first_allocations,
                 if u.first_allocations == 1 { "" } else { "s" },
                 units::bytes(u.first_bytes as i64),

@@ -1,7 +1,7 @@
 //! Another batch size: traces of one program at two or three batch sizes, their allocations
-//! matched to the first trace's (`align`: by line and stream, in order, through allocations one
+//! matched to the template's (the larger batch's of the first two; `align`: by line and stream, in order, through allocations one
 //! trace has and the other has not, and reorders), each matched size fitted as an affine function
-//! of the batch from the first two, and the first trace synthesized at another batch. A third
+//! of the batch from the first two, and the template synthesized at another batch. A third
 //! trace checks the fit: where its sizes are not on the line (beyond the allocator's 512-byte
 //! rounding), the line is named, and the fit synthesized at its batch is handed back to be
 //! replayed against it.
@@ -9,6 +9,7 @@ use super::Event;
 use std::collections::HashMap;
 
 /// One traced run: its batch size, its events, and each event's line (allocations).
+#[derive(Clone, Copy)]
 pub struct Traced<'a> {
     pub batch: u64,
     pub events: &'a [Event],
@@ -21,28 +22,39 @@ pub struct Scaled {
     pub events: Vec<Event>,
     pub not_affine: Vec<String>,
     pub unmatched: Unmatched,
-    /// (the third trace's batch, the first trace synthesized at it).
+    /// (the third trace's batch, the template synthesized at it).
     pub third: Option<(u64, Vec<Event>)>,
 }
 
-/// Allocations the alignment left without a partner: the first trace's are sized as their
+/// Allocations the alignment left without a partner: the template's are sized as their
 /// line's like allocations where it has some, else keep their own size in the synthesized trace;
 /// the others' are not in it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Unmatched {
-    /// The first trace's allocations that another trace has not, and their bytes (first trace).
+    /// The template's allocations that the other trace has not, and their bytes (template).
     pub first_allocations: u64,
     pub first_bytes: u64,
     /// Of those, the ones sized as their line's like allocations are (same line, stream and
-    /// size in the first trace); the rest keep the first trace's size.
+    /// size in the template); the rest keep the template's size.
     pub first_sized_alike: u64,
-    /// The other traces' allocations that the first has not, and their bytes.
+    /// The other trace's allocations that the template has not, and their bytes.
     pub other_allocations: u64,
     pub other_bytes: u64,
 }
 
 /// How far a third trace's size may be from the line (the allocator rounds to 512 bytes).
 const ROUNDING: i128 = 512;
+
+/// Which of the first two traces the synthesized ones are made from (its events, its lines):
+/// the larger batch's, so that where the program's allocations change with the batch (an
+/// algorithm and its workspace that only larger batches take) it has the ones a larger batch
+/// makes.
+pub fn template(traces: &[Traced]) -> usize {
+    match traces {
+        [first, second, ..] if second.batch > first.batch => 1,
+        _ => 0,
+    }
+}
 
 /// The trace at `batch`, from `traces` (two or three, distinct batches).
 pub fn synthesize(traces: &[Traced], batch: u64) -> Result<Scaled, String> {
@@ -57,7 +69,7 @@ pub fn synthesize(traces: &[Traced], batch: u64) -> Result<Scaled, String> {
 
 /// The traces matched and each allocation's size fitted, once: then asked at any batch.
 struct Fitted<'a> {
-    /// The first trace's events, the template of every synthesized one.
+    /// The template's events, those of every synthesized trace.
     events: &'a [Event],
     /// The two traces the line goes through: (batch, each allocation's size, None where the
     /// second trace has no partner for it).
@@ -68,8 +80,13 @@ struct Fitted<'a> {
 
 impl<'a> Fitted<'a> {
     fn new(traces: &[Traced<'a>]) -> Result<Self, String> {
-        let [a, b, rest @ ..] = traces else {
+        let [first, second, rest @ ..] = traces else {
             return Err("another batch size needs traces at two or three batch sizes".into());
+        };
+        let (a, b) = if template(traces) == 1 {
+            (second, first)
+        } else {
+            (first, second)
         };
         if rest.len() > 1 {
             return Err("at most three traces".into());
@@ -122,7 +139,7 @@ impl<'a> Fitted<'a> {
 
     /// The `j`th allocation's size at `batch`, on the line through the two points, rounded up:
     /// a prediction must not promise less than the run would take. One the second trace has no
-    /// partner for keeps the first trace's size.
+    /// partner for keeps the template's size.
     fn size(&self, j: usize, batch: u64) -> u64 {
         let [(b1, s1), (b2, s2)] = &self.points;
         let first = s1[j].unwrap_or(1);
@@ -136,7 +153,7 @@ impl<'a> Fitted<'a> {
         v.max(1) as u64
     }
 
-    /// The first trace's events with every allocation's size at `batch`.
+    /// The template's events with every allocation's size at `batch`.
     fn events_at(&self, batch: u64) -> Vec<Event> {
         let mut j = 0;
         self.events
@@ -162,11 +179,28 @@ const REORDER: usize = 2;
 
 /// An allocation's line and stream: what the alignment matches by.
 type Key<'t> = (Option<&'t str>, u64);
+/// An allocation as the alignment sees it: (line and stream, size).
+type Alloc<'t> = (Key<'t>, u64);
 /// An unmatched allocation: (the matches before it, its index).
 type Placed = (usize, usize);
 
+/// Whether an allocation of `sa` bytes at batch `ba` and one of `sb` at batch `bb` can be one
+/// allocation of the program: its size between constant and proportional to the batch (an
+/// affine size), within the allocator's rounding. At a line that allocates several kinds (a
+/// backward's gradients and an algorithm's workspace that only some batch sizes take), this
+/// keeps one kind from being matched with another.
+fn plausible(sa: u64, sb: u64, ba: u64, bb: u64) -> bool {
+    let (lo, hi) = if bb >= ba {
+        (sa, sa * bb / ba.max(1))
+    } else {
+        (sa * bb / ba.max(1), sa)
+    };
+    let slack = ROUNDING as u64 + hi / 20;
+    sb + slack >= lo && sb <= hi + slack
+}
+
 /// `t`'s allocations in order: (line and stream, size).
-fn allocations<'t>(t: &'t Traced) -> impl Iterator<Item = (Key<'t>, u64)> + 't {
+fn allocations<'t>(t: &'t Traced) -> impl Iterator<Item = Alloc<'t>> + 't {
     t.events.iter().zip(t.at).filter_map(|(e, at)| match *e {
         Event::Alloc { size, stream, .. } => Some(((at.as_deref(), stream), size)),
         Event::Free { .. } => None,
@@ -186,19 +220,35 @@ fn align(
 ) -> Result<Vec<Option<u64>>, String> {
     let a: Vec<_> = allocations(reference).collect();
     let b: Vec<_> = allocations(t).collect();
+    // Partners in size: one allocation of the program at both batch sizes.
+    let alike = |x: &Alloc, y: &Alloc| x.0 == y.0 && plausible(x.1, y.1, reference.batch, t.batch);
     let mut partner: Vec<Option<usize>> = vec![None; a.len()];
     let mut taken = vec![false; b.len()];
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
-        if a[i].0 == b[j].0 {
+        // How far ahead each side's partner is, or None where these two are partners: the same
+        // line and stream, unless their sizes cannot be one allocation's and one whose can is
+        // ahead (a workspace one trace alone has, at a line that also makes gradients).
+        let ahead = |matches: &dyn Fn(&Alloc, &Alloc) -> bool| {
+            (
+                (1..=LOOK_AHEAD).find(|&d| a.get(i + d).is_some_and(|x| matches(x, &b[j]))),
+                (1..=LOOK_AHEAD).find(|&d| b.get(j + d).is_some_and(|x| matches(&a[i], x))),
+            )
+        };
+        let skip = if a[i].0 != b[j].0 {
+            Some(ahead(&|x, y| x.0 == y.0))
+        } else if alike(&a[i], &b[j]) {
+            None
+        } else {
+            Some(ahead(&alike)).filter(|&(da, db)| da.is_some() || db.is_some())
+        };
+        let Some((ahead_a, ahead_b)) = skip else {
             partner[i] = Some(j);
             taken[j] = true;
             i += 1;
             j += 1;
             continue;
-        }
-        let ahead_b = (1..=LOOK_AHEAD).find(|&d| b.get(j + d).is_some_and(|x| x.0 == a[i].0));
-        let ahead_a = (1..=LOOK_AHEAD).find(|&d| a.get(i + d).is_some_and(|x| x.0 == b[j].0));
+        };
         match (ahead_a, ahead_b) {
             (None, None) => {
                 i += 1;
@@ -254,7 +304,7 @@ fn align(
         }
     }
     // An allocation left without a partner takes the size its line's like allocations (same
-    // line, stream and size in the first trace) have in `t`: a batch more or less prefetched.
+    // line, stream and size in the template) have in `t`: a batch more or less prefetched.
     let mut like: HashMap<(Key, u64), u64> = HashMap::new();
     for (i, p) in partner.iter().enumerate() {
         if let Some(j) = p {

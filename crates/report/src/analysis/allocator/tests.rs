@@ -285,36 +285,40 @@ fn another_batch_size_is_synthesized_from_two_and_checked_by_a_third() {
         traced_run(6, &e6, &a6),
     ];
     assert_eq!(synthesize(&three, 8).unwrap().not_affine, ["model.py:3"]);
+    // The larger batch's trace is the template; the smaller one's events may differ from it.
     // Frees between two allocations may come in another order (autocast's cache is freed in
     // hash order): the allocator ends in the same state, and the traces still match.
-    let (mut reordered, reordered_at) = step(4, false);
+    let (mut reordered, reordered_at) = step(2, false);
     reordered.swap(3, 4);
     let same = [
-        traced_run(2, &e2, &a2),
-        traced_run(4, &reordered, &reordered_at),
+        traced_run(2, &reordered, &reordered_at),
+        traced_run(4, &e4, &a4),
     ];
     assert_eq!(synthesize(&same, 8).unwrap().events, at8.events);
-    // Frees in another place among the allocations: the first trace's events are the template,
-    // so the prediction is the same.
-    let (mut other, mut other_at) = step(4, false);
+    // Frees in another place among the allocations: the template's events are the prediction's.
+    let (mut other, mut other_at) = step(2, false);
     other.swap(2, 3);
     other_at.swap(2, 3);
-    let moved = [traced_run(2, &e2, &a2), traced_run(4, &other, &other_at)];
+    let moved = [traced_run(2, &other, &other_at), traced_run(4, &e4, &a4)];
     assert_eq!(synthesize(&moved, 8).unwrap().events, at8.events);
-    // An allocation only the second trace has (a cuDNN algorithm's workspace at one batch
+    // An allocation only the smaller trace has (a cuDNN algorithm's workspace at one batch
     // size) is passed over and counted, and the rest still lines up.
-    let (mut extra, mut extra_at) = step(4, false);
     let workspace = Event::Alloc {
         id: 99,
         size: 5 * MIB,
         stream: 0,
     };
-    extra.insert(1, workspace);
-    extra_at.insert(1, Some("model.py:9".into()));
-    extra.insert(2, Event::Free { id: 99 });
-    extra_at.insert(2, None);
+    let with_workspace = |b: u64| {
+        let (mut events, mut at) = step(b, false);
+        events.insert(1, workspace);
+        at.insert(1, Some("model.py:9".into()));
+        events.insert(2, Event::Free { id: 99 });
+        at.insert(2, None);
+        (events, at)
+    };
+    let (extra2, extra2_at) = with_workspace(2);
     let s = synthesize(
-        &[traced_run(2, &e2, &a2), traced_run(4, &extra, &extra_at)],
+        &[traced_run(2, &extra2, &extra2_at), traced_run(4, &e4, &a4)],
         8,
     )
     .unwrap();
@@ -322,18 +326,19 @@ fn another_batch_size_is_synthesized_from_two_and_checked_by_a_third() {
     let u = s.unmatched;
     assert_eq!((u.other_allocations, u.other_bytes), (1, 5 * MIB));
     assert_eq!(u.first_allocations, 0);
-    // One the first trace alone has keeps its size, sized as its line's like ones where it has
-    // some (a batch prefetched sooner in one run).
-    let s = synthesize(
-        &[traced_run(4, &extra, &extra_at), traced_run(2, &e2, &a2)],
-        8,
-    )
-    .unwrap();
-    assert_eq!(
-        (s.unmatched.first_allocations, s.unmatched.first_sized_alike),
-        (1, 0)
-    );
-    assert!(s.events.contains(&workspace));
+    // One the template alone has keeps its size, sized as its line's like ones where it has
+    // some (a batch prefetched sooner in one run); given first or second, the larger batch's
+    // trace is the template.
+    let (extra4, extra4_at) = with_workspace(4);
+    for order in [[0, 1], [1, 0]] {
+        let runs = [traced_run(4, &extra4, &extra4_at), traced_run(2, &e2, &a2)];
+        let s = synthesize(&[runs[order[0]], runs[order[1]]], 8).unwrap();
+        assert_eq!(
+            (s.unmatched.first_allocations, s.unmatched.first_sized_alike),
+            (1, 0)
+        );
+        assert!(s.events.contains(&workspace));
+    }
     // Traces with no allocation in common (by line and stream) are refused.
     let elsewhere: Vec<Option<String>> = a4
         .iter()
