@@ -106,7 +106,7 @@ class Tracker:
         # Backward through C++ gradient hooks (no Python in backward): not with --history, whose
         # module context is set from Python, nor with a schedule of root calls, which ends
         # from the end of a backward pass.
-        self.native = _history is None and schedule is None
+        self.native = _history is None and not schedule
         self.callback_queued = False
         self.torch = None
         # Root forward passes that ran under the program's own saved-tensors hooks.
