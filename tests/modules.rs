@@ -513,3 +513,34 @@ fn modules_leave_the_programs_own_checkpointing_alone() {
     };
     assert_eq!(peak(true), peak(false));
 }
+
+#[test]
+fn a_program_sees_its_module_calls_as_without_memprof() {
+    // The traceback of an exception three modules deep, the program's own global module hooks
+    // (run in order, seeing the outputs) and torch's hook dicts are the same under --modules.
+    assert_prints_as_under_python(&["module_exceptions.py"], &[&["--modules"]]);
+    // And the calls are measured: the failed call's modules each once, up to the one that raised.
+    let m = modules(&[], &["module_exceptions.py"]);
+    let rows: Vec<(&str, &str, &str, u64)> = m["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["root"].as_str().unwrap(),
+                e["module"].as_str().unwrap(),
+                e["phase"].as_str().unwrap(),
+                e["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for (module, calls) in [("", 1), ("0", 1), ("1", 1), ("1.lin", 1), ("1.fails", 1)] {
+        assert!(
+            rows.contains(&("Sequential", module, "forward", calls)),
+            "{rows:?}"
+        );
+    }
+    for phase in ["forward", "backward"] {
+        assert!(rows.contains(&("Sequential#2", "", phase, 1)), "{rows:?}");
+    }
+}

@@ -1,5 +1,5 @@
-//! `--modules`' per-call bookkeeping, native. torch's global module hooks (thin wrappers in
-//! modules.py) call `module_enter` and `module_exit` for every forward call; these keep each
+//! `--modules`' per-call bookkeeping, native. memprof's wrapper of torch's `Module._call_impl`
+//! (modules.py) calls `module_enter` and `module_exit` for every forward call; these keep each
 //! thread's stack of running calls, open and close the calls' measurement scopes, take what each
 //! saved for backward (saved.rs), hook their tensors' autograd nodes for backward
 //! (module_backward.rs), and add the readings to the entries and the timeline that the report is
@@ -379,7 +379,7 @@ fn enter(
     (!native).then_some((FOLLOW_UP, token, i64::from(entry)))
 }
 
-/// A module's forward starts (torch's global forward pre-hook, after the compile check).
+/// A module's forward starts (the `_call_impl` wrapper, after the compile check).
 #[pyfunction]
 fn module_enter(module: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> Entered {
     let py = module.py();
@@ -462,7 +462,8 @@ fn module_skip(module: &Bound<'_, PyAny>) {
 /// whether an output was hooked for backward).
 type Exited = Option<(u8, u64, i64, i64, bool)>;
 
-/// A module's forward ends (torch's global forward hook, after the compile check).
+/// A module's forward ends (the `_call_impl` wrapper, after the compile check; `output` is None
+/// when an exception leaves it).
 #[pyfunction]
 fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
     let id = module.as_ptr() as usize;

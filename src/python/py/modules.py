@@ -1,9 +1,9 @@
 # memprof's module tracker (`memprof run --modules`), run inside the profiled interpreter.
 #
 # Every torch.nn.Module call, forward and backward, becomes a measurement scope (allocated bytes
-# at start and end, exact peak while open). Forward calls are seen through torch's global module
-# hooks, whose per-call work is native (src/python/ext/module_calls.rs: the call stacks, scopes,
-# readings, timeline); this tracker answers what needs Python: root calls, names, the schedule,
+# at start and end, exact peak while open). Forward calls are seen by a wrapper of torch's
+# `Module._call_impl` (_install_on), whose per-call work is native (src/python/ext/module_calls.rs:
+# the call stacks, scopes, readings, timeline); this tracker answers what needs Python: root calls, names, the schedule,
 # --history's context, and the report. A call's backward starts when the gradient of one of its
 # outputs is ready and ends when those of all its inputs are, or when the backward pass ends:
 # seen by C++ hooks on the autograd nodes that produced them (src/torch/cpp/grad_hooks.cpp, no Python
@@ -102,7 +102,6 @@ class Tracker:
         # checkpointing recomputing it during backward) keeps its name.
         self.known = weakref.WeakKeyDictionary()
         self.tensor_type = None
-        self.is_compiling = None
         # Backward through C++ gradient hooks (no Python in backward): not with --history, whose
         # module context is set from Python, nor with a schedule of root calls, which ends
         # from the end of a backward pass.
@@ -121,9 +120,8 @@ class Tracker:
         self.root_calls = {}
         self.roots_done = set()
         self.finish_pending = False
-        self.handles = []
-        # (torch.nn.modules.module, its own _has_any_global_hook) while ours is in its place.
-        self.hidden = None
+        # (torch.nn.Module, memprof's _call_impl, torch's) while memprof's is in its place.
+        self.wrapped = None
         # (id of the latest exception seen leaving a forward call, the calls running then).
         self.exception_active = (None, [])
 
@@ -223,20 +221,9 @@ class Tracker:
     def _first_call(self):
         torch = self.torch = sys.modules["torch"]
         self.tensor_type = torch.Tensor
-        self.is_compiling = torch.compiler.is_compiling
         _memprof.modules_configure(torch.Tensor, self.native, bool(self.plan))
         self._lend_hooks_to_disablers(torch._C._autograd)
         return torch
-
-    def forward_pre(self, module, args):
-        """torch's global forward pre-hook."""
-        if self.torch is None:
-            self._first_call()
-        if self.is_compiling():
-            return
-        todo = _memprof.module_enter(module, args)
-        if todo is not None:
-            self.enter_slow(module, args, todo)
 
     def enter_slow(self, module, args, todo):
         """What module_enter asked of Python: a root call, a new site, or a follow-up."""
@@ -323,22 +310,14 @@ class Tracker:
                 del self.leaf_hooks[:5000]
         return hook
 
-    def forward_post(self, module, args, output):
-        """torch's global forward hook."""
-        if self.torch is None or self.is_compiling():
-            return
-        if output is None:
-            self.note_exception()
-        todo = _memprof.module_exit(module, output)
-        if todo is not None:
-            self.exit_slow(output, todo)
-
-    def note_exception(self):
-        """An exception leaving forward also reaches the forward hook (always_call), with no
-        output: the first module it leaves tells which calls were running when it was raised."""
-        exc = sys.exc_info()[1]
-        if exc is not None and id(exc) != self.exception_active[0]:
+    def left_with(self, module, exc):
+        """An exception leaves the module's forward: the first module it leaves tells which calls
+        were running when it was raised; the call ends here."""
+        if id(exc) != self.exception_active[0]:
             self.exception_active = (id(exc), self.active())
+        todo = _memprof.module_exit(module, None)
+        if todo is not None:
+            self.exit_slow(None, todo)
 
     def exit_slow(self, output, todo):
         """What module_exit asked of Python: follow-ups, and the end of a root call."""
@@ -559,48 +538,76 @@ def _tensors_in(value, tensor, depth=0):
 
 
 def _install_on(module_mod):
-    _tracker.handles = [
-        module_mod.register_module_forward_pre_hook(_tracker.forward_pre),
-        module_mod.register_module_forward_hook(_tracker.forward_post, always_call=True),
-    ]
-    _hide_own_hooks(module_mod, {handle.id for handle in _tracker.handles})
+    """Wraps `Module._call_impl`, which every module call runs (`Module.__call__` calls it), in
+    memprof's measurement. Not torch's global module hooks: any global hook sends every module
+    call down the slow path of `_call_impl` (its hook dicts built and walked, four more Python
+    calls), which costs more than memprof's own work; the wrapper costs one Python frame. Inside
+    a graph that dynamo traces, the wrapper is the original (`torch.compiler.is_compiling()`), so
+    compiled code is as without memprof."""
+    global _unmeasured
+    module_cls = module_mod.Module
+    original = module_cls._call_impl
+    original = getattr(original, "_memprof_original", original)  # an earlier session's wrapper
+    tracker = _tracker
+    enter, leave = _memprof.module_enter, _memprof.module_exit
+
+    def _call_impl(self, *args, **kwargs):
+        if _unmeasured():
+            return original(self, *args, **kwargs)
+        todo = enter(self, args)
+        if todo is not None:
+            tracker.enter_slow(self, args, todo)
+        try:
+            output = original(self, *args, **kwargs)
+        except BaseException as exc:
+            tracker.left_with(self, exc)
+            # The traceback is the program's own: this frame's entry leaves it, and a bare
+            # `raise` adds none back.
+            tb = exc.__traceback__
+            if tb is not None and tb.tb_frame.f_code is _call_impl.__code__:
+                exc.__traceback__ = tb.tb_next
+            del exc, tb
+            raise
+        todo = leave(self, output)
+        if todo is not None:
+            tracker.exit_slow(output, todo)
+        return output
+
+    # dynamo recognizes torch's `_call_impl` by name, and inlines this one like it.
+    _call_impl.__name__ = _call_impl.__qualname__ = "_call_impl"
+    _call_impl._memprof_original = original
+    _unmeasured = _first_call
+    module_cls._call_impl = _call_impl
+    tracker.wrapped = (module_cls, _call_impl, original)
 
 
-def _hide_own_hooks(module_mod, ours):
-    """Has torch's `_has_any_global_hook` answer for the program's global hooks only.
+def _first_call():
+    """The first module call: torch is loaded now. Later calls ask only whether dynamo is
+    tracing them."""
+    global _unmeasured
+    torch = _tracker._first_call()
+    _unmeasured = torch.compiler.is_compiling
+    return _unmeasured()
 
-    Its one reader is dynamo's `OptimizedModule.__call__`, which warns on every compiled model's
-    call that global hooks fire an extra time: with memprof's own hooks alone, a program that
-    printed nothing would print that warning (into its stderr, its recorded warnings, pytest's
-    summary). The hook dicts it reads are the names its code reads, so a torch that adds one is
-    followed."""
-    if _tracker.hidden is not None:
-        module_mod._has_any_global_hook = _tracker.hidden[1]
-    original = getattr(module_mod, "_has_any_global_hook", None)
-    if original is None:
-        return
-    names = [n for n in original.__code__.co_names if n.startswith("_global_")]
 
-    def _has_any_global_hook():
-        return any(
-            any(key not in ours for key in getattr(module_mod, name, None) or ()) for name in names
-        )
+def _always():
+    return True
 
-    _has_any_global_hook.__wrapped__ = original
-    module_mod._has_any_global_hook = _has_any_global_hook
-    _tracker.hidden = (module_mod, original)
+
+# Whether a module call runs unmeasured: replaced at the first call and when the tracker stops.
+_unmeasured = _first_call
 
 
 def uninstall():
-    """The schedule is complete: module calls run without memprof's hooks from now on."""
-    if _tracker is not None:
-        for handle in _tracker.handles:
-            handle.remove()
-        _tracker.handles = []
-        if _tracker.hidden is not None:
-            module_mod, original = _tracker.hidden
-            module_mod._has_any_global_hook = original
-            _tracker.hidden = None
+    """The schedule is complete: module calls run without memprof from now on."""
+    global _unmeasured
+    _unmeasured = _always
+    if _tracker is not None and _tracker.wrapped is not None:
+        module_cls, ours, original = _tracker.wrapped
+        # Unless something wrapped it again since (then ours stays, passing calls through).
+        if module_cls.__dict__.get("_call_impl") is ours:
+            module_cls._call_impl = original
+        _tracker.wrapped = None
 
 
 def install(device_type, device_index, plan=False, schedule=False, follow_targets=False,

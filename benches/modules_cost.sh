@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# What `--modules` costs (issue 40), on the GPU machine: the resnet50 batch-32 step
+# (benches/workloads.py) and the GPT-2 124M step (examples/gpt2_train.py: bf16 autocast, fused
+# AdamW, 12 x 1024) under plain python3, `memprof run` with no flags, and `memprof run
+# --modules` of BEFORE (default .device/prev, the build before a change) and AFTER (default
+# .device/memprof), the variants interleaved, ROUNDS rounds (default 3); each process's median
+# step, and per round its ratio to python3's. With WHEEL=1 AFTER's --modules also runs through the
+# user's path: the wheel (.device/wheel) installed into a copy of the machine's venv, `memprof
+# run` in its python. CASES="resnet" or "gpt2" runs one. One device call:
+#   run(command="benches/modules_cost.sh", carry=[".device"])
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${BENCH_OUT:-/tmp/memprof-modules-cost}
+rounds=${ROUNDS:-3}
+cases=${CASES:-resnet gpt2}
+before=${BEFORE:-.device/prev/memprof}
+after=${AFTER:-.device/memprof}
+mkdir -p "$out" && rm -f "$out"/*.txt
+export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; python3 --version
+  for b in "$before" "$after"; do echo "$b: $("$b" --version)"; done; } | tee "$out/machine.txt"
+wheel_memprof=
+if [ "${WHEEL:-0}" = 1 ]; then
+  # Into the machine's venv, as scripts/gpu-wheel-check.sh installs it (uv's venv has no pip).
+  venv=/opt/torch/.venv
+  if command -v uv >/dev/null; then
+    uv pip install --quiet --python "$venv/bin/python" --no-deps .device/wheel/*.whl
+  else
+    /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-deps \
+      --break-system-packages .device/wheel/*.whl
+  fi
+  wheel_memprof=$venv/bin/memprof
+fi
+one() { # name, then the command: appends the process's BENCH line to $out/name.txt
+  local name=$1; shift
+  "$@" >"$out/$name.log" 2>&1 || echo "$name failed: $(tail -3 "$out/$name.log")"
+  grep -h '^BENCH' "$out/$name.log" >>"$out/$name.txt"
+}
+variants() { # case, then the workload's command line
+  local c=$1; shift
+  one "$c-python" python3 "$@"
+  one "$c-none" "$after" run -o "$out/$c-none.json" "$@"
+  one "$c-before" "$before" run --modules -o "$out/$c-before.json" "$@"
+  one "$c-after" "$after" run --modules -o "$out/$c-after.json" "$@"
+  [ -z "$wheel_memprof" ] || one "$c-wheel" env -u LD_LIBRARY_PATH -u VIRTUAL_ENV "$wheel_memprof" run --modules -o "$out/$c-wheel.json" "$@"
+}
+for round in $(seq "$rounds"); do
+  echo "round $round"
+  [[ " $cases " != *" resnet "* ]] || variants resnet benches/workloads.py resnet
+  [[ " $cases " != *" gpt2 "* ]] || variants gpt2 examples/gpt2_train.py --steps ${GPT2_STEPS:-32} --bench
+done
+python3 benches/rounds_table.py "$out" \
+  "resnet=resnet50, batch 32, SGD;gpt2=GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024" \
+  "python=python3;none=memprof run, no flags;before=memprof run --modules, before;after=memprof run --modules;wheel=memprof run --modules, the wheel in the venv's python"
+# The same numbers before and after, module by module (the last round's reports).
+python3 - "$out" $cases <<'PY'
+import json, os, sys
+out = sys.argv[1]
+for case in sys.argv[2:]:
+    a, b = (os.path.join(out, f"{case}-{v}.json") for v in ("before", "after"))
+    if not (os.path.exists(a) and os.path.exists(b)):
+        continue
+    rows = lambda p: [(e["root"], e["module"], e["phase"], e["calls"], e["peak_bytes"],
+                       e.get("saved_bytes")) for e in json.load(open(p))["modules"]["modules"]]
+    ra, rb = rows(a), rows(b)
+    same = sum(x == y for x, y in zip(ra, rb))
+    print(f"{case}: {len(rb)} module rows; {same} the same as before's (calls, peak, saved bytes)"
+          + ("" if same == len(ra) == len(rb) else "; first differences: "
+             + "; ".join(f"{x} -> {y}" for x, y in zip(ra, rb) if x != y)[:600]))
+PY
