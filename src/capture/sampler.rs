@@ -97,6 +97,8 @@ pub struct Sampler<R: Runtime = Linked> {
     peak_slots: usize,
     sample: Vec<i64>,
     cuda_ready: bool,
+    /// The latest sample read the CUDA allocator's stats (a line's did; a module scope's did not).
+    device_read: bool,
     host: HostReader,
 }
 
@@ -265,6 +267,7 @@ impl<R: Runtime> Sampler<R> {
             peak_slots,
             sample: vec![0; host_at + HOST_LEN + collectives_len + 1],
             cuda_ready: false,
+            device_read: false,
             host,
         }
     }
@@ -405,15 +408,19 @@ impl<R: Runtime> Sampler<R> {
         self.read_sample(true);
     }
 
-    /// A sample for module scopes, which measure allocated bytes only: the host stats and the
-    /// thread's own net bytes keep their previous values (a /proc read costs more than the rest
-    /// of a sample; host columns and Δ are read at line boundaries, where `read` runs).
+    /// A sample for module scopes, which measure allocated bytes only: the host stats, the
+    /// thread's own net bytes and the CUDA allocator's other stats keep their previous values
+    /// (read at line boundaries, where `read` runs). A /proc read costs more than the rest of a
+    /// sample; reading the allocator's stats (its lock, a copy of them all) at each module
+    /// call's start and end cost more than the rest of `--modules`' work for that call.
     pub fn read_without_host(&mut self) {
         self.read_sample(false);
     }
 
     fn read_sample(&mut self, for_line: bool) {
-        if let Source::Cuda(device) = self.source {
+        self.device_read = false;
+        if let (Source::Cuda(device), true) = (self.source, for_line) {
+            self.device_read = true;
             if !self.cuda_ready {
                 self.cuda_ready = self.runtime.allocator_initialized();
             }
@@ -429,6 +436,11 @@ impl<R: Runtime> Sampler<R> {
             .expect("sample layout");
         let cuda = matches!(self.source, Source::Cuda(_));
         self.runtime.take_tally(cuda, t);
+        if cuda && !for_line {
+            // The reporter's tally holds the allocator's allocated bytes as of its latest
+            // report (each report carries the allocator's total): the same number.
+            self.sample[self.delta_at] = self.sample[self.tally_at + tally::ALLOCATED_CURRENT];
+        }
         if for_line {
             // Line samples only: a line's Δ is its thread's. Module scopes measure the device's
             // allocated bytes, often on autograd's threads, and need no per-thread count.
@@ -491,7 +503,9 @@ impl<R: Runtime> Sampler<R> {
     /// Ends a sample after every open window was folded: resets the device's peak stats when a
     /// chosen peak needs it.
     pub fn after_fold(&mut self) {
-        if self.reset_peaks && self.cuda_ready {
+        // Only after a sample that read the device's peaks: a reset before they are read loses
+        // them.
+        if self.reset_peaks && self.cuda_ready && self.device_read {
             if let Source::Cuda(device) = self.source {
                 if self.runtime.reset_peak_stats(device) {
                     // After a reset every device-wide peak equals its current value.

@@ -1,7 +1,7 @@
 //! A stand-in for libtorch in unit tests: a CPU allocator that a test drives by hand (which
 //! thread runs, what it allocates and frees), keeping the tallies and per-thread counts the shim
 //! keeps, so that the recorder's and sampler's state machines run without libtorch.
-use crate::model::stats::CUDA_STAT_COUNT;
+use crate::model::stats::{cuda_stats, CUDA_STAT_COUNT};
 use crate::torch::{collectives, tally, Runtime, TALLY_LEN};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -24,9 +24,25 @@ struct State {
     thread: usize,
     own: HashMap<usize, i64>,
     tag: u64,
+    /// A CUDA device (the tally is the device's, the allocator's stats are readable), and how
+    /// many times its stats were read.
+    cuda: bool,
+    device_reads: usize,
 }
 
 impl TestTorch {
+    /// A CUDA device whose allocator's stats (allocated bytes, current and peak) can be read.
+    pub fn cuda() -> Self {
+        let torch = TestTorch::default();
+        torch.0.borrow_mut().cuda = true;
+        torch
+    }
+
+    /// How many times the allocator's stats were read.
+    pub fn device_reads(&self) -> usize {
+        self.0.borrow().device_reads
+    }
+
     /// The thread that allocates from now on.
     pub fn on_thread(&self, thread: usize) {
         self.0.borrow_mut().thread = thread;
@@ -64,10 +80,24 @@ impl TestTorch {
 
 impl Runtime for TestTorch {
     fn allocator_initialized(&self) -> bool {
-        false
+        self.0.borrow().cuda
     }
-    fn device_stats(&self, _device: i32, _out: &mut [i64; CUDA_STAT_COUNT]) -> bool {
-        false
+    fn device_stats(&self, _device: i32, out: &mut [i64; CUDA_STAT_COUNT]) -> bool {
+        let mut s = self.0.borrow_mut();
+        if !s.cuda {
+            return false;
+        }
+        s.device_reads += 1;
+        out.fill(0);
+        let at = |key: &str| {
+            cuda_stats()
+                .iter()
+                .position(|d| d.key == key)
+                .expect("a stat")
+        };
+        out[at("allocated_bytes.all.current")] = s.current;
+        out[at("allocated_bytes.all.peak")] = s.max;
+        true
     }
     fn reset_peak_stats(&self, _device: i32) -> bool {
         false

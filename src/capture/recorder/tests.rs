@@ -198,6 +198,39 @@ fn a_module_scope_sees_the_peak_inside_it() {
 }
 
 #[test]
+fn a_module_scope_on_cuda_reads_allocated_bytes_from_the_tally_alone() {
+    let torch = TestTorch::cuda();
+    let keys = ["allocated_bytes.all.current", "allocated_bytes.all.peak"];
+    let chosen = keys
+        .iter()
+        .map(|k| {
+            stats::cuda_stats()
+                .into_iter()
+                .find(|s| s.key == *k)
+                .expect("a CUDA stat")
+        })
+        .collect();
+    let mut r = Recorder::with_runtime(torch.clone(), Source::Cuda(0), chosen, Options::default());
+    torch.alloc(1000);
+    let scope = r.open_scope();
+    torch.alloc(4096);
+    torch.free(4096);
+    let inner = r.open_scope();
+    torch.alloc(16);
+    let inner = r.close_scope(inner).expect("an open scope");
+    let reading = r.close_scope(scope).expect("an open scope");
+    assert_eq!((inner.start, inner.end, inner.peak), (1000, 1016, 1016));
+    assert_eq!(
+        (reading.start, reading.end, reading.peak),
+        (1000, 1016, 5096)
+    );
+    assert_eq!(torch.device_reads(), 0, "no read of the allocator's stats");
+    // A line's sample reads them, and agrees.
+    assert_eq!(r.allocated_now(), 1016);
+    assert_eq!(torch.device_reads(), 1);
+}
+
+#[test]
 fn tensors_tag_allocations_with_the_running_line_and_list_the_calls_that_ended() {
     let (mut r, torch) = recorder(Options::default());
     r.collect_ended_calls();
