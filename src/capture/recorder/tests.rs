@@ -15,18 +15,17 @@ const CODE: usize = 100;
 
 /// A recorder measuring `allocated_bytes.all.current` and `.peak` on the CPU, with `step`
 /// (lines 1 to 5) registered as function 0.
+/// allocated_bytes.all.current and .peak among `all` (a device's stats).
+fn allocated_columns(all: Vec<stats::StatDef>) -> Vec<stats::StatDef> {
+    ["allocated_bytes.all.current", "allocated_bytes.all.peak"]
+        .iter()
+        .map(|k| all.iter().find(|s| s.key == *k).expect("a stat").clone())
+        .collect()
+}
+
 fn recorder(options: Options) -> (Recorder<TestTorch>, TestTorch) {
     let torch = TestTorch::default();
-    let keys = ["allocated_bytes.all.current", "allocated_bytes.all.peak"];
-    let chosen = keys
-        .iter()
-        .map(|k| {
-            stats::cpu_stats()
-                .into_iter()
-                .find(|s| s.key == *k)
-                .expect("a CPU stat")
-        })
-        .collect();
+    let chosen = allocated_columns(stats::cpu_stats());
     let mut r = Recorder::with_runtime(torch.clone(), Source::Cpu, chosen, options);
     assert!(r.register(CODE, "step".into(), "t.py".into(), (1, 5), "step".into()));
     (r, torch)
@@ -200,16 +199,7 @@ fn a_module_scope_sees_the_peak_inside_it() {
 #[test]
 fn a_module_scope_on_cuda_reads_allocated_bytes_from_the_tally_alone() {
     let torch = TestTorch::cuda();
-    let keys = ["allocated_bytes.all.current", "allocated_bytes.all.peak"];
-    let chosen = keys
-        .iter()
-        .map(|k| {
-            stats::cuda_stats()
-                .into_iter()
-                .find(|s| s.key == *k)
-                .expect("a CUDA stat")
-        })
-        .collect();
+    let chosen = allocated_columns(stats::cuda_stats());
     let mut r = Recorder::with_runtime(torch.clone(), Source::Cuda(0), chosen, Options::default());
     torch.alloc(1000);
     let scope = r.open_scope();

@@ -3,8 +3,8 @@
 # Every torch.nn.Module call, forward and backward, becomes a measurement scope (allocated bytes
 # at start and end, exact peak while open). Forward calls are seen by a wrapper of torch's
 # `Module._call_impl` (_install_on), whose per-call work is native (src/python/ext/module_calls.rs:
-# the call stacks, scopes, readings, timeline); this tracker answers what needs Python: root calls, names, the schedule,
-# --history's context, and the report. A call's backward starts when the gradient of one of its
+# the call stacks, scopes, readings, timeline); this tracker answers what needs Python: root
+# calls, names, the schedule, --history's context, and the report. A call's backward starts when the gradient of one of its
 # outputs is ready and ends when those of all its inputs are, or when the backward pass ends:
 # seen by C++ hooks on the autograd nodes that produced them (src/torch/cpp/grad_hooks.cpp, no Python
 # in backward), or, with --history or a schedule of root calls, by plain tensor hooks (which wrap
