@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # What `--modules` costs (issue 40), on the GPU machine: the resnet50 batch-32 step
 # (benches/workloads.py) and the GPT-2 124M step (examples/gpt2_train.py: bf16 autocast, fused
-# AdamW, 12 x 1024) under plain python3, `memprof run` with no flags, and `memprof run
-# --modules` of BEFORE (default .device/prev, the build before a change) and AFTER (default
-# .device/memprof), the variants interleaved, ROUNDS rounds (default 3); each process's median
-# step, and per round its ratio to python3's. With WHEEL=1 AFTER's --modules also runs through the
-# user's path: the wheel (.device/wheel) installed into a copy of the machine's venv, `memprof
-# run` in its python. CASES="resnet" or "gpt2" runs one. One device call:
+# AdamW, 12 x 1024, GPT2_STEPS steps, default 32) under plain python3, `memprof run` with no
+# flags, and `memprof run --modules` of BEFORE (default .device/prev/memprof, the build before a
+# change) and AFTER (default .device/memprof), the variants interleaved, ROUNDS rounds (default
+# 3); each process's median step, and per round its ratio to python3's; then whether every
+# module row (calls, peak, saved bytes) of the last round's reports is the same before and after.
+# With WHEEL=1 AFTER's --modules also runs through the user's path: the wheel (.device/wheel)
+# installed into the machine's venv, `memprof run` in its python. CASES="resnet" or "gpt2" runs
+# one; BENCH_OUT is where the logs go. One device call (scripts/gpu-modules.sh runs it too):
 #   run(command="benches/modules_cost.sh", carry=[".device"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
