@@ -4,11 +4,12 @@
 # at start and end, exact peak while open). Forward calls are seen by a wrapper of torch's
 # `Module._call_impl` (_install_on), whose per-call work is native (src/python/ext/module_calls.rs:
 # the call stacks, scopes, readings, timeline); this tracker answers what needs Python: root
-# calls, names, the schedule, --history's context, and the report. A call's backward starts when the gradient of one of its
-# outputs is ready and ends when those of all its inputs are, or when the backward pass ends:
-# seen by C++ hooks on the autograd nodes that produced them (src/torch/cpp/grad_hooks.cpp, no Python
-# in backward), or, with --history or a schedule of root calls, by plain tensor hooks (which wrap
-# nothing and return nothing); src/capture/backward.rs keeps that state for both.
+# calls, names, the schedule, --history's context, and the report. A call's backward starts when
+# the gradient of one of its outputs is ready and ends when those of all its inputs are, or when
+# the backward pass ends: seen by C++ hooks on the autograd nodes that produced them
+# (src/torch/cpp/grad_hooks.cpp, no Python in backward), or, with --history or a schedule of root
+# calls, by plain tensor hooks (which wrap nothing and return nothing); src/capture/backward.rs
+# keeps that state for both.
 # Bytes saved for backward are counted by a saved-tensors pack hook (native: src/python/ext/saved.rs)
 # pushed only while a root module's forward runs and the program has no such hook of its own.
 # Nothing here keeps a tensor alive beyond what autograd itself keeps. Sharded (DTensor)
