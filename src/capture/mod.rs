@@ -13,3 +13,4 @@ pub mod recorder;
 pub mod sampler;
 #[cfg(test)]
 pub mod test_torch;
+pub mod timeline;

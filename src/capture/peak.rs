@@ -6,6 +6,7 @@
 //! for each targeted function while its calls run. Its memory is the live blocks and the
 //! distinct sites, never the run's length. Uses `torch` (device stats) and `int_hash`.
 use super::int_hash::IntMap;
+use super::timeline::{self, MarkKind, Timeline};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -64,6 +65,26 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, in the order of their indices (`index`).
+    pub const ALL: [Role; super::timeline::CATEGORIES] = [
+        Role::Other,
+        Role::Parameters,
+        Role::Gradients,
+        Role::OptimizerState,
+        Role::CudaGraphPool,
+        Role::Buffers,
+        Role::Activations,
+        Role::AutogradTemporaries,
+        Role::Temporaries,
+        Role::Inputs,
+        Role::Workspaces,
+    ];
+
+    /// Its place in `ALL` (the timeline's category index).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The category's name in the report (as `--tensors` names them).
     pub fn name(self) -> &'static str {
         match self {
@@ -275,6 +296,8 @@ pub struct Tracker {
     /// The size requested and the stream of the allocation reported next (the CUDA
     /// allocator's trace entry), for the trace.
     requested: Option<(i64, u64)>,
+    /// The run's memory over time (always on, bounded).
+    timeline: Timeline,
 }
 
 /// The device's allocations and frees in order (`--trace`). Bounded: past `max` events it stops
@@ -393,6 +416,7 @@ impl Default for Tracker {
             started: Instant::now(),
             trace: None,
             requested: None,
+            timeline: Timeline::default(),
         }
     }
 }
@@ -429,7 +453,11 @@ impl Tracker {
                 // A block live before tracking started (CPU, where memprof keeps the total).
                 self.unseen_live = (self.unseen_live + e.bytes).max(0);
             }
-            self.last_total = e.totals.map_or(self.seen_total + self.unseen_live, |t| t.0);
+            let cpu_total = self.seen_total + self.unseen_live;
+            let (total, reserved) = e.totals.unwrap_or((cpu_total, cpu_total));
+            self.last_total = total;
+            self.timeline
+                .level(total, reserved, timeline::since(self.started));
         }
     }
 
@@ -521,6 +549,9 @@ impl Tracker {
         let cpu_total = self.seen_total + self.unseen_live;
         let (allocated, reserved) = totals.unwrap_or((cpu_total, cpu_total));
         self.last_total = allocated;
+        self.timeline.allocated(site, bytes, self.serial);
+        self.timeline
+            .level(allocated, reserved, timeline::since(self.started));
         // Most allocations set no maximum: the moment (and its clock read) only when one does.
         let mut moment: Option<Moment> = None;
         let compiled_in = self.site_functions.get(&site);
@@ -555,9 +586,15 @@ impl Tracker {
         let Some(block) = self.live.remove(&ptr) else {
             return false;
         };
-        if block.role == Role::Other {
-            self.name_in_copies(&block, Role::fate(&block, ending));
-        }
+        let role = if block.role == Role::Other {
+            let fate = Role::fate(&block, ending);
+            self.name_in_copies(&block, fate);
+            fate
+        } else {
+            block.role
+        };
+        self.timeline
+            .freed(block.site, block.bytes, block.serial, role.index());
         if let Some(log) = &mut self.trace {
             log.push(TraceRecord {
                 kind: TraceKind::Block,
@@ -578,6 +615,7 @@ impl Tracker {
     pub fn live_before(&mut self, bytes: i64) {
         self.unseen_live = bytes.max(0);
         self.last_total = self.seen_total + self.unseen_live;
+        self.timeline.start_at(self.last_total);
     }
 
     /// This process was forked (a DataLoader worker): its peaks are its own from now on. The
@@ -592,6 +630,8 @@ impl Tracker {
             .for_each(|w| *w = Watch::default());
         self.seen_max = self.seen_total;
         self.started = Instant::now();
+        self.timeline = Timeline::default();
+        self.timeline.start_at(self.last_total);
     }
 
     /// The most bytes that what was allocated since tracking started held at once.
@@ -699,7 +739,26 @@ impl Tracker {
     pub fn backward_started(&mut self, site: u32) -> u64 {
         self.passes = self.passes.wrapping_add(1);
         self.backward_site = site;
+        self.timeline
+            .mark(MarkKind::Backward, timeline::since(self.started));
         self.serial
+    }
+
+    /// An optimizer's step ended (a mark on the timeline).
+    pub fn optimizer_stepped(&mut self) {
+        self.timeline
+            .mark(MarkKind::Step, timeline::since(self.started));
+    }
+
+    /// The timeline so far, with each block still live in its category (called after
+    /// `name_remaining`, which gives them theirs).
+    pub fn timeline(&self) -> timeline::Record {
+        let live = self
+            .live
+            .values()
+            .map(|b| (b.serial, b.bytes, b.role.index()));
+        self.timeline
+            .record(self.started.elapsed().as_secs_f64(), live)
     }
 
     /// A CUDA graph was replayed.
@@ -838,6 +897,8 @@ impl Tracker {
     /// no lower than what is allocated now.
     pub fn function_started(&mut self, id: u64) {
         let allocated_now = self.last_total;
+        self.timeline
+            .mark(MarkKind::CallStart(id), timeline::since(self.started));
         let w = self.functions.entry(id).or_default();
         w.active += 1;
         if allocated_now > w.max || w.copy.is_none() && !w.dirty {
@@ -855,6 +916,8 @@ impl Tracker {
 
     /// A targeted function's call ended.
     pub fn function_ended(&mut self, id: u64) {
+        self.timeline
+            .mark(MarkKind::CallEnd(id), timeline::since(self.started));
         let settle = match self.functions.get_mut(&id) {
             Some(w) => {
                 w.active = w.active.saturating_sub(1);

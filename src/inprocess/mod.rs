@@ -21,9 +21,10 @@ fn render_report(report: &str, format: &str, width: Option<usize>) -> PyResult<S
         "table" => Format::Table,
         "yaml" => Format::Yaml,
         "json" => Format::Json,
+        "html" => Format::Html,
         other => {
             return Err(PyValueError::new_err(format!(
-                "unknown format {other:?}: use table, yaml or json"
+                "unknown format {other:?}: use table, yaml, json or html"
             )))
         }
     };

@@ -108,6 +108,7 @@ pub fn build(
         oom: None,
         history: None,
         peak: None,
+        timeline: None,
         children: Vec::new(),
         warnings,
     }

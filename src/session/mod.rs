@@ -8,6 +8,7 @@ mod device_split;
 mod peak;
 pub mod sections;
 mod source;
+mod timeline;
 pub mod trace;
 
 use crate::capture::interrupt::Ending;
@@ -140,6 +141,8 @@ fn add_peaks(
             record.device = device_split::measure(&record);
             profile.peak = Some(record);
         }
+        let names: Vec<String> = ids.iter().map(|(q, _, _)| q.clone()).collect();
+        profile.timeline = timeline::record(t, &mut namer, &names);
         for (id, (qualname, file, first_line)) in ids.iter().enumerate() {
             let Some(f) = profile.functions.iter_mut().find(|f| {
                 &f.qualname == qualname && &f.file == file && f.first_line == *first_line

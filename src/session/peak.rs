@@ -61,6 +61,22 @@ impl Namer {
         }
     }
 
+    /// Site `id` as records name it (a site memprof could not read: no Python frame).
+    pub fn site_at(&mut self, id: u32) -> SiteAt {
+        match self.site(id).cloned() {
+            Some(site) => SiteAt {
+                place: self.place(&site.place),
+                context: site.context.as_ref().map(|c| self.place(c)),
+                compiled: site.compiled,
+            },
+            None => SiteAt {
+                place: unknown_place(),
+                context: None,
+                compiled: false,
+            },
+        }
+    }
+
     fn site(&self, id: u32) -> Option<&Site> {
         (id != UNKNOWN_SITE)
             .then(|| self.sites.get(id as usize - 1))
@@ -95,20 +111,8 @@ impl Namer {
         let listed = shares.len().min(self.listed);
         let mut out_sites = Vec::new();
         for s in &shares[..listed] {
-            let (place, context, compiled) = match self.site(s.site).cloned() {
-                Some(site) => (
-                    self.place(&site.place),
-                    site.context.as_ref().map(|c| self.place(c)),
-                    site.compiled,
-                ),
-                None => (unknown_place(), None, false),
-            };
             out_sites.push(PeakSite {
-                at: SiteAt {
-                    place,
-                    context,
-                    compiled,
-                },
+                at: self.site_at(s.site),
                 bytes: s.bytes,
                 share: percent(s.bytes),
                 blocks: s.blocks,

@@ -307,6 +307,10 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(crate::python::sites::sites_start, &m)?)?;
     m.add_function(wrap_pyfunction!(crate::python::sites::mark_roles, &m)?)?;
     m.add_function(wrap_pyfunction!(
+        crate::python::sites::optimizer_stepped,
+        &m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
         crate::python::sites::register_compiled,
         &m
     )?)?;

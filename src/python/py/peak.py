@@ -189,8 +189,10 @@ def _hook_optimizers(optimizer_module):
 
 
 def _after_step(optimizer, args, kwargs):
-    """After an optimizer's step: its parameters and state, as the peak's categories."""
+    """After an optimizer's step: a mark on the timeline, and (the first steps) its parameters
+    and state, as the peak's categories."""
     try:
+        _memprof.optimizer_stepped()
         n = _steps.get(id(optimizer), 0)
         if n >= _NAMED_STEPS:
             return

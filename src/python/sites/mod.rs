@@ -469,6 +469,12 @@ pub fn mark_roles(roles: Vec<(u64, u8)>) {
     });
 }
 
+/// An optimizer's step ended: a mark on the timeline.
+#[pyfunction]
+pub fn optimizer_stepped() {
+    peak::with(|t| t.optimizer_stepped());
+}
+
 /// The source frames of each compiled site, innermost first, by site id: every chain of
 /// frames it was found in (a line of a function may be reached from several callers).
 pub fn compiled_chains() -> Vec<(u32, Vec<Vec<Place>>)> {

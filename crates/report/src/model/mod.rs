@@ -13,5 +13,6 @@ pub mod prediction;
 pub mod profile;
 pub mod saved;
 pub mod stats;
+pub mod timeline;
 pub mod trace;
 pub mod units;

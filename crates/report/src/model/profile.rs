@@ -43,6 +43,10 @@ pub struct Profile {
     /// allocated there, and in reports saved before memprof 0.9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak: Option<super::peak::Peak>,
+    /// The run's memory over time (absent where nothing was allocated on the device, and in
+    /// reports of memprof versions before the timeline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<super::timeline::Timeline>,
     /// The program's child processes that memprof followed (fork and spawn children of
     /// `multiprocessing`), each with what it measured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,0 +1,343 @@
+//! The run's memory over time, kept small enough to be always on: the allocator's total in
+//! points of a fixed number of events each (the highest, lowest and last allocated bytes of each,
+//! the highest reserved), with what changed per site and per category, and the moments that
+//! shape a run (backward passes, optimizer steps, targeted calls). When the points (or the site
+//! changes) reach their bound, neighbours merge and each point covers twice the events: the
+//! record's size never depends on the run's length, and each point's maximum stays exact, so the
+//! highest point is the peak. Categories are learnt when a block is freed (or at the end), so a
+//! block's bytes are added to its category from the point that allocated it onwards then, by
+//! difference. Fed by `peak::Tracker` under its lock; uses nothing else.
+use std::time::Instant;
+
+/// The most points kept (a merge then halves them).
+const MAX_POINTS: usize = 2048;
+/// The most per-site changes kept over all points (16 bytes each), before points merge.
+const MAX_SITE_CHANGES: usize = 200_000;
+/// The most marks kept (every other is dropped, and later ones thinned alike, past it).
+const MAX_MARKS: usize = 4096;
+/// The categories a block's bytes can take (`peak::Role` by index).
+pub const CATEGORIES: usize = 11;
+
+/// A stretch of the run, as the timeline keeps it. `roles` and `sites` are changes, not levels:
+/// the live bytes at a point's end are the sum of the changes up to it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Point {
+    /// Allocations seen by the point's end (the allocation index).
+    pub allocations: u64,
+    /// Seconds from the start of tracking to the point's last event.
+    pub seconds: f64,
+    /// allocated_bytes.all.current: the highest, the lowest and the last within the point.
+    pub max: i64,
+    pub min: i64,
+    pub end: i64,
+    /// reserved_bytes.all.current: the highest within the point, and the last.
+    pub reserved_max: i64,
+    pub reserved_end: i64,
+    /// The change of live bytes per category (`peak::Role` index) over the point.
+    pub roles: [i64; CATEGORIES],
+    /// The change of live bytes per site over the point, the sites that changed, by site id.
+    pub sites: Vec<(u32, i64)>,
+}
+
+/// What a mark is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkKind {
+    /// A backward pass began.
+    Backward,
+    /// An optimizer's step ended.
+    Step,
+    /// A targeted function's call began (`id`: the recorder's function id) or ended.
+    CallStart(u64),
+    CallEnd(u64),
+}
+
+/// A moment of the run worth drawing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Mark {
+    pub kind: MarkKind,
+    /// Allocations seen when it happened.
+    pub allocations: u64,
+    pub seconds: f64,
+}
+
+/// The point being filled.
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    events: u64,
+    /// The serial of the last allocation before it opened: a block of a higher serial was
+    /// allocated in it.
+    opened_after: u64,
+    max: i64,
+    min: i64,
+    reserved_max: i64,
+    roles: [i64; CATEGORIES],
+}
+
+impl Open {
+    fn new(opened_after: u64, level: i64, reserved: i64) -> Open {
+        Open {
+            events: 0,
+            opened_after,
+            max: level,
+            min: level,
+            reserved_max: reserved,
+            roles: [0; CATEGORIES],
+        }
+    }
+}
+
+/// The recorder.
+pub struct Timeline {
+    points: Vec<Point>,
+    /// Events per point (doubles at each merge).
+    width: u64,
+    open: Open,
+    /// The open point's change per site (dense by site id), and the sites it touched.
+    site_change: Vec<i64>,
+    touched_in: Vec<u32>,
+    touched: Vec<u32>,
+    /// The open point's number (+1), which `touched_in` compares with.
+    epoch: u32,
+    site_changes: usize,
+    marks: Vec<Mark>,
+    /// Marks seen, and every how-many-th is kept (past `MAX_MARKS`).
+    marks_seen: u64,
+    mark_stride: u64,
+    serial: u64,
+    total: i64,
+    reserved: i64,
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Timeline {
+            points: Vec::new(),
+            width: 1,
+            open: Open::new(0, 0, 0),
+            site_change: Vec::new(),
+            touched_in: Vec::new(),
+            touched: Vec::new(),
+            epoch: 1,
+            site_changes: 0,
+            marks: Vec::new(),
+            marks_seen: 0,
+            mark_stride: 1,
+            serial: 0,
+            total: 0,
+            reserved: 0,
+        }
+    }
+}
+
+/// The record as the report takes it: the points (the open one closed, the blocks still live
+/// given their categories) and the marks.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Record {
+    pub points: Vec<Point>,
+    pub marks: Vec<Mark>,
+    /// Allocations and frees per point.
+    pub events_per_point: u64,
+}
+
+impl Timeline {
+    /// The allocator's totals before the first event (memory live from before tracking).
+    pub fn start_at(&mut self, total: i64) {
+        self.total = total;
+        self.reserved = total;
+        self.open = Open::new(self.serial, total, total);
+    }
+
+    /// A block of `bytes` at `site` was allocated as allocation `serial`.
+    #[inline]
+    pub fn allocated(&mut self, site: u32, bytes: i64, serial: u64) {
+        self.serial = serial;
+        self.change_site(site, bytes);
+    }
+
+    /// A block allocated as `serial` at `site` was freed, and was `category` to the program.
+    #[inline]
+    pub fn freed(&mut self, site: u32, bytes: i64, serial: u64, category: usize) {
+        self.change_site(site, -bytes);
+        if serial > self.open.opened_after {
+            return; // born and gone within the open point: no change of its category
+        }
+        self.open.roles[category] -= bytes;
+        let born = self.point_of(serial);
+        if let Some(p) = self.points.get_mut(born) {
+            p.roles[category] += bytes;
+        }
+    }
+
+    /// After each event: the allocator's totals now (`seconds`: the clock, read only when a
+    /// point closes).
+    #[inline]
+    pub fn level(&mut self, total: i64, reserved: i64, seconds: impl FnOnce() -> f64) {
+        self.total = total;
+        self.reserved = reserved;
+        let o = &mut self.open;
+        o.max = o.max.max(total);
+        o.min = o.min.min(total);
+        o.reserved_max = o.reserved_max.max(reserved);
+        o.events += 1;
+        if o.events >= self.width {
+            self.close(seconds());
+        }
+    }
+
+    /// A moment to mark (a backward pass, a step, a call).
+    pub fn mark(&mut self, kind: MarkKind, seconds: impl FnOnce() -> f64) {
+        self.marks_seen += 1;
+        if (self.marks_seen - 1) % self.mark_stride != 0 {
+            return;
+        }
+        if self.marks.len() >= MAX_MARKS {
+            let mut i = 0;
+            self.marks.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.mark_stride *= 2;
+        }
+        self.marks.push(Mark {
+            kind,
+            allocations: self.serial,
+            seconds: seconds(),
+        });
+    }
+
+    fn change_site(&mut self, site: u32, bytes: i64) {
+        let i = site as usize;
+        if i >= self.site_change.len() {
+            self.site_change.resize(i + 1, 0);
+            self.touched_in.resize(i + 1, 0);
+        }
+        if self.touched_in[i] != self.epoch {
+            self.touched_in[i] = self.epoch;
+            self.touched.push(site);
+        }
+        self.site_change[i] += bytes;
+    }
+
+    /// The point that holds the allocation `serial` (the first whose allocations reach it).
+    fn point_of(&self, serial: u64) -> usize {
+        self.points.partition_point(|p| p.allocations < serial)
+    }
+
+    fn close(&mut self, seconds: f64) {
+        let mut sites = Vec::with_capacity(self.touched.len());
+        for site in self.touched.drain(..) {
+            let change = std::mem::take(&mut self.site_change[site as usize]);
+            if change != 0 {
+                sites.push((site, change));
+            }
+        }
+        self.epoch = self.epoch.wrapping_add(1).max(1);
+        self.site_changes += sites.len();
+        let o = self.open;
+        self.points.push(Point {
+            allocations: self.serial,
+            seconds,
+            max: o.max,
+            min: o.min,
+            end: self.total,
+            reserved_max: o.reserved_max,
+            reserved_end: self.reserved,
+            roles: o.roles,
+            sites,
+        });
+        self.open = Open::new(self.serial, self.total, self.reserved);
+        while self.points.len() >= MAX_POINTS || self.site_changes > MAX_SITE_CHANGES {
+            self.merge();
+        }
+    }
+
+    /// Each pair of neighbouring points becomes one, covering twice the events.
+    fn merge(&mut self) {
+        let old = std::mem::take(&mut self.points);
+        let mut out = Vec::with_capacity(old.len() / 2 + 1);
+        let mut it = old.into_iter();
+        while let Some(a) = it.next() {
+            out.push(match it.next() {
+                Some(b) => merged(a, b),
+                None => a,
+            });
+        }
+        self.site_changes = out.iter().map(|p| p.sites.len()).sum();
+        self.points = out;
+        self.width *= 2;
+    }
+
+    /// The record so far: the open point closed (if it saw an event), and `live` — (serial,
+    /// bytes, category) of each block still live — added to its category from its point on.
+    pub fn record(&self, seconds: f64, live: impl Iterator<Item = (u64, i64, usize)>) -> Record {
+        let mut t = self.clone_for_record();
+        if t.open.events > 0 || t.points.is_empty() {
+            t.close(seconds);
+        }
+        for (serial, bytes, category) in live {
+            let at = t.point_of(serial).min(t.points.len() - 1);
+            t.points[at].roles[category] += bytes;
+        }
+        Record {
+            points: t.points,
+            marks: t.marks,
+            events_per_point: t.width,
+        }
+    }
+
+    fn clone_for_record(&self) -> Timeline {
+        Timeline {
+            points: self.points.clone(),
+            width: self.width,
+            open: self.open,
+            site_change: self.site_change.clone(),
+            touched_in: self.touched_in.clone(),
+            touched: self.touched.clone(),
+            epoch: self.epoch,
+            site_changes: self.site_changes,
+            marks: self.marks.clone(),
+            marks_seen: self.marks_seen,
+            mark_stride: self.mark_stride,
+            serial: self.serial,
+            total: self.total,
+            reserved: self.reserved,
+        }
+    }
+}
+
+fn merged(a: Point, b: Point) -> Point {
+    let mut roles = a.roles;
+    for (r, x) in roles.iter_mut().zip(b.roles) {
+        *r += x;
+    }
+    let mut sites = a.sites;
+    sites.extend(b.sites);
+    sites.sort_unstable_by_key(|s| s.0);
+    let mut summed: Vec<(u32, i64)> = Vec::with_capacity(sites.len());
+    for (site, change) in sites {
+        match summed.last_mut() {
+            Some(last) if last.0 == site => last.1 += change,
+            _ => summed.push((site, change)),
+        }
+    }
+    summed.retain(|s| s.1 != 0);
+    Point {
+        allocations: b.allocations,
+        seconds: b.seconds,
+        max: a.max.max(b.max),
+        min: a.min.min(b.min),
+        end: b.end,
+        reserved_max: a.reserved_max.max(b.reserved_max),
+        reserved_end: b.reserved_end,
+        roles,
+        sites: summed,
+    }
+}
+
+/// The clock for a tracker that started at `started`.
+pub fn since(started: Instant) -> impl FnOnce() -> f64 {
+    move || started.elapsed().as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests;
