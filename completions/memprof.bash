@@ -120,7 +120,7 @@ _memprof() {
             fi
             case "${prev}" in
                 --format)
-                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table yaml json html" -- "${cur}"))
                     return 0
                     ;;
                 --output)
@@ -166,7 +166,7 @@ _memprof() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table yaml json html" -- "${cur}"))
                     return 0
                     ;;
                 --output)
@@ -332,7 +332,7 @@ _memprof() {
             fi
             case "${prev}" in
                 --format)
-                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table yaml json html" -- "${cur}"))
                     return 0
                     ;;
                 --output)
@@ -400,7 +400,7 @@ _memprof() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table yaml json html" -- "${cur}"))
                     return 0
                     ;;
                 --output)
@@ -459,14 +459,22 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__show)
-            opts="-h -V --format --stat --help --version"
+            opts="-o -h -V --format --output --stat --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --format)
-                    COMPREPLY=($(compgen -W "table yaml json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table yaml json html" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --stat)

@@ -40,9 +40,10 @@ complete -c memprof -n "__fish_memprof_needs_command" -f -a "help" -d 'Print thi
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l device -d 'Device to measure: a CUDA index (`0`, `cuda:1`) or `cpu` [default: the current CUDA device, or `cpu` when there is no GPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l stat -d 'A stat to show, as `torch.cuda.memory_stats()` names it (repeatable; `memprof stats` lists them) [default: allocated_bytes.all.peak, allocated_bytes.all.current, and reserved_bytes.all.peak on CUDA or host_rss_bytes.current on the CPU]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s f -l function -d 'Function to profile (repeatable): `name`, `Class.method`, `outer.<locals>.inner`, `package.module:Qual.name` or `path/to/file.py:Qual.name`; `@profile` in the script marks functions too' -r
-complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Report format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Report format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`, `.html` (an interactive page: the timeline, the peak by stack, the tables); else table)' -r -f -a "table\t''
 yaml\t''
-json\t''"
+json\t''
+html\t'One self-contained interactive page (a run\'s report only)'"
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s o -l output -d 'Write the report to this file (atomically) instead of standard output; may hold {rank}, {local_rank}, {world_size}, {host}, {pid}; under several ranks a plain path gets the rank (ddp.json -> ddp.rank1.json)' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l history -d 'Write the allocation history of the measured targeted calls to FILE (a pickle that pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` open): torch\'s own on CUDA, memprof\'s record of the allocator\'s reports on the CPU; may hold the same placeholders as -o' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l history-max-entries -d 'With --history: keep at most this many events (the latest)' -r
@@ -59,27 +60,31 @@ complete -c memprof -n "__fish_memprof_using_subcommand run" -l modules -d 'Also
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l tensors -d 'At the end of each targeted call and where an exception leaves one, list the live tensors on the device by storage, named from the model and optimizer, with totals by category'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l collectives -d 'Also count the bytes of torch.distributed collectives (all_reduce, all_gather, reduce_scatter, ...) issued during each line and module call, by kind'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l all-ranks -d 'In a multi-rank run (RANK and WORLD_SIZE set, as by torchrun), print every rank\'s report, not only rank 0\'s'
-complete -c memprof -n "__fish_memprof_using_subcommand run" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s V -l version -d 'Print version'
-complete -c memprof -n "__fish_memprof_using_subcommand show" -l format -d 'Output format' -r -f -a "table\t''
+complete -c memprof -n "__fish_memprof_using_subcommand show" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`, `.html`; else table)' -r -f -a "table\t''
 yaml\t''
-json\t''"
+json\t''
+html\t'One self-contained interactive page (a run\'s report only)'"
+complete -c memprof -n "__fish_memprof_using_subcommand show" -s o -l output -d 'Write to this file (atomically) instead of standard output: `-o report.html` draws one run\'s report as an interactive page' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand show" -l stat -d 'With several reports: a stat column to keep (repeatable) [default: every stat they have]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand show" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand show" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
-json\t''"
+json\t''
+html\t'One self-contained interactive page (a run\'s report only)'"
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s o -l output -d 'Write the merged report to this file (atomically) instead of standard output' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -l stat -d 'A stat column to keep (repeatable) [default: every stat the reports have]' -r
-complete -c memprof -n "__fish_memprof_using_subcommand merge" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
-json\t''"
+json\t''
+html\t'One self-contained interactive page (a run\'s report only)'"
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -s o -l output -d 'Write the diff to this file (atomically) instead of standard output' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -l max-increase -d 'Fail (exit 4) when a function\'s KEY (`delta` or a stat) grew by more than SIZE (`64MiB`) or PERCENT (`5%`) of its base value: for `delta` and other amounts its net per call, for a level or a peak the highest over its lines (repeatable)' -r
-complete -c memprof -n "__fish_memprof_using_subcommand diff" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand plot" -s o -l output -d 'The picture to write: FILE.svg, FILE.png or FILE.html' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand plot" -s h -l help -d 'Print help'
@@ -90,10 +95,11 @@ complete -c memprof -n "__fish_memprof_using_subcommand fit" -l memory -d 'The b
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l alloc-conf -d 'The allocator\'s settings, as PYTORCH_CUDA_ALLOC_CONF writes them (`max_split_size_mb:128,garbage_collection_threshold:0.6`) [default: the traced run\'s]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
-json\t''"
+json\t''
+html\t'One self-contained interactive page (a run\'s report only)'"
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s o -l output -d 'Write the prediction to this file (atomically) instead of standard output' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l max-batch -d 'Find the largest batch size that fits in --memory (from the traces, as --scale does)'
-complete -c memprof -n "__fish_memprof_using_subcommand fit" -s h -l help -d 'Print help'
+complete -c memprof -n "__fish_memprof_using_subcommand fit" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -s h -l help -d 'Print help'
 complete -c memprof -n "__fish_memprof_using_subcommand stats" -s V -l version -d 'Print version'

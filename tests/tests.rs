@@ -11,6 +11,7 @@ mod first_hour;
 mod fit;
 mod gpu;
 mod history;
+mod html;
 mod inprocess;
 mod measure;
 mod module_level;

@@ -98,7 +98,8 @@ pub struct RunArgs {
     /// Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)
     #[arg(short = 'm')]
     pub module: bool,
-    /// Report format (default: from -o's extension, `.json`, `.yaml`/`.yml`; else table)
+    /// Report format (default: from -o's extension, `.json`, `.yaml`/`.yml`, `.html` (an
+    /// interactive page: the timeline, the peak by stack, the tables); else table)
     #[arg(long, value_enum)]
     pub format: Option<Format>,
     /// Write the report to this file (atomically) instead of standard output; may hold
@@ -176,9 +177,14 @@ pub struct ShowArgs {
     /// Reports written by `memprof run --format yaml|json -o FILE` (or by `memprof merge`)
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
-    /// Output format
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    /// Output format (default: from -o's extension, `.json`, `.yaml`/`.yml`, `.html`; else
+    /// table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Write to this file (atomically) instead of standard output: `-o report.html` draws one
+    /// run's report as an interactive page
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// With several reports: a stat column to keep (repeatable) [default: every stat they have]
     #[arg(long = "stat", value_name = "KEY")]
     pub stats: Vec<String>,

@@ -7,7 +7,7 @@ use crate::output::{self, terminal};
 use crate::render::{self, Format};
 
 pub fn diff(args: DiffArgs) -> Result<i32> {
-    let format = Format::resolve(args.format, args.output.as_deref());
+    let format = Format::resolve(args.format, args.output.as_deref()).for_document("a diff")?;
     let (base, new) = (
         files::read_run_report(&args.base)?,
         files::read_run_report(&args.new)?,

@@ -16,7 +16,8 @@ use crate::render::{self, Format};
 use std::path::Path;
 
 pub fn fit(args: FitArgs) -> Result<i32> {
-    let format = Format::resolve(args.format, args.output.as_deref());
+    let format =
+        Format::resolve(args.format, args.output.as_deref()).for_document("a prediction")?;
     let traces: Vec<Trace> = args
         .traces
         .iter()

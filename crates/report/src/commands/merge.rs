@@ -9,7 +9,8 @@ use crate::render::{self, Format};
 /// `stats`: the `--stat` columns written before the subcommand (`memprof --stat K merge`).
 pub fn merge(stats: &[String], args: MergeArgs) -> Result<i32> {
     let stats: Vec<String> = stats.iter().chain(&args.stats).cloned().collect();
-    let format = Format::resolve(args.format, args.output.as_deref());
+    let format =
+        Format::resolve(args.format, args.output.as_deref()).for_document("a merged report")?;
     let mut merged = merge::merge(files::read_run_reports(&args.files)?)?;
     merge::keep_stats(&mut merged, &stats)?;
     // A file gets every column; the terminal a table fitted to it.

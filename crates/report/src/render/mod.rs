@@ -6,6 +6,7 @@ mod children;
 mod compiled;
 pub mod diff;
 pub mod fit;
+pub mod html;
 pub mod merged;
 mod modules;
 mod oom;
@@ -25,6 +26,8 @@ pub enum Format {
     Table,
     Yaml,
     Json,
+    /// One self-contained interactive page (a run's report only).
+    Html,
 }
 
 impl Format {
@@ -37,6 +40,7 @@ impl Format {
             .and_then(|e| match e.to_ascii_lowercase().as_str() {
                 "json" => Some(Format::Json),
                 "yaml" | "yml" => Some(Format::Yaml),
+                "html" | "htm" => Some(Format::Html),
                 _ => None,
             });
         asked.or(by_extension).unwrap_or(Format::Table)
@@ -47,14 +51,30 @@ impl Format {
     pub fn extension(self) -> &'static str {
         match self {
             Format::Yaml => "yaml",
+            Format::Html => "html",
             _ => "json",
         }
+    }
+
+    /// The format for a document other than a run's report (merged reports, diffs,
+    /// predictions), which has no HTML form: HTML is refused with the command that draws one.
+    pub fn for_document(self, what: &str) -> crate::error::Result<Format> {
+        if self == Format::Html {
+            return Err(crate::error::Error::usage(format!(
+                "{what} has no HTML form: the HTML report draws one run's report"
+            ))
+            .hint("write JSON or YAML (-o FILE.json), or draw a run's report with `memprof show RUN.json -o report.html`"));
+        }
+        Ok(self)
     }
 }
 
 /// The report in `format`.
 pub fn render(profile: &Profile, format: Format) -> String {
-    render_with(profile, format, report::render)
+    match format {
+        Format::Html => html::render(profile),
+        _ => render_with(profile, format, report::render),
+    }
 }
 
 /// The report as printed on standard output: a table is fitted to `terminal_width` when
@@ -79,7 +99,8 @@ pub fn render_printed(
 }
 
 /// Any saved document (a run's report, a merged one, a diff) in `format`: YAML and JSON as
-/// serde writes it, the table as `table` draws it.
+/// serde writes it, the table as `table` draws it. HTML is a run report's alone (`render`;
+/// `Format::for_document` refuses it for the others before they get here): JSON otherwise.
 pub fn render_with<T: serde::Serialize>(
     value: &T,
     format: Format,
@@ -88,7 +109,7 @@ pub fn render_with<T: serde::Serialize>(
     match format {
         Format::Table => table(value),
         Format::Yaml => serde_yaml::to_string(value).expect("reports serialise"),
-        Format::Json => {
+        Format::Json | Format::Html => {
             let mut s = serde_json::to_string_pretty(value).expect("reports serialise");
             s.push('\n');
             s

@@ -1,0 +1,339 @@
+//! The HTML report, opened in real headless Chromium (Debian's `chromium`, driven by
+//! tests/browser/page_check.py over the DevTools protocol): it loads with no script or console
+//! error and no request beyond itself, draws the timeline, the peak by stack and the tables with
+//! the report's exact numbers, answers hover, click, drag and its buttons, prints, and stays
+//! small and quick for ten million allocations. The screenshots are kept under
+//! `target/tmp/html-*` for looking at.
+use crate::common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// What the page check saw of `page` (screenshots and PDF into `out`).
+fn open_in_chromium(page: &Path, out: &Path) -> Value {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: install Debian's chromium package (scripts/setup.sh does)"
+    );
+    let script = root().join("tests").join("browser").join("page_check.py");
+    let r = finish(
+        Command::new(python())
+            .arg(script)
+            .arg(page)
+            .arg(out)
+            .output()
+            .expect("python starts"),
+    );
+    assert_eq!(r.code, 0, "the page check failed:\n{}", r.stderr);
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
+}
+
+/// Where a test keeps its screenshots (kept after the run, for people to look at).
+fn shots(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Bytes as the page writes them (and the terminal: binary units, two decimals).
+fn human(n: i64) -> String {
+    if n.abs() < 1024 {
+        return format!("{n} B");
+    }
+    let units = ["KiB", "MiB", "GiB", "TiB"];
+    let mut v = n.abs() as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u < units.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{}{v:.2} {}", if n < 0 { "-" } else { "" }, units[u])
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|s| s.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The CNN fixture with --modules and -f train_step, as a JSON report in `dir`.
+fn cnn_report(dir: &Path) -> (PathBuf, Value) {
+    let path = dir.join("cnn.json");
+    let r = run(&[
+        "--modules",
+        "-f",
+        "train_step",
+        "-o",
+        path.to_str().unwrap(),
+        "cnn.py",
+        "float32",
+        "4",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report = read_json(&path);
+    (path, report)
+}
+
+#[test]
+fn the_page_opens_in_chromium_with_the_timeline_the_peak_by_stack_and_the_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, report) = cnn_report(dir.path());
+    let page = dir.path().join("cnn.html");
+    let r = finish(
+        memprof()
+            .args(["show", json.to_str().unwrap(), "-o", page.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("report written to"), "{}", r.stderr);
+
+    // The report's timeline: its highest point is the peak, exactly, and its categories and
+    // what was not seen allocated add up to the allocated bytes at each point.
+    let peak = &report["peak"];
+    let peak_bytes = peak["allocated_bytes"].as_i64().unwrap();
+    let t = &report["timeline"];
+    let highest = t["allocated_max"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .max();
+    assert_eq!(highest, Some(peak_bytes));
+    let points = t["allocations"].as_array().unwrap().len();
+    let categories = t["categories"].as_object().unwrap();
+    for i in 0..points {
+        let named: i64 = categories.values().map(|s| s[i].as_i64().unwrap()).sum();
+        assert!(
+            named <= t["allocated_end"][i].as_i64().unwrap(),
+            "point {i}"
+        );
+    }
+    let kinds: Vec<&str> = t["marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["kind"].as_str().unwrap())
+        .collect();
+    for kind in ["backward", "step", "call_start", "call_end"] {
+        assert_eq!(kinds.iter().filter(|&&k| k == kind).count(), 4, "{kind}");
+    }
+
+    let out = shots("cnn");
+    let seen = open_in_chromium(&page, &out);
+    assert_eq!(
+        seen["errors"],
+        Value::Array(vec![]),
+        "script errors: {seen:#}"
+    );
+    assert_eq!(seen["requests"], Value::Array(vec![]), "fetches: {seen:#}");
+    let drawn = &seen["drawn"];
+    assert_eq!(drawn["ready"], "1");
+    let sections = strings(&drawn["sections"]);
+    for s in [
+        "timeline",
+        "stack",
+        "sites",
+        "device",
+        "functions",
+        "modules",
+        "terminal",
+    ] {
+        assert!(sections.contains(&s.to_string()), "{s} in {sections:?}");
+    }
+    // The timeline: its bands, both lines, the peak where the report has it, the backward
+    // passes and steps along the top, train_step's calls shaded.
+    assert!(!strings(&drawn["bands"]).is_empty(), "{drawn:#}");
+    assert_eq!(drawn["allocated_points"].as_u64(), Some(points as u64));
+    assert_eq!(drawn["reserved_line"], true);
+    assert_eq!(
+        drawn["peak_marker"].as_str(),
+        Some(format!("peak {}", human(peak_bytes)).as_str())
+    );
+    assert_eq!(drawn["marks"], 8, "4 backward passes and 4 steps");
+    assert_eq!(drawn["calls"], 4);
+    // It opens on the peak's point: what was live there, by line.
+    let live = drawn["live_head"].as_str().unwrap();
+    assert!(live.contains(&human(peak_bytes)), "{live}");
+    assert!(drawn["live_rows"].as_u64().unwrap() >= 3);
+    // The icicle: the peak at its root, then the program's functions.
+    let icicle = strings(&drawn["icicle_nodes"]);
+    assert!(
+        icicle[0].starts_with(&format!("peak {}", human(peak_bytes))),
+        "{icicle:?}"
+    );
+    assert!(
+        icicle.iter().any(|n| n.starts_with("cnn.py · train_step")),
+        "{icicle:?}"
+    );
+    // The tables: every site of the peak (and the rest), each targeted function's lines.
+    let sites = peak["sites"].as_array().unwrap().len()
+        + usize::from(!peak["other_sites"].is_null())
+        + usize::from(peak["unseen_bytes"].as_i64().unwrap() != 0);
+    assert_eq!(drawn["peak_site_rows"].as_u64(), Some(sites as u64));
+    assert_eq!(drawn["line_tables"], 1);
+    let lines = report["functions"][0]["lines"].as_array().unwrap().len();
+    assert_eq!(drawn["line_rows"].as_u64(), Some(lines as u64));
+    assert!(strings(&drawn["pres"]).contains(&"modules".to_string()));
+    // At 1280 px nothing runs past the page's edge.
+    assert!(drawn["width"].as_u64().unwrap() <= 1280, "{drawn:#}");
+
+    // What a user does there.
+    let tip = seen["tooltip"].as_str().expect("a tooltip on hover");
+    assert!(tip.contains("allocated (highest)"), "{tip}");
+    assert!(seen["clicked_live_head"]
+        .as_str()
+        .unwrap()
+        .starts_with("Live at "));
+    let zoom = &seen["zoom_points"];
+    assert!(
+        zoom[1].as_u64().unwrap() < zoom[0].as_u64().unwrap(),
+        "a drag zooms in: {zoom}"
+    );
+    let by_site = strings(&seen["site_bands"]);
+    assert!(
+        !by_site.is_empty()
+            && by_site
+                .iter()
+                .all(|s| s.starts_with("site") || s == "others" || s == "unseen"),
+        "{by_site:?}"
+    );
+    assert!(seen["icicle_zoom"].as_str().unwrap().contains('›'));
+    assert_eq!(seen["dark_theme"], "dark");
+    assert_eq!(seen["dark_background"], "rgb(20, 23, 29)");
+    assert!(seen["pdf_pages"].as_u64().unwrap() >= 1);
+    for shot in ["light.png", "dark.png"] {
+        let png = std::fs::read(out.join(shot)).unwrap();
+        assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "{shot}");
+    }
+}
+
+#[test]
+fn run_writes_the_page_by_the_file_name_and_prints_it_with_format_html() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let r = run(&["-o", page.to_str().unwrap(), "cnn.py", "float32", "2"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("Content-Security-Policy\" content=\"default-src 'none'"));
+    let start = html.find("id=\"memprof-report\">").unwrap() + "id=\"memprof-report\">".len();
+    let end = start + html[start..].find("</script>").unwrap();
+    let embedded: Value = serde_json::from_str(&html[start..end]).unwrap();
+    assert_eq!(embedded["schema"], "memprof.profile/1");
+    assert!(
+        embedded["timeline"]["allocations"]
+            .as_array()
+            .unwrap()
+            .len()
+            > 1
+    );
+    assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
+
+    let r = run(&["--format", "html", "cnn.py", "float32", "1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The script's own output, then the page.
+    let page_at = r
+        .stdout
+        .find("<!DOCTYPE html>")
+        .expect("a page on standard output");
+    assert!(
+        r.stdout[..page_at].starts_with("loss "),
+        "{}",
+        &r.stdout[..page_at]
+    );
+    assert!(r.stdout.ends_with("</html>\n"));
+}
+
+/// The check can fail: a page that fetches is caught, with the content policy (refused: an
+/// error) and without it (the request itself).
+#[test]
+fn the_page_check_catches_a_page_that_fetches() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let r = run(&["-o", page.to_str().unwrap(), "cnn.py", "float32", "1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let fetching = html.replace(
+        "<div id=\"app\"></div>",
+        "<div id=\"app\"></div><img src=\"http://127.0.0.1:9/pixel.png\">",
+    );
+    let with_policy = dir.path().join("with_policy.html");
+    std::fs::write(&with_policy, &fetching).unwrap();
+    let seen = open_in_chromium(&with_policy, &shots("fetch-refused"));
+    let errors = strings(&seen["errors"]);
+    assert!(
+        errors.iter().any(|e| e.contains("Content Security Policy")),
+        "{errors:?}"
+    );
+    let policy_start = fetching
+        .find("<meta http-equiv=\"Content-Security-Policy\"")
+        .unwrap();
+    let policy_end = policy_start + fetching[policy_start..].find('\n').unwrap();
+    let without = format!(
+        "{}{}",
+        &fetching[..policy_start],
+        &fetching[policy_end + 1..]
+    );
+    let no_policy = dir.path().join("no_policy.html");
+    std::fs::write(&no_policy, without).unwrap();
+    let seen = open_in_chromium(&no_policy, &shots("fetch"));
+    assert_eq!(
+        strings(&seen["requests"]),
+        vec!["http://127.0.0.1:9/pixel.png".to_string()]
+    );
+}
+
+#[test]
+fn ten_million_allocations_make_a_page_under_10_mb_that_stays_quick() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("many.html");
+    let r = run(&[
+        "-o",
+        page.to_str().unwrap(),
+        "many_allocations.py",
+        "10000000",
+        "2000",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let size = std::fs::metadata(&page).unwrap().len();
+    assert!(size < 10 << 20, "{size} bytes");
+    let seen = open_in_chromium(&page, &shots("many"));
+    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    let drawn = &seen["drawn"];
+    let points = drawn["allocated_points"].as_u64().unwrap();
+    assert!((512..=2048).contains(&points), "{points} points");
+    assert!(seen["load_seconds"].as_f64().unwrap() < 10.0, "{seen:#}");
+    assert!(seen["redraw_ms"].as_f64().unwrap() < 1000.0, "{seen:#}");
+    let zoom = &seen["zoom_points"];
+    assert!(zoom[1].as_u64().unwrap() < zoom[0].as_u64().unwrap());
+    // The 4 MiB blocks' site is among the top sites, and the peak holds one of them.
+    assert!(drawn["peak_marker"].as_str().unwrap().starts_with("peak "));
+}
+
+#[test]
+fn html_is_refused_for_documents_other_than_a_run_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, _) = cnn_report(dir.path());
+    let j = json.to_str().unwrap();
+    let out = dir.path().join("merged.html");
+    for args in [
+        vec!["merge", j, j, "-o", out.to_str().unwrap()],
+        vec!["show", j, j, "--format", "html"],
+        vec!["diff", j, j, "--format", "html"],
+    ] {
+        let r = finish(memprof().args(&args).output().unwrap());
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("has no HTML form")
+                && r.stderr.contains("memprof show RUN.json -o report.html"),
+            "{}",
+            r.stderr
+        );
+        assert!(!out.exists());
+    }
+}
