@@ -2,7 +2,8 @@
 on standard output: the script errors and console errors, every request the page made beyond
 loading itself, what the page drew (the timeline's bands and lines, the peak marker, the icicle,
 the tables), what hovering, clicking, dragging and the buttons did, how long a redraw took, and
-screenshots (light and dark, 1280 px wide) and a PDF of it printed.
+screenshots (light and dark, 1280 px wide, whole and the top 1150 px) and a PDF of it
+printed.
 
 Chromium is driven over the DevTools protocol on a pipe (--remote-debugging-pipe: JSON
 messages ended by a NUL, on file descriptors 3 and 4), so nothing but the standard library is
@@ -176,6 +177,11 @@ def screenshot(b, path):
     )
     shot = b.send("Page.captureScreenshot", {"format": "png"})
     with open(path, "wb") as f:
+        f.write(base64.b64decode(shot["data"]))
+    # The page's top (the header, the timeline, the peak by stack): what a README shows.
+    top = {"x": 0, "y": 0, "width": 1280, "height": min(height, 1150), "scale": 1}
+    shot = b.send("Page.captureScreenshot", {"format": "png", "clip": top})
+    with open(path.replace(".png", "-top.png"), "wb") as f:
         f.write(base64.b64decode(shot["data"]))
     b.send(
         "Emulation.setDeviceMetricsOverride",

@@ -489,12 +489,13 @@
     tip.style.display = "block";
   }
 
-  // What was live at a point's end, by line.
+  // What was live at a point's end, by line (at the peak's point: the peak itself, exact).
   function select(i) {
     state.selected = i;
     drawTimeline();
     var t = timeline, box = document.getElementById("live");
     box.textContent = "";
+    if (i === data.peakAt && peak && peak.allocated_bytes === data.peakValue) return livePeak(box);
     var levels = data.levelsAt(i);
     var rows = [];
     for (var s = 0; s < levels.length; s++) if (levels[s] > 0) rows.push(s);
@@ -519,6 +520,28 @@
         el("td", {}, shareBar(levels[s], total, 120)), td(site.source || "", "src")]);
     }), [false, false, true, false, false]));
     if (rows.length > shown.length) box.appendChild(el("p", { cls: "note", text: (rows.length - shown.length) + " more sites hold " + bytes(rows.slice(shown.length).reduce(function (a, s) { return a + levels[s]; }, 0)) }));
+  }
+
+  function livePeak(box) {
+    var r = peak.reached;
+    box.appendChild(el("div", { cls: "head" }, [
+      el("strong", { text: "Live at the peak, " + seconds(r.seconds) + " (allocation " + count(r.allocation) + "): " + bytes(peak.allocated_bytes) }),
+      el("span", { cls: "muted", text: " · exact: every block live when the allocation that reached it was made" })
+    ]));
+    var cats = CATEGORY_ORDER.filter(function (c) { return (peak.categories || {})[c] > 0; });
+    box.appendChild(el("div", { cls: "split" }, cats.map(function (c) {
+      return el("span", { title: c + ": " + bytes(peak.categories[c]), style: "background: " + CATEGORY_COLOR[c] + "; width: " + (100 * peak.categories[c] / Math.max(peak.allocated_bytes, 1)) + "%" });
+    })));
+    box.appendChild(el("div", { cls: "legend" }, cats.map(function (c) {
+      return el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: " + CATEGORY_COLOR[c] }), c + " " + bytes(peak.categories[c])]);
+    })));
+    var rows = peak.sites.map(function (s) {
+      return el("tr", {}, [td(siteLabel(s), "where", s.file), td(s.context ? placeLabel(s.context) : ""), td(bytes(s.bytes), "num"),
+        el("td", {}, shareBar(s.bytes, peak.allocated_bytes, 120)), td(s.source || "", "src")]);
+    });
+    if (peak.other_sites) rows.push(el("tr", {}, [td(peak.other_sites.sites + " other sites"), td(""), td(bytes(peak.other_sites.bytes), "num"), td(""), td("", "src")]));
+    if (peak.unseen_bytes) rows.push(el("tr", {}, [td("not seen allocated"), td(""), td(bytes(peak.unseen_bytes), "num"), td(""), td("", "src")]));
+    box.appendChild(table(["where", "led there from", "live bytes", "", "source"], rows, [false, false, true, false, false]));
   }
 
   // ---- the peak by stack (an icicle) ---------------------------------------------------------
