@@ -3,8 +3,8 @@
 # plain python3 on a GPT-2 124M training step (examples/gpt2_train.py: module-level loop, bf16
 # autocast, fused AdamW, batch 12 x 1024) and on the resnet50 batch-32 step
 # (benches/workloads.py), the variants interleaved, ROUNDS rounds (default 3). BEFORE (default
-# .device/memprof-prev, a build without the peak) runs too, as a control of memprof's other
-# costs. CASES="gpt2" or "resnet" runs one of the two. One device call:
+# .device/memprof-prev, a build without the peak; BEFORE_LABEL names it in the table) runs too,
+# as a control of memprof's other costs. CASES="gpt2" or "resnet" runs one of the two. One device call:
 #   run(command="benches/peak_cost.sh", carry=[".device"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +40,7 @@ for round in $(seq "$rounds"); do
 done
 python3 benches/rounds_table.py "$out" \
   "gpt2=GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024;resnet=resnet50, batch 32, SGD" \
-  "python=python3;before=memprof, no peak (before);after=memprof run, no flags"
+  "python=python3;before=${BEFORE_LABEL:-memprof, no peak (before)};after=memprof run, no flags"
 for f in "$out"/g1.json "$out"/r1.json; do
   [ -f "$f" ] && python3 -c "import json,sys; p=json.load(open(sys.argv[1])).get('peak'); print(sys.argv[1], 'peak', p and p['allocated_bytes'], 'sites', p and len(p['sites']))" "$f"
 done
