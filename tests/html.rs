@@ -337,3 +337,70 @@ fn html_is_refused_for_documents_other_than_a_run_report() {
         assert!(!out.exists());
     }
 }
+
+#[test]
+fn import_memprof_saves_the_page_too_and_it_draws_the_sessions_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("api.html");
+    let out = finish(
+        python_with_memprof()
+            .arg("inprocess_step.py")
+            .arg("--api")
+            .arg(&page)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let seen = open_in_chromium(&page, &shots("inprocess"));
+    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    let drawn = &seen["drawn"];
+    assert!(!strings(&drawn["bands"]).is_empty(), "{drawn:#}");
+    assert_eq!(drawn["line_tables"], 1);
+    assert!(drawn["peak_marker"].as_str().unwrap().starts_with("peak "));
+}
+
+/// The GPT-2 example (examples/gpt2_train.py, made small for the CPU) as a page: its bands by
+/// category include the optimizer's state and the activations, and its icicle reaches the
+/// model's lines through the loop's.
+#[test]
+fn the_gpt2_example_on_the_cpu_opens_as_a_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("gpt2.html");
+    let gpt2 = root().join("examples").join("gpt2_train.py");
+    let r = run(&[
+        "-o",
+        page.to_str().unwrap(),
+        gpt2.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--layers",
+        "2",
+        "--embd",
+        "64",
+        "--heads",
+        "2",
+        "--vocab",
+        "512",
+        "--batch",
+        "2",
+        "--seq",
+        "64",
+        "--steps",
+        "3",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let seen = open_in_chromium(&page, &shots("gpt2-cpu"));
+    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    assert_eq!(seen["requests"], Value::Array(vec![]), "{seen:#}");
+    let drawn = &seen["drawn"];
+    let bands = strings(&drawn["bands"]);
+    for band in ["parameters", "optimizer_state", "activations"] {
+        assert!(bands.contains(&band.to_string()), "{band} in {bands:?}");
+    }
+    let icicle = strings(&drawn["icicle_nodes"]);
+    assert!(
+        icicle.iter().any(|n| n.contains("gpt2_model.py:")),
+        "{icicle:?}"
+    );
+    assert_eq!(drawn["marks"], 6, "3 backward passes and 3 steps");
+}

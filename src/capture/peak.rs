@@ -630,8 +630,13 @@ impl Tracker {
             .for_each(|w| *w = Watch::default());
         self.seen_max = self.seen_total;
         self.started = Instant::now();
+        // The child's timeline starts now, holding what it inherited (by site; by category
+        // once each block's fate is known, from the first point).
         self.timeline = Timeline::default();
         self.timeline.start_at(self.last_total);
+        for b in self.live.values() {
+            self.timeline.inherited(b.site, b.bytes);
+        }
     }
 
     /// The most bytes that what was allocated since tracking started held at once.

@@ -147,6 +147,12 @@ impl Timeline {
         self.open = Open::new(self.serial, total, total);
     }
 
+    /// A block live when the record started (a forked child's, inherited from its parent):
+    /// its site holds it from the first point on.
+    pub fn inherited(&mut self, site: u32, bytes: i64) {
+        self.change_site(site, bytes);
+    }
+
     /// A block of `bytes` at `site` was allocated as allocation `serial`.
     #[inline]
     pub fn allocated(&mut self, site: u32, bytes: i64, serial: u64) {

@@ -171,3 +171,23 @@ fn the_tracker_feeds_it_every_event_and_marks_its_backward_passes() {
     // The first block, freed by the backward pass, was an activation from its allocation on.
     assert_eq!(r.points[0].roles[Role::Activations.index()], 100);
 }
+
+#[test]
+fn a_forked_child_starts_its_timeline_with_what_it_inherited() {
+    let mut t = Tracker::default();
+    t.on_event(1, 100, 1, false, None);
+    t.on_event(2, 30, 2, false, None);
+    t.forked();
+    t.on_event(3, 5, 3, false, None);
+    t.on_event(1, -100, 4, false, None); // freed at another line: an input
+    let r = t.timeline();
+    assert_eq!(
+        r.points.iter().map(|p| p.end).collect::<Vec<_>>(),
+        vec![135, 35]
+    );
+    // Site 1 held its 100 bytes from the start, and let them go: never below zero.
+    assert_eq!(levels(&r.points, 1), vec![100, 0]);
+    assert_eq!(levels(&r.points, 2), vec![30, 30]);
+    assert_eq!(r.points[0].roles[Role::Inputs.index()], 100);
+    assert_eq!(r.points[1].roles[Role::Inputs.index()], -100);
+}

@@ -184,14 +184,16 @@ class Report:
         return json.loads(self._text)
 
     def save(self, path):
-        """Writes the report: JSON (.json), YAML (.yaml, .yml) or the table (.txt), as
-        `memprof run -o` does."""
+        """Writes the report: JSON (.json), YAML (.yaml, .yml), the table (.txt) or the
+        interactive page (.html, .htm), as `memprof run -o` does."""
         self._ready()
         path = os.fspath(path)
         ext = os.path.splitext(path)[1].lower()
-        formats = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".txt": "table"}
+        formats = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".txt": "table",
+                   ".html": "html", ".htm": "html"}
         if ext not in formats:
-            raise ValueError("save a report as .json, .yaml, .yml or .txt, not %r" % path)
+            raise ValueError(
+                "save a report as .json, .yaml, .yml, .txt or .html, not %r" % path)
         text = self._text if ext == ".json" else native().render(self._text, formats[ext])
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
