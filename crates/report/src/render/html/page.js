@@ -130,7 +130,7 @@
       el("div", {}, [
         el("h1", { text: "memprof · " + script }),
         el("div", { cls: "meta" }, [
-          el("div", { cls: "mono", text: (meta.command_line || []).join(" ") }),
+          el("div", { cls: "mono", text: commandLine() }),
           el("div", { text: device + " · torch " + meta.torch_version + " · Python " + meta.python_version + " · memprof " + meta.memprof_version + " · " + outcome() })
         ])
       ]),
@@ -150,6 +150,12 @@
       ["budgets", "Budgets"], ["tensors", "Tensors"], ["children", "Child processes"], ["terminal", "As printed"]];
     var nav = el("nav", { cls: "sections" });
     return [top, cards, nav, links];
+  }
+  // The command as the user typed it: `memprof`, not the path of the binary that ran it.
+  function commandLine() {
+    var argv = (meta.command_line || []).slice();
+    if (argv.length && /^memprof(-embedded)?$/.test(fileName(argv[0]))) argv[0] = "memprof";
+    return argv.join(" ");
   }
   function card(cls, key, value) {
     return el("div", { cls: "card " + cls }, [el("div", { cls: "v", text: value }), el("div", { cls: "k", text: key })]);
