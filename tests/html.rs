@@ -404,3 +404,44 @@ fn the_gpt2_example_on_the_cpu_opens_as_a_page() {
     );
     assert_eq!(drawn["marks"], 6, "3 backward passes and 3 steps");
 }
+
+/// An OOM and a budget: their sections as the terminal prints them, the lines over budget marked
+/// in the line table, the exception in the header.
+#[test]
+fn the_oom_record_and_the_budgets_are_on_the_page() {
+    if on_cuda() {
+        return; // the fixture fakes torch's CUDA OOM on the CPU
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("oom.json");
+    let r = run(&[
+        "-f",
+        "step",
+        "--max",
+        "step:allocated_bytes.all.peak=1KiB",
+        "-o",
+        json.to_str().unwrap(),
+        "oom_forensics.py",
+    ]);
+    assert_eq!(r.code, 1, "the script raised: {}", r.stderr);
+    let report = read_json(&json);
+    let page = dir.path().join("oom.html");
+    let r = finish(
+        memprof()
+            .args(["show", json.to_str().unwrap(), "-o", page.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let seen = open_in_chromium(&page, &shots("oom"));
+    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    let drawn = &seen["drawn"];
+    let pres = strings(&drawn["pres"]);
+    for s in ["oom", "budgets", "terminal"] {
+        assert!(pres.contains(&s.to_string()), "{s} in {pres:?}");
+    }
+    let exceeded = report["budgets"][0]["exceeded"].as_array().unwrap().len();
+    assert!(exceeded > 0);
+    assert_eq!(drawn["over_budget_rows"].as_u64(), Some(exceeded as u64));
+    assert!(drawn["width"].as_u64().unwrap() <= 1280, "{drawn:#}");
+}

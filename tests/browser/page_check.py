@@ -154,6 +154,7 @@ DRAWN = """(() => {
     peak_site_rows: q('#peak-sites tbody tr').length,
     line_tables: q('table.lines').length,
     line_rows: q('table.lines tbody tr').length,
+    over_budget_rows: q('table.lines tbody tr.over').length,
     pres: Array.from(q('section pre')).map((p) => p.closest('section').id),
     width: document.documentElement.scrollWidth,
   };

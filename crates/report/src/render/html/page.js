@@ -162,7 +162,10 @@
   }
   function outcome() {
     var o = meta.outcome;
-    if (o.status === "exception") return "raised " + (o.exception || "an exception");
+    if (o.status === "exception") {
+      var e = o.exception || "an exception";
+      return "raised " + (e.length > 140 ? e.slice(0, 140) + "…" : e);
+    }
     if (o.status === "completed" || o.status === "ok") return "exit " + o.exit_code;
     return o.status + (o.exit_code ? " (exit " + o.exit_code + ")" : "");
   }
@@ -510,7 +513,7 @@
     var first = i > 0 ? t.allocations[i - 1] + 1 : 1;
     box.appendChild(el("div", { cls: "head" }, [
       el("strong", { text: "Live at " + seconds(t.seconds[i]) + " (allocation " + count(t.allocations[i]) + "): " + bytes(total) }),
-      el("span", { cls: "muted", text: " · the end of a point covering allocations " + count(first) + "–" + count(t.allocations[i]) + "; within it, allocated reached " + bytes(t.allocated_max[i]) + (i === data.peakAt ? " (the peak: its exact sites are under Peak by site)" : "") })
+      el("span", { cls: "muted", text: " · the end of a point " + (first <= t.allocations[i] ? "covering allocations " + count(first) + "–" + count(t.allocations[i]) : "of frees only, after allocation " + count(t.allocations[i])) + "; within it, allocated reached " + bytes(t.allocated_max[i]) })
     ]));
     var cats = data.byCategory.filter(function (c) { return c.values[i] > 0; });
     box.appendChild(el("div", { cls: "split" }, cats.map(function (c) {
@@ -687,6 +690,11 @@
     if (!report.functions || !report.functions.length) return null;
     var stats = meta.stats || [];
     var blocks = [];
+    // The lines a budget (--max) marked, by function and line.
+    var over = {};
+    (report.budgets || []).forEach(function (b) {
+      (b.exceeded || []).forEach(function (x) { over[x.function + ":" + x.line] = (over[x.function + ":" + x.line] || []).concat([b.spec]); });
+    });
     report.functions.forEach(function (f) {
       blocks.push(el("h3", { text: f.qualname + " · " + fileName(f.file) + ":" + f.first_line + " · " + count(f.calls) + " call" + (f.calls === 1 ? "" : "s") }));
       var hot = null, hotValue = -Infinity, key = stats.length ? stats[0].key : null;
@@ -698,7 +706,9 @@
           cells.push(td(l.hits && v !== undefined ? (s.is_bytes ? bytes(v) : count(v)) : "", "num"));
         });
         cells.push(td(l.source || "", "src"));
-        return el("tr", { cls: l.line === hot ? "hot" : null }, cells);
+        var budgets = over[f.qualname + ":" + l.line];
+        var cls = [l.line === hot ? "hot" : "", budgets ? "over" : ""].join(" ").trim();
+        return el("tr", { cls: cls || null, title: budgets ? "over budget: " + budgets.join(", ") : null }, cells);
       });
       var t = table(["line", "hits", "Δ"].concat(stats.map(function (s) { return s.key; })).concat(["source"]), rows,
         [true, true, true].concat(stats.map(function () { return true; })).concat([false]));
