@@ -60,6 +60,18 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `memprof show REPORT -o PAGE`, which must succeed.
+fn show_as_page(json: &Path, page: &Path) {
+    let r = finish(
+        memprof()
+            .args(["show", json.to_str().unwrap(), "-o", page.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("report written to"), "{}", r.stderr);
+}
+
 /// The CNN fixture with --modules and -f train_step, as a JSON report in `dir`.
 fn cnn_report(dir: &Path) -> (PathBuf, Value) {
     let path = dir.join("cnn.json");
@@ -83,14 +95,7 @@ fn the_page_opens_in_chromium_with_the_timeline_the_peak_by_stack_and_the_tables
     let dir = tempfile::tempdir().unwrap();
     let (json, report) = cnn_report(dir.path());
     let page = dir.path().join("cnn.html");
-    let r = finish(
-        memprof()
-            .args(["show", json.to_str().unwrap(), "-o", page.to_str().unwrap()])
-            .output()
-            .unwrap(),
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("report written to"), "{}", r.stderr);
+    show_as_page(&json, &page);
 
     // The report's timeline: its highest point is the peak, exactly, and its categories and
     // what was not seen allocated add up to the allocated bytes at each point.
@@ -426,13 +431,7 @@ fn the_oom_record_and_the_budgets_are_on_the_page() {
     assert_eq!(r.code, 1, "the script raised: {}", r.stderr);
     let report = read_json(&json);
     let page = dir.path().join("oom.html");
-    let r = finish(
-        memprof()
-            .args(["show", json.to_str().unwrap(), "-o", page.to_str().unwrap()])
-            .output()
-            .unwrap(),
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    show_as_page(&json, &page);
     let seen = open_in_chromium(&page, &shots("oom"));
     assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
     let drawn = &seen["drawn"];

@@ -106,6 +106,20 @@
     if (cls === "src") return el("td", { cls: cls }, el("div", { text: text, title: text }));
     return el("td", { cls: cls || null, text: text, title: title || null });
   }
+  // A bar split by category, and its legend: parts are {label, color, bytes}.
+  function categorySplit(parts, total) {
+    parts = parts.filter(function (p) { return p.bytes > 0; });
+    return [el("div", { cls: "split" }, parts.map(function (p) {
+      return el("span", { title: p.label + ": " + bytes(p.bytes), style: "background: " + p.color + "; width: " + (100 * p.bytes / Math.max(total, 1)) + "%" });
+    })), el("div", { cls: "legend" }, parts.map(function (p) {
+      return el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: " + p.color }), p.label + " " + bytes(p.bytes)]);
+    }))];
+  }
+  // The peak's categories, largest first, as categorySplit takes them.
+  function peakParts(p) {
+    return Object.keys(p.categories || {}).sort(function (a, b) { return p.categories[b] - p.categories[a]; })
+      .map(function (c) { return { label: c, color: CATEGORY_COLOR[c] || "var(--c9)", bytes: p.categories[c] }; });
+  }
   function shareBar(part, whole, width) {
     var w = whole > 0 ? Math.max(1, Math.round((width || 80) * part / whole)) : 0;
     return el("span", { cls: "bar", style: "width:" + w + "px" });
@@ -417,9 +431,13 @@
     });
     box.appendChild(el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: var(--fg); height: 2px" }), "allocated (highest per point)"]));
     box.appendChild(el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: var(--reserved); height: 2px" }), "reserved (highest per point)"]));
-    if ((timeline.marks || []).some(function (m) { return m.kind === "backward"; })) box.appendChild(el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: var(--mark-backward)" }), "backward pass"]));
-    if ((timeline.marks || []).some(function (m) { return m.kind === "step"; })) box.appendChild(el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: var(--mark-step)" }), "optimizer step"]));
-    if ((timeline.marks || []).some(function (m) { return m.kind === "call_start"; })) box.appendChild(el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: var(--mark-call); border: 1px solid var(--accent)" }), "targeted calls"]));
+    [["backward", "background: var(--mark-backward)", "backward pass"],
+      ["step", "background: var(--mark-step)", "optimizer step"],
+      ["call_start", "background: var(--mark-call); border: 1px solid var(--accent)", "targeted calls"]].forEach(function (k) {
+      if ((timeline.marks || []).some(function (m) { return m.kind === k[0]; })) {
+        box.appendChild(el("span", { cls: "item" }, [el("span", { cls: "sw", style: k[1] }), k[2]]));
+      }
+    });
   }
 
   function firstAtOrAfter(px) {
@@ -432,14 +450,10 @@
     return lo;
   }
   function nearest(px) {
-    var g = geometry, lo = g.from, hi = g.to;
+    var g = geometry, at = firstAtOrAfter(px);
     var v = g.x0 + (px - g.m.l) / (g.W - g.m.l - g.m.r) * (g.x1 - g.x0);
-    while (lo < hi) {
-      var mid = (lo + hi) >> 1;
-      if (xValue(mid) < v) lo = mid + 1; else hi = mid;
-    }
-    if (lo > g.from && Math.abs(xValue(lo - 1) - v) < Math.abs(xValue(lo) - v)) lo--;
-    return lo;
+    if (at > g.from && Math.abs(xValue(at - 1) - v) < Math.abs(xValue(at) - v)) at--;
+    return at;
   }
 
   function interact(root, overlay) {
@@ -515,13 +529,9 @@
       el("strong", { text: "Live at " + seconds(t.seconds[i]) + " (allocation " + count(t.allocations[i]) + "): " + bytes(total) }),
       el("span", { cls: "muted", text: " · the end of a point " + (first <= t.allocations[i] ? "covering allocations " + count(first) + "–" + count(t.allocations[i]) : "of frees only, after allocation " + count(t.allocations[i])) + "; within it, allocated reached " + bytes(t.allocated_max[i]) })
     ]));
-    var cats = data.byCategory.filter(function (c) { return c.values[i] > 0; });
-    box.appendChild(el("div", { cls: "split" }, cats.map(function (c) {
-      return el("span", { title: c.label + ": " + bytes(c.values[i]), style: "background: " + c.color + "; width: " + (100 * c.values[i] / Math.max(total, 1)) + "%" });
-    })));
-    box.appendChild(el("div", { cls: "legend" }, cats.map(function (c) {
-      return el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: " + c.color }), c.label + " " + bytes(c.values[i])]);
-    })));
+    append(box, categorySplit(data.byCategory.map(function (c) {
+      return { label: c.label, color: c.color, bytes: c.values[i] };
+    }), total));
     var shown = rows.slice(0, 40);
     box.appendChild(table(["where", "led there from", "live bytes", "", "source"], shown.map(function (s) {
       var site = t.sites[s];
@@ -537,13 +547,7 @@
       el("strong", { text: "Live at the peak, " + seconds(r.seconds) + " (allocation " + count(r.allocation) + "): " + bytes(peak.allocated_bytes) }),
       el("span", { cls: "muted", text: " · exact: every block live when the allocation that reached it was made" })
     ]));
-    var cats = CATEGORY_ORDER.filter(function (c) { return (peak.categories || {})[c] > 0; });
-    box.appendChild(el("div", { cls: "split" }, cats.map(function (c) {
-      return el("span", { title: c + ": " + bytes(peak.categories[c]), style: "background: " + CATEGORY_COLOR[c] + "; width: " + (100 * peak.categories[c] / Math.max(peak.allocated_bytes, 1)) + "%" });
-    })));
-    box.appendChild(el("div", { cls: "legend" }, cats.map(function (c) {
-      return el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: " + CATEGORY_COLOR[c] }), c + " " + bytes(peak.categories[c])]);
-    })));
+    append(box, categorySplit(peakParts(peak), peak.allocated_bytes));
     var rows = peak.sites.map(function (s) {
       return el("tr", {}, [td(siteLabel(s), "where", s.file), td(s.context ? placeLabel(s.context) : ""), td(bytes(s.bytes), "num"),
         el("td", {}, shareBar(s.bytes, peak.allocated_bytes, 120)), td(s.source || "", "src")]);
@@ -652,18 +656,11 @@
   }
   function sitesSection() {
     if (!peak) return null;
-    var cats = Object.keys(peak.categories || {}).filter(function (c) { return peak.categories[c] > 0; })
-      .sort(function (a, b) { return peak.categories[b] - peak.categories[a]; });
-    var split = el("div", { cls: "split" }, cats.map(function (c) {
-      return el("span", { title: c + ": " + bytes(peak.categories[c]), style: "background: " + (CATEGORY_COLOR[c] || "var(--c9)") + "; width: " + (100 * peak.categories[c] / Math.max(peak.allocated_bytes, 1)) + "%" });
-    }));
-    var leg = el("div", { cls: "legend" }, cats.map(function (c) {
-      return el("span", { cls: "item" }, [el("span", { cls: "sw", style: "background: " + (CATEGORY_COLOR[c] || "var(--c9)") }), c + " " + bytes(peak.categories[c])]);
-    }));
+    var split = categorySplit(peakParts(peak), peak.allocated_bytes);
     var r = peak.reached;
     var reached = el("p", { cls: "note", text: "Reached at " + seconds(r.seconds) + ", allocation " + count(r.allocation) + (r.site ? ", by " + placeLabel(r.site) + (r.context ? " (from " + placeLabel(r.context) + ")" : "") : "") + (r.in_backward ? ", in a backward pass" : "") + "." });
     var next = peak.next_targets && peak.next_targets.length ? el("p", { cls: "note" }, ["Next: ", el("code", { text: "memprof run " + peak.next_targets.map(function (t) { return "-f " + t; }).join(" ") + " ..." })]) : null;
-    return section("sites", "Peak by site", [split, leg, reached, peakTable(peak, "peak-sites"), next]);
+    return section("sites", "Peak by site", [split[0], split[1], reached, peakTable(peak, "peak-sites"), next]);
   }
   function deviceSection() {
     var d = peak && peak.device;
