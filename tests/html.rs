@@ -468,3 +468,24 @@ fn the_oom_record_and_the_budgets_are_on_the_page() {
     assert_eq!(drawn["over_budget_rows"].as_u64(), Some(exceeded as u64));
     assert!(drawn["width"].as_u64().unwrap() <= 1280, "{drawn:#}");
 }
+
+/// A run that allocated nothing on the device: no timeline, no peak, and still a page that says
+/// so, with the warnings, and no error.
+#[test]
+fn a_run_that_allocated_nothing_opens_as_a_page_that_says_so() {
+    if has_no_browser_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("empty.html");
+    let r = run(&["-o", page.to_str().unwrap(), "argv.py", "a"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let seen = open_in_chromium(&page, &shots("empty"));
+    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    let drawn = &seen["drawn"];
+    assert_eq!(
+        strings(&drawn["sections"]),
+        vec!["timeline", "warnings", "terminal"]
+    );
+    assert!(drawn["bands"].as_array().unwrap().is_empty());
+}
