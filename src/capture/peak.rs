@@ -3,8 +3,9 @@
 //! allocator); each live block keeps the site that allocated it (an id of `python::sites`'
 //! table, found by the resolver the Python layer registers), and the live bytes per site are
 //! copied at the moment `allocated_bytes.all.current` reached its maximum: for the whole run, and
-//! for each targeted function while its calls run. Its memory is the live blocks and the
-//! distinct sites, never the run's length. Uses `torch` (device stats) and `int_hash`.
+//! for each targeted function while its calls run; the same events feed the run's timeline
+//! (`timeline`, bounded). Its memory is the live blocks and the distinct sites, never the run's
+//! length. Uses `torch` (device stats), `int_hash` and `timeline`.
 use super::int_hash::IntMap;
 use super::timeline::{self, MarkKind, Timeline};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};

@@ -191,3 +191,10 @@ fn a_forked_child_starts_its_timeline_with_what_it_inherited() {
     assert_eq!(r.points[0].roles[Role::Inputs.index()], 100);
     assert_eq!(r.points[1].roles[Role::Inputs.index()], -100);
 }
+
+#[test]
+fn each_role_sits_at_its_index_in_all() {
+    for (i, role) in Role::ALL.iter().enumerate() {
+        assert_eq!(role.index(), i, "{role:?}");
+    }
+}
