@@ -39,6 +39,19 @@ fn open_in_chromium(page: &Path, out: &Path) -> Value {
     serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
 }
 
+/// `open_in_chromium` for a page that must load cleanly: no script or console error, and no
+/// request beyond itself.
+fn open_cleanly(page: &Path, out: &Path) -> Value {
+    let seen = open_in_chromium(page, out);
+    assert_eq!(
+        seen["errors"],
+        Value::Array(vec![]),
+        "script errors: {seen:#}"
+    );
+    assert_eq!(seen["requests"], Value::Array(vec![]), "fetches: {seen:#}");
+    seen
+}
+
 /// Where a test keeps its screenshots (kept after the run, for people to look at).
 fn shots(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("html-{name}"));
@@ -141,13 +154,7 @@ fn the_page_opens_in_chromium_with_the_timeline_the_peak_by_stack_and_the_tables
     }
 
     let out = shots("cnn");
-    let seen = open_in_chromium(&page, &out);
-    assert_eq!(
-        seen["errors"],
-        Value::Array(vec![]),
-        "script errors: {seen:#}"
-    );
-    assert_eq!(seen["requests"], Value::Array(vec![]), "fetches: {seen:#}");
+    let seen = open_cleanly(&page, &out);
     let drawn = &seen["drawn"];
     assert_eq!(drawn["ready"], "1");
     let sections = strings(&drawn["sections"]);
@@ -325,8 +332,7 @@ fn ten_million_allocations_make_a_page_under_10_mb_that_stays_quick() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let size = std::fs::metadata(&page).unwrap().len();
     assert!(size < 10 << 20, "{size} bytes");
-    let seen = open_in_chromium(&page, &shots("many"));
-    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    let seen = open_cleanly(&page, &shots("many"));
     let drawn = &seen["drawn"];
     let points = drawn["allocated_points"].as_u64().unwrap();
     assert!((512..=2048).contains(&points), "{points} points");
@@ -377,8 +383,7 @@ fn import_memprof_saves_the_page_too_and_it_draws_the_sessions_timeline() {
             .unwrap(),
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let seen = open_in_chromium(&page, &shots("inprocess"));
-    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    let seen = open_cleanly(&page, &shots("inprocess"));
     let drawn = &seen["drawn"];
     assert!(!strings(&drawn["bands"]).is_empty(), "{drawn:#}");
     assert_eq!(drawn["line_tables"], 1);
@@ -418,9 +423,7 @@ fn the_gpt2_example_on_the_cpu_opens_as_a_page() {
         "3",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let seen = open_in_chromium(&page, &shots("gpt2-cpu"));
-    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
-    assert_eq!(seen["requests"], Value::Array(vec![]), "{seen:#}");
+    let seen = open_cleanly(&page, &shots("gpt2-cpu"));
     let drawn = &seen["drawn"];
     let bands = strings(&drawn["bands"]);
     for band in ["parameters", "optimizer_state", "activations"] {
@@ -456,8 +459,7 @@ fn the_oom_record_and_the_budgets_are_on_the_page() {
     let report = read_json(&json);
     let page = dir.path().join("oom.html");
     show_as_page(&json, &page);
-    let seen = open_in_chromium(&page, &shots("oom"));
-    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    let seen = open_cleanly(&page, &shots("oom"));
     let drawn = &seen["drawn"];
     let pres = strings(&drawn["pres"]);
     for s in ["oom", "budgets", "terminal"] {
@@ -480,8 +482,7 @@ fn a_run_that_allocated_nothing_opens_as_a_page_that_says_so() {
     let page = dir.path().join("empty.html");
     let r = run(&["-o", page.to_str().unwrap(), "argv.py", "a"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let seen = open_in_chromium(&page, &shots("empty"));
-    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    let seen = open_cleanly(&page, &shots("empty"));
     let drawn = &seen["drawn"];
     assert_eq!(
         strings(&drawn["sections"]),
