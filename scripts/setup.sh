@@ -45,6 +45,13 @@ if ! .venv/bin/python -c 'import pytest, ipykernel, nbclient, nbformat' 2>/dev/n
   .venv/bin/python -m pip install --quiet --disable-pip-version-check \
     'pytest>=8' ipykernel nbclient nbformat
 fi
+# What the conformance suite's programs use (tests/conformance/check.py): Hydra, and a
+# HuggingFace Trainer (transformers, with accelerate).
+if ! .venv/bin/python -c 'import hydra, transformers, accelerate' 2>/dev/null; then
+  echo "setup: installing hydra-core, transformers and accelerate into .venv" >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    hydra-core transformers accelerate
+fi
 # `import memprof`, its pytest plugin and `%load_ext memprof` in .venv, from this checkout: the
 # package's Python files in place (a .pth, as an editable install has), its entry points, and
 # the native core that cargo builds (target/*/libmemprof.so, found by src/wheel/memprof/_core.py).

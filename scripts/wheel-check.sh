@@ -2,7 +2,9 @@
 # Builds memprof's wheel, installs it into a fresh venv that gets torch from PyPI (and one without
 # torch), and checks the installed `memprof` command there with no Rust, no LD_LIBRARY_PATH and no
 # VIRTUAL_ENV (scripts/wheel_check.py: exact bytes, the peak's sites, the script's environment,
-# the missing-torch message). scripts/test.sh runs it for the project's torch; for another torch:
+# the missing-torch message), then the conformance suite through it (tests/conformance/check.py:
+# every program of fixtures/conformance as under python). scripts/test.sh runs it for the
+# project's torch; for another torch:
 #   scripts/wheel-check.sh --venv DIR     # DIR: a venv with that torch, to build against
 #   scripts/wheel-check.sh --other-torch 2.11.0
 #       also installs the wheel into a venv of the same Python with that torch: pip must leave
@@ -37,6 +39,8 @@ make_venv "$base" "$check/no-torch"
 "$check/venv/bin/python" -m pip install "${pip[@]}" "torch==$torch" numpy
 # What the in-process front end is checked with: pytest (the plugin) and a Jupyter kernel.
 "$check/venv/bin/python" -m pip install "${pip[@]}" 'pytest>=8' ipykernel nbclient nbformat
+# What the conformance suite's programs use (Hydra, a HuggingFace Trainer).
+"$check/venv/bin/python" -m pip install "${pip[@]}" hydra-core transformers accelerate
 "$check/venv/bin/python" -m pip install "${pip[@]}" "$wheel"
 "$check/no-torch/bin/python" -m pip install "${pip[@]}" "$wheel"
 if [ -n "$other" ]; then
@@ -46,3 +50,6 @@ if [ -n "$other" ]; then
   "$check/other-torch/bin/python" -m pip install "${pip[@]}" "$wheel"
 fi
 python3 scripts/wheel_check.py "$check/venv" "$check/no-torch" ${other:+"$check/other-torch" "$other"}
+# The wheel's `memprof run` (the venv's own python) through the differential conformance suite.
+python3 tests/conformance/check.py --require-all --python "$check/venv/bin/python" \
+  --memprof "$check/venv/bin/memprof"

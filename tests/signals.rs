@@ -1,5 +1,5 @@
-//! Ctrl-C: KeyboardInterrupt in the script, the report of what ran, exit 130; a second Ctrl-C
-//! exits at once. (SIGTERM, which python does not turn into an exception: tests/first_hour.rs.)
+//! Ctrl-C: KeyboardInterrupt in the script, the report of what ran, then death by SIGINT as
+//! python's (the shell's 130); a second Ctrl-C exits at once (130). (SIGTERM, which python does not turn into an exception: tests/first_hour.rs.)
 use crate::common::*;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -52,7 +52,13 @@ fn ctrl_c_raises_keyboard_interrupt_and_still_writes_the_report() {
     );
     signal(&child, libc::SIGINT);
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130));
+    // As python ends after an uncaught KeyboardInterrupt: by SIGINT at its default action.
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(libc::SIGINT),
+        "{:?}",
+        out.status
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("KeyboardInterrupt"), "{stderr}");
     let v: serde_json::Value =

@@ -6,6 +6,7 @@ mod common;
 mod budgets;
 mod categories;
 mod compiled;
+mod conformance;
 mod errors;
 mod first_hour;
 mod fit;

@@ -68,6 +68,7 @@ pub fn child_exits(status: i32) {
 pub fn forked() {
     super::recorder::with(|r| r.forked());
     super::peak::with(|t| t.forked());
+    super::interrupt::forked();
 }
 
 /// The parent is done with the children's reports: the folder goes.

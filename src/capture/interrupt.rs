@@ -20,6 +20,12 @@ static EMERGENCY_REPORT: OnceLock<EmergencyReport> = OnceLock::new();
 static FINAL_REPORT: Mutex<bool> = Mutex::new(false);
 /// The write end of the pipe that wakes the SIGTERM thread (-1 before `install`).
 static TERM_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// The process whose thread reads that pipe. A child forked by C code, which the at-fork hook
+/// never saw, shares the pipe with its parent: its SIGTERM must not wake the parent's thread.
+static TERM_OWNER: AtomicI32 = AtomicI32::new(0);
+/// The program ended by an uncaught KeyboardInterrupt: the process ends as python's does then,
+/// by SIGINT at its default action (the shell reads 130), once the report is written.
+static DIE_OF_SIGINT: AtomicBool = AtomicBool::new(false);
 
 /// How the program ended when memprof had to write its report without Python's help.
 pub struct Ending {
@@ -101,6 +107,16 @@ fn on_sigint() {
 
 extern "C" fn on_sigterm(_: libc::c_int) {
     // Only async-signal-safe work here: one write to a pipe wakes the thread that reports.
+    // SAFETY: getpid(2), signal(2) and raise(3) are async-signal-safe.
+    if unsafe { libc::getpid() } != TERM_OWNER.load(Ordering::SeqCst) {
+        // A fork that memprof did not see: no thread of this process reads the pipe, so the
+        // process dies of SIGTERM as python's would.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            libc::raise(libc::SIGTERM);
+        }
+        return;
+    }
     let fd = TERM_PIPE.load(Ordering::SeqCst);
     if fd >= 0 {
         // SAFETY: write(2) is async-signal-safe; the byte's value does not matter.
@@ -132,6 +148,12 @@ fn terminate() -> ! {
 pub fn install() -> Result<()> {
     ctrlc::set_handler(on_sigint)
         .map_err(|e| Error::usage(format!("cannot install the Ctrl-C handler: {e}")))?;
+    install_sigterm()
+}
+
+/// Takes SIGTERM: on it, a thread of this process writes the report so far (the emergency
+/// report), then the process dies of SIGTERM at the default action, as python's would.
+pub fn install_sigterm() -> Result<()> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 fills two descriptors; CLOEXEC keeps them out of the script's children.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -147,7 +169,14 @@ pub fn install() -> Result<()> {
             terminate();
         })
         .map_err(|e| Error::usage(format!("cannot start the SIGTERM thread: {e}")))?;
-    TERM_PIPE.store(fds[1], Ordering::SeqCst);
+    let old = TERM_PIPE.swap(fds[1], Ordering::SeqCst);
+    // SAFETY: the pid of this process.
+    TERM_OWNER.store(unsafe { libc::getpid() }, Ordering::SeqCst);
+    if old >= 0 {
+        // A forked child's copy of its parent's pipe: its parent's thread reads the other end.
+        // SAFETY: closes this process's own copy of the descriptor.
+        unsafe { libc::close(old) };
+    }
     // SAFETY: installs a handler that only does async-signal-safe work.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
@@ -159,4 +188,45 @@ pub fn install() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether memprof's SIGTERM handler is the process's now (the program has not set its own).
+pub fn owns_sigterm() -> bool {
+    // SAFETY: queries the current action without changing it.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut action) == 0
+            && action.sa_sigaction == on_sigterm as *const () as usize
+    }
+}
+
+/// This process was just forked from the run (Python's at-fork hook): the SIGTERM thread was not
+/// copied, so a child that keeps memprof's handler gets a pipe and a thread of its own (its
+/// SIGTERM writes the child's report, then kills the child, never its parent).
+pub fn forked() {
+    if owns_sigterm() {
+        if let Err(e) = install_sigterm() {
+            eprintln!("{e}");
+        }
+    }
+}
+
+/// The program ended by an uncaught KeyboardInterrupt (python then dies of SIGINT).
+pub fn end_by_sigint() {
+    DIE_OF_SIGINT.store(true, Ordering::SeqCst);
+}
+
+/// Ends the process with `code`, or, after an uncaught KeyboardInterrupt, as python's
+/// `exit_sigint` does: SIGINT at its default action, exit 130 only if that did not end it.
+pub fn exit(code: i32) -> ! {
+    if DIE_OF_SIGINT.load(Ordering::SeqCst) {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // SAFETY: restores the default action and sends the signal to this process.
+        unsafe {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::kill(libc::getpid(), libc::SIGINT);
+        }
+    }
+    std::process::exit(code)
 }

@@ -152,9 +152,14 @@ fn note_written(profile: &Profile, path: &std::path::Path) {
     }
 }
 
-/// What a second Ctrl-C, SIGTERM or `os._exit` writes: the session's report so far.
+/// What a second Ctrl-C, SIGTERM or `os._exit` writes: the session's report so far (in a forked
+/// child, the child's, into the children's folder).
 fn install_emergency_report(config: RunConfig) {
     capture::interrupt::set_emergency_report(Box::new(move |ending| {
+        if capture::children::is_child() {
+            session::children::write_child_emergency_report(ending, &config);
+            return;
+        }
         if let Some(profile) = session::report_so_far(ending, &config) {
             if let Err(e) = emit(&profile, &config.report) {
                 eprintln!("{e}");

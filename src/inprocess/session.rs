@@ -172,6 +172,20 @@ impl Session {
         uninstalled?;
         Ok(render::render(&finished.profile, Format::Json))
     }
+
+    /// A spawned child's session: on SIGTERM at the default action (a Pool's `terminate()`),
+    /// the report so far goes to `path` as the child's, then the process dies of SIGTERM as
+    /// python's would (src/python/py/children.py).
+    fn write_on_sigterm(&self, path: String, parent: u32) -> PyResult<()> {
+        let config = self.config.clone();
+        let path = std::path::PathBuf::from(path);
+        capture::interrupt::set_emergency_report(Box::new(move |ending| {
+            if let Some(profile) = session::report_so_far(ending, &config) {
+                session::children::write_report_as_child(profile, &path, parent, "spawn");
+            }
+        }));
+        capture::interrupt::install_sigterm().map_err(to_py)
+    }
 }
 
 impl Drop for Session {

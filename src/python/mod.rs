@@ -12,14 +12,15 @@ pub mod sites;
 mod static_sha2;
 pub mod tracing;
 
-/// Exits the process; if memprof started Python, with the GIL held. Static destructors of
+/// Exits the process (as python does after an uncaught KeyboardInterrupt: by SIGINT); if
+/// memprof started Python, with the GIL held. Static destructors of
 /// libtorch objects that hold Python references (DTensor's and FSDP's, say) release them at
 /// exit, and CPython aborts the process ("PyThreadState_Get: ... the GIL is released") if the
 /// exiting thread does not hold the GIL. Python itself is never finalized: PyO3 does not.
 pub fn exit(code: i32) -> ! {
     // SAFETY: a plain query of the interpreter's state.
     if unsafe { pyo3::ffi::Py_IsInitialized() } != 0 {
-        pyo3::Python::attach(|_| std::process::exit(code))
+        pyo3::Python::attach(|_| crate::capture::interrupt::exit(code))
     }
-    std::process::exit(code)
+    crate::capture::interrupt::exit(code)
 }

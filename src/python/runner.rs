@@ -76,6 +76,20 @@ pub struct Options {
     pub script_label: String,
 }
 
+/// The Python and torch versions of the run, read as it starts (the torch version as its
+/// installation names it, `2.15.0+cu132`).
+pub struct Versions {
+    pub python: String,
+    pub torch: String,
+}
+
+static VERSIONS: std::sync::OnceLock<Versions> = std::sync::OnceLock::new();
+
+/// The run's versions, once the command has checked torch (None in-process).
+pub fn versions() -> Option<&'static Versions> {
+    VERSIONS.get()
+}
+
 /// Facts gathered from Python for the report.
 pub struct RunFacts {
     pub outcome: Outcome,
@@ -268,18 +282,26 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
             .unwrap_or_else(|e| e.into_inner())
             .drain(..),
     );
-    let torch_version = py
-        .import("sys")
-        .and_then(|s| s.getattr("modules"))
-        .and_then(|m| m.get_item("torch"))
-        .and_then(|t| t.getattr("__version__"))
-        .and_then(|v| v.str().map(|s| s.to_string()))
-        .unwrap_or_else(|_| torch::linked_version());
-    let python_version: String = py
-        .import("platform")
-        .and_then(|p| p.call_method0("python_version"))
-        .and_then(|v| v.extract())
-        .unwrap_or_default();
+    // The same words whether or not the program imported torch, and in a report written
+    // without Python's help (`versions`).
+    let torch_version = match versions() {
+        Some(v) => v.torch.clone(),
+        None => py
+            .import("sys")
+            .and_then(|s| s.getattr("modules"))
+            .and_then(|m| m.get_item("torch"))
+            .and_then(|t| t.getattr("__version__"))
+            .and_then(|v| v.str().map(|s| s.to_string()))
+            .unwrap_or_else(|_| torch::linked_version()),
+    };
+    let python_version: String = match versions() {
+        Some(v) => v.python.clone(),
+        None => py
+            .import("platform")
+            .and_then(|p| p.call_method0("python_version"))
+            .and_then(|v| v.extract())
+            .unwrap_or_default(),
+    };
     flush_stdio(py);
     RunFacts {
         outcome,
@@ -372,6 +394,15 @@ fn check_torch(py: Python<'_>, boot: &Bound<'_, PyModule>) -> Result<()> {
         )));
     };
     let version = version.unwrap_or_else(|| "unknown".into());
+    let python_version: String = py
+        .import("platform")
+        .and_then(|p| p.call_method0("python_version"))
+        .and_then(|v| v.extract())
+        .unwrap_or_default();
+    let _ = VERSIONS.set(Versions {
+        python: python_version,
+        torch: version.clone(),
+    });
     if version.split('+').next() != Some(linked.as_str()) {
         return Err(Error::usage(format!(
             "the script's torch is {version} (in {root}), but memprof was built against libtorch {linked}"
@@ -515,6 +546,7 @@ fn outcome_of(py: Python<'_>, result: PyResult<()>) -> Outcome {
     let description = describe(py, &err);
     print_traceback(py, err.clone_ref(py));
     if err.is_instance_of::<PyKeyboardInterrupt>(py) {
+        interrupt::end_by_sigint();
         return Outcome {
             status: "interrupted".into(),
             exit_code: interrupt::received().unwrap_or(exit_code::INTERRUPTED),

@@ -75,16 +75,37 @@ pub fn install_child_report(config: &RunConfig) {
 }
 
 /// Writes this forked child's report into the children's folder (JSON).
-pub fn write_child_report(mut profile: Profile) {
+pub fn write_child_report(profile: Profile) {
     let (Some(path), Some(parent)) = (children::report_path(), children::main_pid()) else {
         return;
     };
+    write_report_as_child(profile, &path, parent, "fork");
+}
+
+/// Writes a child's report to `path` (JSON), naming its parent and how it was started.
+pub fn write_report_as_child(
+    mut profile: Profile,
+    path: &std::path::Path,
+    parent: u32,
+    start: &str,
+) {
     profile.metadata.process.child = Some(ChildOf {
         parent,
-        start: "fork".into(),
+        start: start.into(),
     });
     let text = serde_json::to_string(&profile).expect("reports serialise") + "\n";
-    let _ = file::write_atomically(&path, &text, file::Written::Report);
+    let _ = file::write_atomically(path, &text, file::Written::Report);
+}
+
+/// A forked child ended abruptly (SIGTERM: a Pool's `terminate()`, say): its report so far goes
+/// to the children's folder, never to the run's own outputs.
+pub fn write_child_emergency_report(
+    ending: &crate::capture::interrupt::Ending,
+    config: &RunConfig,
+) {
+    if let Some(profile) = super::report_so_far(ending, &child_config(config)) {
+        write_child_report(profile);
+    }
 }
 
 /// What a child that could not be followed writes instead of a report.

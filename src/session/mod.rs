@@ -281,6 +281,18 @@ fn device_info(config: &RunConfig) -> DeviceInfo {
     }
 }
 
+/// The running interpreter's version (`3.13.0`), read without the GIL: Py_GetVersion gives a
+/// string made from constants.
+fn python_version_now() -> String {
+    // SAFETY: a NUL-terminated string that stays valid.
+    let full = unsafe { std::ffi::CStr::from_ptr(pyo3::ffi::Py_GetVersion()) };
+    let full = full.to_string_lossy();
+    full.split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// What a second Ctrl-C, SIGTERM or `os._exit` reports: what the recorder holds, when it can get
 /// it (the hooks hold its lock only briefly, and never while waiting on anything). None when the
 /// recorder stayed busy (said on standard error) or was never installed.
@@ -291,9 +303,10 @@ pub fn report_so_far(ending: &Ending, config: &RunConfig) -> Option<Profile> {
         return None;
     };
     let r = guard.as_ref()?;
+    let versions = crate::python::runner::versions();
     let ctx = RunContext {
-        torch_version: torch::linked_version(),
-        python_version: String::new(),
+        torch_version: versions.map_or_else(torch::linked_version, |v| v.torch.clone()),
+        python_version: versions.map_or_else(python_version_now, |v| v.python.clone()),
         device: device_info(config),
         command_line: config.command_line.clone(),
         outcome: Outcome {

@@ -63,6 +63,11 @@ def _memprof_follow(native, argv, directory, parent, script):
                 not_followed("its report could not be made: %s: %s" % (type(e).__name__, e))
 
         atexit.register(stop)
+        import signal
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            # Killed at python's default action (a Pool's terminate()): the report so far
+            # first, then death by SIGTERM as before.
+            session.write_on_sigterm(out, parent)
 
     spawn.prepare = prepare
 '''
@@ -96,6 +101,15 @@ def _forked():
     try:
         _memprof.forked()
     except BaseException:
+        pass
+    # SIGINT as python leaves it in a child: memprof's Ctrl-C handler (ctrlc's, copied by the
+    # fork) would wake its parent's thread instead; Python's own raises KeyboardInterrupt here.
+    import signal
+    try:
+        handler = signal.getsignal(signal.SIGINT)
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
+    except (ValueError, OSError):
         pass
     # The parent's files are the parent's to write.
     history = sys.modules.get("_memprof_history")

@@ -141,10 +141,27 @@ def run_here(args):
     # sys.path (memprof puts the script's there), and a `__main__` of the script's own.
     if not sys.flags.safe_path and sys.path:
         del sys.path[0]
-    import types
-
-    sys.modules["__main__"] = types.ModuleType("__main__")
+    sys.modules["__main__"] = fresh_main(sys.modules["__main__"])
     native.cli(args, long_version())  # exits with the command's exit code
+
+
+def fresh_main(launcher_main):
+    """A `__main__` module as python's start-up makes one (pylifecycle's add_main_module), for
+    the script in place of this launcher's (which `-m memprof` ran): its name, no doc, package,
+    spec, `__builtins__` (the builtins module: warnings, typing and pickle look it up there),
+    the loader of a module not yet run, and `__annotations__` where this Python starts with it
+    (3.11 to 3.13). The runner then adds `__file__`, `__cached__` and the script's loader, as
+    python's own file runner does."""
+    import builtins
+    import types
+    from importlib.machinery import BuiltinImporter
+
+    main = types.ModuleType("__main__")
+    main.__loader__ = BuiltinImporter
+    if "__annotations__" in vars(launcher_main):
+        main.__annotations__ = {}
+    main.__builtins__ = builtins
+    return main
 
 
 def long_version():
