@@ -22,6 +22,7 @@ mod output;
 mod peak;
 mod plot;
 mod ranks;
+mod run_as_python;
 mod running;
 mod schedule;
 mod second_hour;

@@ -11,6 +11,7 @@ pub mod interrupt;
 pub mod peak;
 pub mod recorder;
 pub mod sampler;
+pub mod so_far;
 #[cfg(test)]
 pub mod test_torch;
 pub mod timeline;

@@ -13,7 +13,14 @@ use crate::{capture, session, torch};
 /// Runs the program; returns the process exit code.
 pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     let config = RunConfig::new(global, args, torch::cuda_device_count())?;
+    if matches!(config.report.printed, Some(f) if f != Format::Table) && output::reserve_stdout() {
+        output::note(
+            "the report goes to standard output in a machine format, so the program's standard \
+             output goes to standard error (-o FILE keeps both where they were)",
+        );
+    }
     install_emergency_report(config.clone());
+    install_report_so_far(config.clone());
     let finished = session::run(&config)?;
     Ok(finish(&config, finished.profile, finished.exit_code))
 }
@@ -150,6 +157,18 @@ fn note_written(profile: &Profile, path: &std::path::Path) {
     } else {
         output::note(&format!("report written to {}", path.display()));
     }
+}
+
+/// What `@memprof.profile()` reads after each call under the command: the run's report so far.
+fn install_report_so_far(config: RunConfig) {
+    capture::so_far::set(Box::new(move || {
+        let ending = capture::interrupt::Ending {
+            status: "running",
+            exit_code: 0,
+            warning: "the report of a run still going: what it measured so far".into(),
+        };
+        session::report_while_running(&ending, &config).map(|p| render::render(&p, Format::Json))
+    }));
 }
 
 /// What a second Ctrl-C, SIGTERM or `os._exit` writes: the session's report so far (in a forked

@@ -322,3 +322,11 @@ pub fn report_so_far(ending: &Ending, config: &RunConfig) -> Option<Profile> {
     };
     Some(build::build(r, ctx, Vec::new()))
 }
+
+/// The report of the run so far while it goes on (the program asked for it, from a thread that
+/// can wait): as `report_so_far`, with the peak so far and its sites, and the timeline.
+pub fn report_while_running(ending: &Ending, config: &RunConfig) -> Option<Profile> {
+    let mut profile = report_so_far(ending, config)?;
+    add_peaks(&mut profile, None, config.peak_sites, config.modules);
+    Some(profile)
+}

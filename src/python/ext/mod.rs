@@ -80,6 +80,12 @@ fn warn(message: String) {
         .push(message);
 }
 
+/// The run's report so far, as JSON (None when there is none to give).
+#[pyfunction]
+fn report_so_far() -> Option<String> {
+    crate::capture::so_far::report()
+}
+
 /// `os._exit(status)` is about to end the process without unwinding: the report first.
 #[pyfunction]
 fn before_os_exit(status: i32) {
@@ -284,6 +290,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(thread_started, &m)?)?;
     m.add_function(wrap_pyfunction!(forked, &m)?)?;
     m.add_function(wrap_pyfunction!(child_exit, &m)?)?;
+    m.add_function(wrap_pyfunction!(report_so_far, &m)?)?;
     m.add_function(wrap_pyfunction!(native_library, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_open, &m)?)?;
     m.add_function(wrap_pyfunction!(scope_close, &m)?)?;

@@ -200,7 +200,8 @@ def finish(functions):
             "frames are the targeted line only, for events inside measured targeted calls"))
         tmp = "%s.%d.tmp" % (path, os.getpid())
         with open(tmp, "wb") as f:
-            pickle.dump(snapshot, f)
+            # Protocol 4: what PyTorch's memory_viz reads (Python 3.14's default, 5, it does not).
+            pickle.dump(snapshot, f, protocol=4)
         os.replace(tmp, path)
     except Exception as e:
         _memprof.warn("--history: could not write %s: %s" % (path, e))

@@ -96,11 +96,24 @@ class profile:
         if running is not None and not getattr(running, "in_process", False) and boot is not None:
             # Under `memprof run` (which already profiles the program): as `@profile`, the
             # function and its callable targets join the run's targets, and the run's report
-            # has their lines; the function is returned as it is, with no report of its own.
+            # has their lines; after each call `memprof_report` is the run's report so far
+            # (one recorder per process: a call has no session of its own).
             for target in (func,) + self._targets:
                 if callable(target):
                     boot._profile_decorator(target)
-            return func
+
+            @functools.wraps(func)
+            def in_the_run(*args, **kwargs):
+                result = func(*args, **kwargs)
+                text = running.report_so_far()
+                if text is not None:
+                    report = Report()
+                    report._fill(text, None, None)
+                    in_the_run.memprof_report = report
+                return result
+
+            in_the_run.memprof_report = None
+            return in_the_run
         targets = (func,) + self._targets
         options = self._options
 

@@ -17,7 +17,9 @@ pub fn read_text(path: &Path) -> Result<String> {
 /// Reads a saved report of either kind, told apart by its `schema`.
 pub fn read_report(path: &Path) -> Result<Saved> {
     let text = read_text(path)?;
-    saved::parse(&text).map_err(|e| {
+    // A page written by `-o report.html` carries its report.
+    let text = crate::render::html::embedded_report(&text).unwrap_or(&text);
+    saved::parse(text).map_err(|e| {
         let first = e
             .lines()
             .next()
@@ -29,7 +31,7 @@ pub fn read_report(path: &Path) -> Result<Saved> {
             "'{}' is not a memprof report ({first})",
             path.display()
         ))
-        .hint("pass a file written by `memprof run --format yaml|json -o FILE`")
+        .hint("pass a file written by `memprof run -o FILE` (.json, .yaml or .html)")
     })
 }
 

@@ -49,6 +49,18 @@ fn texts(p: &Profile) -> Texts {
     t
 }
 
+/// Where a page's report starts: its JSON follows, up to the next `</script>`.
+const REPORT_OPENS: &str = "<script type=\"application/json\" id=\"memprof-report\">";
+
+/// The report a page written by memprof embeds, as JSON text (its `\u003c` escapes are JSON's
+/// own), so that `show`, `diff` and `merge` read a page as they read the JSON; None for any
+/// other text.
+pub fn embedded_report(page: &str) -> Option<&str> {
+    let start = page.find(REPORT_OPENS)? + REPORT_OPENS.len();
+    let len = page[start..].find("</script>")?;
+    Some(&page[start..start + len])
+}
+
 /// JSON to sit inside a `<script>` element: no `<` (so no `</script>` or `<!--`) and no line
 /// separators that old parsers take for line ends.
 fn script_json<T: Serialize>(value: &T) -> String {
@@ -107,7 +119,7 @@ pub fn render(p: &Profile) -> String {
         escape(&texts.terminal)
     ));
     page.push_str("<div id=\"app\"></div>\n");
-    page.push_str("<script type=\"application/json\" id=\"memprof-report\">");
+    page.push_str(REPORT_OPENS);
     page.push_str(&script_json(p));
     page.push_str("</script>\n<script type=\"application/json\" id=\"memprof-texts\">");
     page.push_str(&script_json(&texts));
