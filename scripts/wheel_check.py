@@ -51,10 +51,10 @@ def main():
              "allocated_bytes.all.current", "lines.py", "x", "--device", "3", "--format", "yaml"])
     check(r.returncode == 0, "memprof run -f step lines.py (exit 0)", r.stderr[-2000:])
     if r.returncode == 0:
-        text = r.stdout
-        check("['x', '--device', '3', '--format', 'yaml']" in text.splitlines()[0],
-              "the script ran with its own arguments")
-        report = json.loads(text[text.index("{"):])
+        # The JSON report has standard output to itself; the script's own line is on stderr.
+        check("['x', '--device', '3', '--format', 'yaml']" in r.stderr,
+              "the script ran with its own arguments", r.stderr[:300])
+        report = json.loads(r.stdout)
         step = next(f for f in report["functions"] if f["qualname"] == "step")
         line = next(l for l in step["lines"] if "a = torch.empty" in l["source"])
         check(line["delta_bytes"] == 8 * MiB, "exact bytes: 2 x 4 MiB on `a = torch.empty`",

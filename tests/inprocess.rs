@@ -357,3 +357,36 @@ fn a_session_on_a_rank_of_a_distributed_run_measures_and_writes_no_file() {
         .collect();
     assert_eq!(files, ["rank.py"]);
 }
+
+#[test]
+fn cpu_tensors_from_before_the_first_session_are_live_at_its_start_and_free_silently() {
+    if on_cuda() {
+        return; // the CPU allocator's own bookkeeping: the CUDA allocator counts by itself
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = python_script(
+        dir.path(),
+        "before.py",
+        r#"import json, torch, memprof
+MiB = 1024 * 1024
+big = torch.ones(4 * MiB)            # 16 MiB, before any session
+view = big[: MiB]                     # a view: the same storage, counted once
+with memprof.profile(device="cpu") as r:
+    x = torch.ones(1024)              # 4 KiB
+del big, view                          # freed after the session
+with memprof.profile(device="cpu") as again:
+    y = torch.ones(1024)
+print(json.dumps({"start": r.allocated_at_start, "peak": r.peak["allocated_bytes"],
+                  "again": again.allocated_at_start}))
+"#,
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(out["start"], 16 * MIB, "{out}");
+    assert_eq!(out["peak"], 16 * MIB + 4 * KIB, "{out}");
+    // The 16 MiB went after the first session: the second starts with x's 4 KiB only.
+    assert_eq!(out["again"], 4 * KIB, "{out}");
+    // torch's CPU reporter knew the block: no "unknown size" warning in the program's stderr.
+    assert!(!r.stderr.contains("unknown size"), "{}", r.stderr);
+}

@@ -28,3 +28,4 @@ mod schedule;
 mod second_hour;
 mod signals;
 mod tensors;
+mod third_hour;

@@ -76,8 +76,17 @@ fn begin(
             )));
         }
     }
-    session::begin(&config).map_err(to_py)?;
     let device = config.source.cuda_index();
+    if REPORTER_DEVICE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .is_none()
+    {
+        // The first session: what the program allocated on the CPU before it is live from
+        // before (its own row in the peak, `allocated_at_start`), and its frees are seen.
+        adopt_live_cpu_storages(py)?;
+    }
+    session::begin(&config).map_err(to_py)?;
     {
         let mut installed = REPORTER_DEVICE.lock().unwrap_or_else(|e| e.into_inner());
         if *installed != Some(device) {
@@ -105,6 +114,39 @@ fn begin(
         allocated_at_start,
         peak_above_start: 0,
     })
+}
+
+/// Hands libtorch the CPU storages that Python holds now (tensors found by the garbage
+/// collector, views counted once by their storage), which memprof's reporter never saw allocated.
+fn adopt_live_cpu_storages(py: Python<'_>) -> PyResult<()> {
+    let tensor = py.import("torch")?.getattr("Tensor")?;
+    let objects = py.import("gc")?.call_method0("get_objects")?;
+    let mut storages = Vec::new();
+    let mut impls = Vec::new();
+    for object in objects.try_iter()? {
+        let object = object?;
+        if !object.is_instance(&tensor)? {
+            continue;
+        }
+        // Sparse, meta and other storage-less tensors raise or are not on the CPU: skipped.
+        let storage = match object.call_method0("untyped_storage") {
+            Ok(s) => s,
+            Err(_) => continue,
+        };
+        let on_cpu = storage
+            .getattr("device")
+            .and_then(|d| d.getattr("type"))
+            .and_then(|t| t.extract::<String>())
+            .is_ok_and(|t| t == "cpu");
+        if let (true, Ok(address)) = (on_cpu, storage.getattr("_cdata").and_then(|c| c.extract())) {
+            impls.push(address);
+            // Held until the call returns: the addresses stay valid.
+            storages.push(storage);
+        }
+    }
+    torch::adopt_cpu_storages(&impls);
+    drop(storages);
+    Ok(())
 }
 
 /// The command's options for an in-process session, parsed and checked as `memprof run`'s.

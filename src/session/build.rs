@@ -54,6 +54,11 @@ pub fn build(
             continue;
         }
         if f.calls == 0 && f.lines.is_empty() {
+            if crate::capture::children::is_child() {
+                // A forked child (a DataLoader worker) inherits the run's targets; the parent's
+                // report says which never ran anywhere.
+                continue;
+            }
             warnings.push(format!(
                 "{} ({}:{}) was targeted by {} but never ran",
                 f.qualname,

@@ -251,6 +251,15 @@ fn target_of(site: &Site) -> Option<String> {
     if user {
         return Some(qualname);
     }
+    if qualname.rsplit('.').next() == Some("__init__") {
+        // A library's constructor (a model's layers making their parameters) runs once, when
+        // the program builds the model: the program's own line that did it is the one to see.
+        return site
+            .context
+            .as_ref()
+            .filter(|c| has_file(c) && !std::ptr::eq(*c, place))
+            .map(|c| enclosing(&c.function));
+    }
     Some(format!("{}:{qualname}", library_module(&place.file)))
 }
 

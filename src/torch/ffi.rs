@@ -62,4 +62,5 @@ extern "C" {
     pub fn mp_backward_site_set(site: u32) -> u32;
     /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
     pub fn mp_tally_take(which: c_int, out: *mut i64);
+    pub fn mp_adopt_cpu_storages(impls: *const u64, n: usize) -> i64;
 }

@@ -174,6 +174,14 @@ pub fn set_reporter_device(device: i32) -> Result<()> {
     )
 }
 
+/// CPU storages live before the reporter first listened (`impls`: their StorageImpl addresses,
+/// alive during the call): their sizes become known to c10's CPU reporter and the CPU tally
+/// counts them. Returns the bytes taken in.
+pub fn adopt_cpu_storages(impls: &[u64]) -> i64 {
+    // SAFETY: the caller keeps each StorageImpl alive for the call (Python holds them).
+    unsafe { ffi::mp_adopt_cpu_storages(impls.as_ptr(), impls.len()) }
+}
+
 /// Installs the allocation reporter on the calling thread.
 pub fn install_reporter(device: Option<i32>) -> Result<()> {
     // SAFETY: plain call.

@@ -574,7 +574,26 @@ def _in_loaded_packages(qual):
             q = code.co_qualname
             if (q == qual or q.endswith(suffix)) and f"{name}:{q}" not in found:
                 found.append(f"{name}:{q}")
-    return sorted(found)
+    return sorted(found, key=lambda f: (_exported_depth(f), f))
+
+
+def _exported_depth(spec):
+    """How near the top of its package the class (or function) of `module:Qual.name` is
+    exported: `torch.nn.modules.linear:Linear.forward` is `torch.nn.Linear` (2), a quantized
+    Linear is `torch.ao.nn.quantized.Linear` (4); what no package above exports comes last. The
+    usual one is listed first."""
+    module, qual = spec.split(":", 1)
+    first = qual.split(".", 1)[0]
+    mod = sys.modules.get(module)
+    obj = getattr(mod, first, None) if mod is not None else None
+    if obj is None:
+        return 1 << 10
+    parts = module.split(".")
+    for depth in range(1, len(parts) + 1):
+        package = sys.modules.get(".".join(parts[:depth]))
+        if package is not None and getattr(package, first, None) is obj:
+            return depth
+    return 1 << 10
 
 
 def _codes_defined_in(name, module):

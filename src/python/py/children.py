@@ -57,6 +57,10 @@ def _memprof_follow(native, argv, directory, parent, script):
         def stop():
             try:
                 report = json.loads(session.stop(None))
+                # The run's targets that never ran here: the parent's report says which never
+                # ran anywhere.
+                report["warnings"] = [w for w in report.get("warnings", [])
+                                      if not w.endswith("but never ran")]
                 report["metadata"]["process"]["child"] = {"parent": parent, "start": "spawn"}
                 write(report)
             except BaseException as e:

@@ -10,7 +10,7 @@
 # survives the call), and an object that fails or vanishes while inspected is skipped.
 import gc
 import sys
-from itertools import compress
+from itertools import compress, islice
 
 import _memprof
 
@@ -18,6 +18,8 @@ CATEGORIES = ("parameters", "buffers", "gradients", "optimizer_state", "other")
 # A storage named in several ways takes the first category in this order.
 _RANK = {c: i for i, c in enumerate(CATEGORIES)}
 TOP = 40
+# The items of a frame's container (dict, list, tuple) looked at for tensors to name.
+CONTAINER_ITEMS = 100_000
 
 
 class _Kinds(dict):
@@ -212,9 +214,48 @@ def _collect(torch, objects, device_type, device_index, frames, fallback_frames=
                         s = storage_of(sharded(v)[0])
                         if s is not None and s.category == "other" and not (fallback and s.names):
                             s.name(f"{qual}:{var}", "other")
+                    elif type(v) in (dict, list, tuple):
+                        # A cache or a history kept in a container: `cache[3]`, `losses[-1]`.
+                        items = v.items() if type(v) is dict else enumerate(v)
+                        for k, x in islice(list(items), CONTAINER_ITEMS):
+                            if issubclass(type(x), Tensor):
+                                s = storage_of(sharded(x)[0])
+                                if s is not None and s.category == "other" and not s.names:
+                                    s.name(f"{qual}:{var}[{k!r}]", "other")
             except Exception:
                 skipped += 1
     return storages, skipped
+
+
+def _rows(storages):
+    """The listed rows, largest first. Storages alike (the same category, shape, dtype and place
+    of creation, and unnamed or items of one container) are one row with their count: a dict
+    that keeps a tensor a step is `cache[…]`, 49 storages, not 49 rows."""
+    groups = {}
+    for s in storages:
+        created = None
+        if s.category == "other":
+            where = _memprof.created_at(s.ptr)
+            if where is not None:
+                qualname, filename, line = where
+                created = f"{filename}:{line} ({qualname})"
+        name = ", ".join(s.names) if s.names else None
+        container = None
+        if name is not None and len(s.names) == 1 and name.endswith("]") and "[" in name:
+            container = name[:name.index("[")] + "[…]"
+        alike = container or (None if name is None else id(s))
+        key = (s.category, tuple(s.shape), s.dtype, created, alike)
+        row = groups.get(key)
+        if row is None:
+            groups[key] = row = {"name": name, "category": s.category, "bytes": 0,
+                                 "shape": s.shape, "dtype": s.dtype, "tensors": 0,
+                                 "created_at": created, "storages": 0}
+        row["bytes"] += s.bytes
+        row["tensors"] += s.tensors
+        row["storages"] += 1
+        if row["storages"] > 1:
+            row["name"] = container
+    return sorted(groups.values(), key=lambda r: -r["bytes"])
 
 
 def _scan(torch, objects, device_type, device_index, label, frames, fallback_frames=()):
@@ -232,24 +273,8 @@ def _scan(torch, objects, device_type, device_index, label, frames, fallback_fra
             full[s.category] += s.bytes if s.full is None else s.full
     tensor_bytes = sum(totals.values())
     allocated = _memprof.allocated_now()
-    ranked = sorted(storages.values(), key=lambda s: -s.bytes)
-    listed = []
-    for s in ranked[:TOP]:
-        created = None
-        if s.category == "other":
-            where = _memprof.created_at(s.ptr)
-            if where is not None:
-                qualname, filename, line = where
-                created = f"{filename}:{line} ({qualname})"
-        listed.append({
-            "name": ", ".join(s.names) if s.names else None,
-            "category": s.category,
-            "bytes": s.bytes,
-            "shape": s.shape,
-            "dtype": s.dtype,
-            "tensors": s.tensors,
-            "created_at": created,
-        })
+    rows = _rows(storages.values())
+    listed = rows[:TOP]
     return {
         "when": label,
         "allocated_bytes": allocated,
@@ -260,7 +285,7 @@ def _scan(torch, objects, device_type, device_index, label, frames, fallback_fra
             for c in CATEGORIES
         ],
         "storages": len(storages),
-        "unlisted_storages": max(0, len(ranked) - TOP),
+        "unlisted_storages": sum(r["storages"] for r in rows[TOP:]),
         "skipped_objects": skipped,
         "tensors": listed,
     }

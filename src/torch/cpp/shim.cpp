@@ -17,7 +17,9 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/StorageImpl.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/version.h>
@@ -32,6 +34,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 // src/capture/peak.rs: the peak tracker (no Python, no panic, no C++ exception).
@@ -587,6 +590,39 @@ void mp_history_read(uint64_t n, uint64_t* ptrs, int64_t* sizes, int64_t* times,
     times[i] = e.time_us;
     tags[i] = e.tag;
   }
+}
+
+/// Blocks of the default CPU allocator that were live before memprof's reporter first listened
+/// (the first in-process session starts after the program allocated): c10's CPU reporter learns
+/// their sizes, as if it had seen them allocated, so that their frees are reported (instead of
+/// torch's "Memory block of unknown size was allocated before the profiling started" warning on
+/// the program's stderr), and the CPU tally counts them as live. `impls`: the StorageImpl
+/// addresses of the CPU storages Python holds (UntypedStorage._cdata), alive during the call;
+/// others (numpy's memory, shared memory) are left alone. Returns the bytes taken in.
+int64_t mp_adopt_cpu_storages(const uint64_t* impls, size_t n) {
+  c10::DeleterFnPtr deleter = c10::GetDefaultCPUAllocator()->raw_deleter();
+  std::unordered_set<void*> seen;
+  int64_t total = 0;
+  // New() records a block's size only while reporting is on; its log line is INFO, below
+  // c10's default level (WARNING): nothing is printed.
+  bool was = FLAGS_caffe2_report_cpu_memory_usage;
+  FLAGS_caffe2_report_cpu_memory_usage = true;
+  for (size_t i = 0; i < n; i++) {
+    auto* storage = reinterpret_cast<c10::StorageImpl*>((uintptr_t)impls[i]);
+    const c10::DataPtr& data = storage->data_ptr();
+    void* ptr = data.get();
+    size_t nbytes = storage->nbytes();
+    if (ptr == nullptr || nbytes == 0 || data.get_deleter() != deleter ||
+        data.device().type() != c10::DeviceType::CPU || !seen.insert(ptr).second) {
+      continue;
+    }
+    c10::profiledCPUMemoryReporter().New(ptr, nbytes);
+    total += (int64_t)nbytes;
+  }
+  FLAGS_caffe2_report_cpu_memory_usage = was;
+  int64_t now = cpu_tally.allocated_current.fetch_add(total, std::memory_order_relaxed) + total;
+  atomic_max(cpu_tally.allocated_max, now);
+  return total;
 }
 
 /// Reads a tally (0: CPU, 1: the CUDA device) and restarts its maxima at the current values.

@@ -247,7 +247,14 @@ pub fn diff(base: &Profile, new: &Profile, base_name: &str, new_name: &str) -> D
         notes,
         functions,
         modules,
-        peak: super::peaks::diff(base.peak.as_ref(), new.peak.as_ref()),
+        peak: super::peaks::diff(
+            base.peak.as_ref(),
+            new.peak.as_ref(),
+            (
+                base.metadata.script.as_deref(),
+                new.metadata.script.as_deref(),
+            ),
+        ),
         largest_increase,
         limits: Vec::new(),
     }

@@ -77,29 +77,42 @@ pub fn merge(peaks: &[(u32, &Peak)], without: Vec<u32>) -> Option<MergedPeak> {
 }
 
 /// A site across runs: file name, function, source text and the context's source text (line
-/// numbers shift when code is edited).
+/// numbers shift when code is edited). The run's own script is named by its role, not its file
+/// name, so that a renamed copy (`train_v2.py` against `train.py`) still matches.
 type RunKey = (String, String, String, Option<String>);
 
-fn run_key(s: &PeakSite) -> RunKey {
+fn run_key(s: &PeakSite, script: Option<&str>) -> RunKey {
     let p = &s.at.place;
+    let file = file_name(&p.file);
+    let file = match script.map(file_name) {
+        Some(script) if script == file => "<the script>",
+        _ => file,
+    };
     (
-        file_name(&p.file).to_string(),
+        file.to_string(),
         p.function.clone(),
         p.source.clone(),
         s.at.context.as_ref().map(|c| c.source.clone()),
     )
 }
 
-/// Two runs' peaks compared; None unless both have one.
-pub fn diff(base: Option<&Peak>, new: Option<&Peak>) -> Option<PeakDiff> {
+/// Two runs' peaks compared, each with the script it ran (`metadata.script`); None unless both
+/// have one.
+pub fn diff(
+    base: Option<&Peak>,
+    new: Option<&Peak>,
+    scripts: (Option<&str>, Option<&str>),
+) -> Option<PeakDiff> {
     let (base, new) = (base?, new?);
+    let base_key = |s: &PeakSite| run_key(s, scripts.0);
+    let new_key = |s: &PeakSite| run_key(s, scripts.1);
     let mut sites: Vec<PeakSiteDiff> = Vec::new();
     for n in &new.sites {
-        let b = base.sites.iter().find(|b| run_key(b) == run_key(n));
+        let b = base.sites.iter().find(|b| base_key(b) == new_key(n));
         sites.push(site_diff(b, Some(n)));
     }
     for b in &base.sites {
-        if !new.sites.iter().any(|n| run_key(n) == run_key(b)) {
+        if !new.sites.iter().any(|n| new_key(n) == base_key(b)) {
             sites.push(site_diff(Some(b), None));
         }
     }

@@ -499,12 +499,24 @@ pub struct InventoryTensor {
     /// Of the first tensor seen on the storage.
     pub shape: Vec<i64>,
     pub dtype: String,
-    /// Tensors sharing the storage (views).
+    /// Tensors sharing the storage (views); of all of them for a row of several storages.
     pub tensors: u64,
+    /// Storages in this row: alike ones (the same category, shape, dtype and creation, unnamed or
+    /// items of one container, `cache[…]`) are one row, `bytes` their sum.
+    #[serde(default = "one_storage", skip_serializing_if = "is_one_storage")]
+    pub storages: u64,
     /// `file:line (function)` of the targeted line that allocated it, for tensors that are not
     /// model state, gradients or optimizer state, when a targeted line did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
+}
+
+fn one_storage() -> u64 {
+    1
+}
+
+fn is_one_storage(n: &u64) -> bool {
+    *n == 1
 }
 
 /// What memprof recorded about the run's out-of-memory errors.

@@ -361,4 +361,15 @@ fn render_plan(out: &mut String, plan: &CheckpointPlan, width: Option<usize>) {
             String::new()
         }
     );
+    if plan.estimated_activation_bytes >= plan.activation_bytes {
+        // Checkpointing trades recomputation for memory: here it would buy none.
+        let _ = writeln!(
+            out,
+            "Checkpointing does not pay here: the estimate ({}) is not below what is saved now \
+             ({}); the segments' inputs kept and the worst segment recomputed cost more than \
+             they free (another number of split points may do better).",
+            units::bytes(plan.estimated_activation_bytes),
+            units::bytes(plan.activation_bytes)
+        );
+    }
 }

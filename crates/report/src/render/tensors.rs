@@ -69,7 +69,12 @@ pub fn render(out: &mut String, inventories: &[Inventory]) {
                 t.dtype.clone(),
                 format!("{:?}", t.shape),
                 t.tensors.to_string(),
-                t.name.clone().unwrap_or_else(|| "(unnamed)".into()),
+                match (&t.name, t.storages) {
+                    (Some(name), 1) => name.clone(),
+                    (None, 1) => "(unnamed)".into(),
+                    (Some(name), n) => format!("{name} ({n} storages)"),
+                    (None, n) => format!("(unnamed: {n} storages)"),
+                },
                 t.created_at
                     .as_deref()
                     .map(crate::model::profile::file_name)
