@@ -231,6 +231,19 @@ fn sigterm_kills_as_under_python_after_writing_the_report() {
     assert_eq!(v["metadata"]["outcome"]["status"], "terminated");
     assert_eq!(v["metadata"]["outcome"]["exit_code"], 143);
     assert!(hits(line(function(&v, "loop"), "time.sleep(0.01)")) > 0);
+    // Written without Python's help, it names the versions as every other report does.
+    let versions = python_output(
+        std::path::Path::new("-c"),
+        &["import platform, torch; print(platform.python_version(), torch.__version__)"],
+    );
+    assert_eq!(
+        format!(
+            "{} {}\n",
+            v["metadata"]["python_version"].as_str().unwrap(),
+            v["metadata"]["torch_version"].as_str().unwrap()
+        ),
+        versions.stdout
+    );
 }
 
 #[test]

@@ -260,17 +260,19 @@ fn run_writes_the_page_by_the_file_name_and_prints_it_with_format_html() {
 
     let r = run(&["--format", "html", "cnn.py", "float32", "1"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    // The script's own output, then the page.
-    let page_at = r
-        .stdout
-        .find("<!DOCTYPE html>")
-        .expect("a page on standard output");
+    // The page alone on standard output (`> report.html` is a page); the script's own output
+    // went to standard error.
     assert!(
-        r.stdout[..page_at].starts_with("loss "),
+        r.stdout.starts_with("<!DOCTYPE html>"),
         "{}",
-        &r.stdout[..page_at]
+        &r.stdout[..80]
     );
     assert!(r.stdout.ends_with("</html>\n"));
+    assert!(
+        r.stderr.lines().any(|l| l.starts_with("loss ")),
+        "{}",
+        r.stderr
+    );
 }
 
 /// The check can fail: a page that fetches is caught, with the content policy (refused: an

@@ -125,7 +125,9 @@ fn adopt_live_cpu_storages(py: Python<'_>) -> PyResult<()> {
     let mut impls = Vec::new();
     for object in objects.try_iter()? {
         let object = object?;
-        if !object.is_instance(&tensor)? {
+        // type(), not isinstance(): isinstance may read `__class__`, which runs arbitrary code
+        // (a deprecated alias's warning, a proxy of a dead object).
+        if !object.get_type().is_subclass(&tensor).unwrap_or(false) {
             continue;
         }
         // Sparse, meta and other storage-less tensors raise or are not on the CPU: skipped.
