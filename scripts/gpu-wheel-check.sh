@@ -2,7 +2,8 @@
 # On the GPU machine, in one device call (after scripts/build-device.sh here, which also packs
 # .device/wheel/): installs the wheel built for its Python 3.12 and torch 2.11.0+cu130 into the
 # machine's own venv, then runs the installed `memprof` on examples/train.py on cuda:0 with no
-# LD_LIBRARY_PATH, no VIRTUAL_ENV and no activation: only the command's full path.
+# LD_LIBRARY_PATH, no VIRTUAL_ENV and no activation: only the command's full path; then the
+# conformance suite through it, on cuda:0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 venv=/opt/torch/.venv
@@ -43,5 +44,8 @@ assert calls == 3
 assert lines(linked) == (calls, rows), "the wheel's numbers differ from the linked binary's"
 print("ok   the wheel's report equals the linked binary's, line by line")
 PY
+echo "== the conformance suite through the installed wheel on cuda:0 (tests/conformance/check.py)"
+MEMPROF_TEST_DEVICE=cuda python3 tests/conformance/check.py --jobs 4 --python "$venv/bin/python" \
+  --memprof "$venv/bin/memprof" || status=1
 echo "gpu-wheel-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status
