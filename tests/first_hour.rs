@@ -465,9 +465,8 @@ fn a_directory_or_zip_with_main_runs_as_under_python() {
         assert_eq!(r.code, 0, "{target}: {}", r.stderr);
         // A JSON report on standard output has it to itself: the program's line is on stderr.
         let printed: String = r
-            .stderr
-            .lines()
-            .filter(|l| !l.starts_with("memprof: "))
+            .program_stderr()
+            .iter()
             .map(|l| format!("{l}\n"))
             .collect();
         assert_eq!(printed, python.stdout, "{target}");

@@ -31,12 +31,7 @@ fn a_machine_format_on_standard_output_is_only_the_report() {
         let r = run(&["--format", format, "prints_and_allocates.py"]);
         assert_eq!(r.code, 0, "{}", r.stderr);
         // The program's own lines went to standard error, in its order.
-        let theirs: Vec<&str> = r
-            .stderr
-            .lines()
-            .filter(|l| !l.starts_with("memprof: "))
-            .collect();
-        assert_eq!(theirs, ["loss 1.0", "done"], "{}", r.stderr);
+        assert_eq!(r.program_stderr(), ["loss 1.0", "done"], "{}", r.stderr);
         assert!(r.stderr.contains("goes to standard error"), "{}", r.stderr);
         let peak = match format {
             "json" => r.json()["peak"]["allocated_bytes"].clone(),

@@ -274,11 +274,7 @@ fn everything_after_the_script_reaches_it_untouched() {
     let r = finish(out);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // A YAML report on standard output has it to itself: the script's line went to stderr.
-    let printed = r
-        .stderr
-        .lines()
-        .find(|l| !l.starts_with("memprof: "))
-        .unwrap_or_default();
+    let printed = r.program_stderr().first().copied().unwrap_or_default();
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(printed).unwrap(),
         serde_json::json!(theirs)

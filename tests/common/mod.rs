@@ -102,6 +102,15 @@ pub struct Run {
 }
 
 impl Run {
+    /// The program's own lines on standard error: memprof's (`memprof: ...`) taken out. Where
+    /// the report takes standard output in a machine format, the program's output is here.
+    pub fn program_stderr(&self) -> Vec<&str> {
+        self.stderr
+            .lines()
+            .filter(|l| !l.starts_with("memprof: "))
+            .collect()
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
             panic!("not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
