@@ -87,7 +87,13 @@ pub fn write_emergency_report(ending: &Ending) {
     }
 }
 
-fn on_sigint() {
+/// The OS-level SIGINT handler, over ctrlc's. The first Ctrl-C is python's, in the handler itself
+/// as CPython's own handler does it: the interrupt is tripped before the handler returns, so a
+/// main thread blocked in a lock, a queue or a join (a Pool's map, a DataLoader's next) wakes
+/// from the signal (EINTR) and finds KeyboardInterrupt waiting. Tripped later, from another
+/// thread, it would sleep on. A second Ctrl-C goes on to ctrlc's handler, which wakes its thread
+/// (`on_second_sigint`) to write the report and exit.
+extern "C" fn on_sigint_signal(sig: libc::c_int) {
     if SIGNALS.fetch_add(1, Ordering::SeqCst) == 0 {
         if SCRIPT_RUNNING.load(Ordering::SeqCst) {
             // SAFETY: async-signal-safe and needs no GIL (CPython docs).
@@ -95,6 +101,20 @@ fn on_sigint() {
         }
         return;
     }
+    let ctrlc = CTRLC_HANDLER.load(Ordering::SeqCst);
+    if ctrlc > 1 {
+        // SAFETY: ctrlc's own handler (a plain `fn(c_int)`: it sets no SA_SIGINFO), which
+        // only posts a semaphore.
+        let handler: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(ctrlc) };
+        handler(sig);
+    }
+}
+
+/// ctrlc's SIGINT handler, which `on_sigint_signal` chains to (0: none yet).
+static CTRLC_HANDLER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// ctrlc's thread, woken by a second Ctrl-C: the report so far, then exit at once.
+fn on_second_sigint() {
     eprintln!("\nmemprof: interrupted again, exiting now");
     write_emergency_report(&Ending {
         status: "interrupted",
@@ -133,22 +153,85 @@ fn terminate() -> ! {
                   default handling does; this report was written without Python's help"
             .into(),
     });
-    // SAFETY: restores the default action and raises it, which ends the process.
+    // SAFETY: restores the default action and raises it on this thread (which was started with
+    // SIGTERM blocked: unblocked first), which ends the process.
     unsafe {
         libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        let mut term: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut term);
+        libc::sigaddset(&mut term, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &term, std::ptr::null_mut());
         libc::raise(libc::SIGTERM);
         libc::_exit(exit_code::TERMINATED)
     }
 }
 
-/// Installs the handlers. Python's own SIGINT handler must already be `default_int_handler`
-/// (so that PyErr_SetInterruptEx raises KeyboardInterrupt); this then takes the OS-level handler.
-/// SIGTERM gets memprof's handler only while the script left it at the default: a script that
+/// Installs the handlers. With `take_sigint`, Python's own SIGINT handler must already be
+/// `default_int_handler` (so that PyErr_SetInterruptEx raises KeyboardInterrupt); this then takes
+/// the OS-level handler. SIGTERM gets memprof's handler unless it was ignored; a script that
 /// installs its own (`signal.signal(SIGTERM, ...)`) replaces memprof's, as it replaces python's.
-pub fn install() -> Result<()> {
-    ctrlc::set_handler(on_sigint)
+pub fn install(take_sigint: bool) -> Result<()> {
+    if !ignored(Signal::Terminate) {
+        install_sigterm()?;
+    }
+    if !take_sigint {
+        return Ok(());
+    }
+    with_signals_blocked(|| ctrlc::set_handler(on_second_sigint))
         .map_err(|e| Error::usage(format!("cannot install the Ctrl-C handler: {e}")))?;
-    install_sigterm()
+    // SAFETY: replaces ctrlc's handler with one that only does async-signal-safe work and
+    // chains to it; no SA_RESTART, as CPython's own: a blocked main thread must see EINTR.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        let mut ctrlc: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigint_signal as *const () as usize;
+        libc::sigemptyset(&mut action.sa_mask);
+        action.sa_flags = libc::SA_ONSTACK;
+        if libc::sigaction(libc::SIGINT, &action, &mut ctrlc) != 0 {
+            return Err(Error::usage("cannot install the Ctrl-C handler"));
+        }
+        CTRLC_HANDLER.store(ctrlc.sa_sigaction, Ordering::SeqCst);
+    }
+    Ok(())
+}
+
+/// The signals memprof takes over while the program runs.
+pub enum Signal {
+    Interrupt,
+    Terminate,
+}
+
+/// Whether `signal` is ignored now: inherited ignored (a background job, `nohup`-like
+/// launchers), which python leaves as it is, and so does memprof.
+pub fn ignored(signal: Signal) -> bool {
+    let number = match signal {
+        Signal::Interrupt => libc::SIGINT,
+        Signal::Terminate => libc::SIGTERM,
+    };
+    // SAFETY: queries the current action without changing it.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(number, std::ptr::null(), &mut action) == 0
+            && action.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Runs `f` (which starts a thread of memprof's) with SIGINT and SIGTERM blocked, so that the
+/// thread inherits the mask: the kernel then delivers the program's signals to its own threads
+/// (the main thread, mostly), whose blocking calls they must interrupt, as under python.
+fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: sets and restores this thread's signal mask.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, libc::SIGINT);
+        libc::sigaddset(&mut block, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut old);
+        let result = f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        result
+    }
 }
 
 /// Takes SIGTERM: on it, a thread of this process writes the report so far (the emergency
@@ -160,15 +243,17 @@ pub fn install_sigterm() -> Result<()> {
         return Err(Error::usage("cannot create the SIGTERM pipe"));
     }
     let read_end = fds[0];
-    std::thread::Builder::new()
-        .name("memprof-sigterm".into())
-        .spawn(move || {
-            let mut byte = 0u8;
-            // SAFETY: reads one byte from our own pipe; blocks until SIGTERM writes it.
-            while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } != 1 {}
-            terminate();
-        })
-        .map_err(|e| Error::usage(format!("cannot start the SIGTERM thread: {e}")))?;
+    with_signals_blocked(|| {
+        std::thread::Builder::new()
+            .name("memprof-sigterm".into())
+            .spawn(move || {
+                let mut byte = 0u8;
+                // SAFETY: reads one byte from our own pipe; blocks until SIGTERM writes it.
+                while unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) } != 1 {}
+                terminate();
+            })
+    })
+    .map_err(|e| Error::usage(format!("cannot start the SIGTERM thread: {e}")))?;
     let old = TERM_PIPE.swap(fds[1], Ordering::SeqCst);
     // SAFETY: the pid of this process.
     TERM_OWNER.store(unsafe { libc::getpid() }, Ordering::SeqCst);

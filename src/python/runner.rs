@@ -138,15 +138,20 @@ pub fn run(program: &Program) -> Result<RunFacts> {
     Python::attach(|py| -> Result<RunFacts> {
         let boot = load_bootstrap(py).map_err(|e| python_failure(py, "start", e))?;
         check_torch(py, &boot)?;
-        // Python's own SIGINT handler must be default_int_handler, so that memprof's handler
-        // (installed next, over it) can raise KeyboardInterrupt through PyErr_SetInterruptEx.
-        py.import("signal")
-            .and_then(|signal| {
-                let handler = signal.getattr("default_int_handler")?;
-                signal.call_method1("signal", (signal.getattr("SIGINT")?, handler))
-            })
-            .map_err(|e| python_failure(py, "set the SIGINT handler", e))?;
-        interrupt::install()?;
+        // A SIGINT ignored when the program started (a background job of a script) stays
+        // ignored, as python leaves it. Else Python's own SIGINT handler must be
+        // default_int_handler, so that memprof's handler (installed next, over it) can raise
+        // KeyboardInterrupt through PyErr_SetInterruptEx.
+        let take_sigint = !interrupt::ignored(interrupt::Signal::Interrupt);
+        if take_sigint {
+            py.import("signal")
+                .and_then(|signal| {
+                    let handler = signal.getattr("default_int_handler")?;
+                    signal.call_method1("signal", (signal.getattr("SIGINT")?, handler))
+                })
+                .map_err(|e| python_failure(py, "set the SIGINT handler", e))?;
+        }
+        interrupt::install(take_sigint)?;
 
         let through_main = !program.module
             && boot

@@ -18,6 +18,7 @@ import difflib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,9 +34,11 @@ class Case:
     `{cwd}` the working directory), what it reads on stdin, memprof's options, and what the
     working directory holds before it starts."""
 
-    def __init__(self, name, argv, stdin="", memprof=(), setup=None, needs=()):
+    def __init__(self, name, argv, stdin="", memprof=(), setup=None, needs=(), ignored=()):
         self.name, self.argv, self.stdin = name, argv, stdin
         self.memprof, self.setup, self.needs = list(memprof), setup, needs
+        # Signals the program starts with ignored, as a shell's background job does.
+        self.ignored = ignored
 
     def args(self, cwd):
         return [a.format(corpus=CORPUS, cwd=cwd) for a in self.argv]
@@ -71,6 +74,10 @@ CASES = [
     Case("pools_spawn", ["{corpus}/pools.py", "spawn"], memprof=["-f", "work"]),
     Case("pools_forkserver", ["{corpus}/pools.py", "forkserver"]),
     Case("signals_to_forked_children", ["{corpus}/fork_signals.py"]),
+    Case("ctrl_c_while_blocked", ["{corpus}/ctrl_c_blocked.py"]),
+    Case("started_with_signals_ignored", ["{corpus}/ignored_signals.py"],
+         ignored=(signal.SIGINT, signal.SIGTERM)),
+    Case("ctrl_c_to_a_fork_pool", ["{corpus}/pool_ctrl_c.py"]),
     Case("torch_multiprocessing_spawn", ["{corpus}/torch_spawn.py"]),
     Case("dataloader_workers_fork", ["{corpus}/loader_workers.py", "fork"]),
     Case("dataloader_workers_spawn", ["{corpus}/loader_workers.py", "spawn"]),
@@ -114,8 +121,14 @@ def run_once(command, case, cwd, env):
     cwd.mkdir(parents=True)
     if case.setup:
         case.setup(cwd)
+    # A session of its own, as a terminal gives a job: the program may signal its process group.
+    def ignore():
+        for s in case.ignored:
+            signal.signal(s, signal.SIG_IGN)
+
     r = subprocess.run(command, cwd=cwd, env=env, input=case.stdin, capture_output=True,
-                       text=True, timeout=TIMEOUT)
+                       text=True, timeout=TIMEOUT, start_new_session=True,
+                       preexec_fn=ignore if case.ignored else None)
     return r.returncode, r.stdout, r.stderr, files_in(cwd)
 
 
