@@ -106,8 +106,9 @@ def _forked():
         _memprof.forked()
     except BaseException:
         pass
-    # SIGINT as python leaves it in a child: memprof's Ctrl-C handler (ctrlc's, copied by the
-    # fork) would wake its parent's thread instead; Python's own raises KeyboardInterrupt here.
+    # SIGINT as python leaves it in a child: memprof's handler, copied by the fork, would hand a
+    # second Ctrl-C to ctrlc's thread, which the child does not have; Python's own raises
+    # KeyboardInterrupt here.
     import signal
     try:
         handler = signal.getsignal(signal.SIGINT)
