@@ -171,7 +171,7 @@ fn terminate() -> ! {
 /// the OS-level handler. SIGTERM gets memprof's handler unless it was ignored; a script that
 /// installs its own (`signal.signal(SIGTERM, ...)`) replaces memprof's, as it replaces python's.
 pub fn install(take_sigint: bool) -> Result<()> {
-    if !ignored(Signal::Terminate) {
+    if handler_now(libc::SIGTERM) != Some(libc::SIG_IGN) {
         install_sigterm()?;
     }
     if !take_sigint {
@@ -195,24 +195,20 @@ pub fn install(take_sigint: bool) -> Result<()> {
     Ok(())
 }
 
-/// The signals memprof takes over while the program runs.
-pub enum Signal {
-    Interrupt,
-    Terminate,
+/// Whether SIGINT is ignored now: inherited ignored (a script's background job, `nohup`-like
+/// launchers), which python leaves as it is, and so does memprof (SIGTERM likewise, in
+/// `install`).
+pub fn sigint_ignored() -> bool {
+    handler_now(libc::SIGINT) == Some(libc::SIG_IGN)
 }
 
-/// Whether `signal` is ignored now: inherited ignored (a background job, `nohup`-like
-/// launchers), which python leaves as it is, and so does memprof.
-pub fn ignored(signal: Signal) -> bool {
-    let number = match signal {
-        Signal::Interrupt => libc::SIGINT,
-        Signal::Terminate => libc::SIGTERM,
-    };
+/// The process's current handler of `signal` (SIG_DFL, SIG_IGN or a function's address); None
+/// where it cannot be read.
+fn handler_now(signal: libc::c_int) -> Option<libc::sighandler_t> {
     // SAFETY: queries the current action without changing it.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(number, std::ptr::null(), &mut action) == 0
-            && action.sa_sigaction == libc::SIG_IGN
+        (libc::sigaction(signal, std::ptr::null(), &mut action) == 0).then_some(action.sa_sigaction)
     }
 }
 
@@ -276,13 +272,8 @@ pub fn install_sigterm() -> Result<()> {
 }
 
 /// Whether memprof's SIGTERM handler is the process's now (the program has not set its own).
-pub fn owns_sigterm() -> bool {
-    // SAFETY: queries the current action without changing it.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut action) == 0
-            && action.sa_sigaction == on_sigterm as *const () as usize
-    }
+fn owns_sigterm() -> bool {
+    handler_now(libc::SIGTERM) == Some(on_sigterm as *const () as usize)
 }
 
 /// This process was just forked from the run (Python's at-fork hook): the SIGTERM thread was not

@@ -90,6 +90,14 @@ pub fn versions() -> Option<&'static Versions> {
     VERSIONS.get()
 }
 
+/// The running Python's version, `3.13.0`.
+fn python_version(py: Python<'_>) -> String {
+    py.import("platform")
+        .and_then(|p| p.call_method0("python_version"))
+        .and_then(|v| v.extract())
+        .unwrap_or_default()
+}
+
 /// Facts gathered from Python for the report.
 pub struct RunFacts {
     pub outcome: Outcome,
@@ -142,7 +150,7 @@ pub fn run(program: &Program) -> Result<RunFacts> {
         // ignored, as python leaves it. Else Python's own SIGINT handler must be
         // default_int_handler, so that memprof's handler (installed next, over it) can raise
         // KeyboardInterrupt through PyErr_SetInterruptEx.
-        let take_sigint = !interrupt::ignored(interrupt::Signal::Interrupt);
+        let take_sigint = !interrupt::sigint_ignored();
         if take_sigint {
             py.import("signal")
                 .and_then(|signal| {
@@ -289,23 +297,17 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
     );
     // The same words whether or not the program imported torch, and in a report written
     // without Python's help (`versions`).
-    let torch_version = match versions() {
-        Some(v) => v.torch.clone(),
-        None => py
-            .import("sys")
-            .and_then(|s| s.getattr("modules"))
-            .and_then(|m| m.get_item("torch"))
-            .and_then(|t| t.getattr("__version__"))
-            .and_then(|v| v.str().map(|s| s.to_string()))
-            .unwrap_or_else(|_| torch::linked_version()),
-    };
-    let python_version: String = match versions() {
-        Some(v) => v.python.clone(),
-        None => py
-            .import("platform")
-            .and_then(|p| p.call_method0("python_version"))
-            .and_then(|v| v.extract())
-            .unwrap_or_default(),
+    let (torch_version, python_version) = match versions() {
+        Some(v) => (v.torch.clone(), v.python.clone()),
+        None => (
+            py.import("sys")
+                .and_then(|s| s.getattr("modules"))
+                .and_then(|m| m.get_item("torch"))
+                .and_then(|t| t.getattr("__version__"))
+                .and_then(|v| v.str().map(|s| s.to_string()))
+                .unwrap_or_else(|_| torch::linked_version()),
+            python_version(py),
+        ),
     };
     flush_stdio(py);
     RunFacts {
@@ -399,13 +401,8 @@ fn check_torch(py: Python<'_>, boot: &Bound<'_, PyModule>) -> Result<()> {
         )));
     };
     let version = version.unwrap_or_else(|| "unknown".into());
-    let python_version: String = py
-        .import("platform")
-        .and_then(|p| p.call_method0("python_version"))
-        .and_then(|v| v.extract())
-        .unwrap_or_default();
     let _ = VERSIONS.set(Versions {
-        python: python_version,
+        python: python_version(py),
         torch: version.clone(),
     });
     if version.split('+').next() != Some(linked.as_str()) {
