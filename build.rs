@@ -1,89 +1,40 @@
-//! Build script: compiles the C++ shim against the libtorch that memprof links (tch's, or the
-//! build Python's: build/libtorch.rs), and writes the link arguments that make the binary load that libtorch and the intended libpython
-//! (build/libpython.rs decides how CPython is linked).
+//! Build script: builds memprof's torch library for the build's torch (build/shim.rs; tch's
+//! libtorch, or the build Python's: build/libtorch.rs), which the core loads at run time
+//! (src/torch/loader.rs), and links the intended libpython (build/libpython.rs decides how).
+//! The core itself links no libtorch: one build of it serves every supported torch.
 
 #[path = "build/libpython.rs"]
 mod libpython;
 #[path = "build/libtorch.rs"]
 mod libtorch;
+#[path = "build/shim.rs"]
+mod shim;
+
+use std::path::{Path, PathBuf};
 
 fn main() {
-    let lib = libtorch::lib_dir();
-    let include = lib
-        .parent()
-        .expect("libtorch lib dir has a parent")
-        .join("include");
-    let std = libtorch::cxx_standard(&include);
-    cc::Build::new()
-        .cpp(true)
-        .pic(true)
-        .warnings(false)
-        .include(&include)
-        .include(include.join("torch/csrc/api/include"))
-        .flag(std)
-        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
-        // libtorch's release build defines NDEBUG, and its headers change with it: without it
-        // the shim saw fields that libtorch's objects do not have (RecordFunction's
-        // inputs_valid_, a padding byte there) and its debug checks read them, so a c10d op's
-        // inputs were refused whenever that byte happened to be 0.
-        .define("NDEBUG", None)
-        .flag("-O2")
-        .file("src/torch/cpp/shim.cpp")
-        .file("src/torch/cpp/grad_hooks.cpp")
-        .file("src/torch/cpp/saved_info.cpp")
-        .compile("memprof_shim");
-    // The CUDA allocator's trace entries: its class from torch's headers, which name CUDA
-    // runtime types; cuda_decls/ declares them where the toolkit is absent (first on the path,
-    // so that one build is the same everywhere).
-    cc::Build::new()
-        .cpp(true)
-        .pic(true)
-        .warnings(false)
-        .include("src/torch/cpp/cuda_decls")
-        .include(&include)
-        // torch/version.h: which torch's trace entry to name.
-        .include(include.join("torch/csrc/api/include"))
-        .flag(std)
-        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
-        .define("NDEBUG", None)
-        .flag("-O2")
-        .file("src/torch/cpp/cuda_trace.cpp")
-        .compile("memprof_cuda_trace");
-    println!("cargo:rerun-if-changed=src/torch/cpp/cuda_trace.cpp");
-    println!("cargo:rerun-if-changed=src/torch/cpp/cuda_decls");
-    println!("cargo:rerun-if-changed=src/torch/cpp/shim.cpp");
-    println!("cargo:rerun-if-changed=src/torch/cpp/grad_hooks.cpp");
-    println!("cargo:rerun-if-changed=src/torch/cpp/saved_info.cpp");
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    for input in shim::INPUTS {
+        println!("cargo:rerun-if-changed={input}");
+    }
     println!("cargo:rerun-if-env-changed=LIBTORCH_USE_PYTORCH");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
     println!("cargo:rerun-if-env-changed=PYO3_CONFIG_FILE");
-
-    // The embedded `import torch` must load these same .so files: the rpath makes the binary
-    // find them first, and --no-as-needed keeps libtorch_cuda even though Rust never calls it,
-    // otherwise libtorch caches its CPU-only CUDA stub (see shared/gpu/README.md).
-    // Only the artifacts with the native core get them: memprof-embedded and the Python extension
-    // (the `memprof` binary reads reports, and must start without libtorch).
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
-    let mut core_args = vec![
-        "-Wl,--no-as-needed".to_string(),
-        format!("-L{}", lib.display()),
-    ];
-    if lib.join("libtorch_cuda.so").exists() {
-        core_args.push("-ltorch_cuda".into());
-    }
-    core_args.extend(["-ltorch", "-ltorch_cpu", "-lc10"].map(String::from));
-    for arg in &core_args {
-        println!(
-            "cargo:rustc-link-arg-bin={}={arg}",
-            libpython::EMBEDDED_BINARY
-        );
-        println!("cargo:rustc-link-arg-cdylib={arg}");
+    println!("cargo:rerun-if-env-changed=MEMPROF_PREBUILT_SHIMS");
+    // scripts/release.sh builds every release's library itself (crates/shim-builder) and puts
+    // them in the wheel: the core is then built once, with no torch at hand.
+    let wheel = std::env::var_os("CARGO_FEATURE_WHEEL").is_some();
+    if std::env::var_os("MEMPROF_PREBUILT_SHIMS").is_none() {
+        build_torch_library(&root, wheel);
     }
 
     // libpython: static where the installation ships the archive, else shared (build/libpython.rs).
+    // Not for the wheel's extension, which the user's python loads: that python is its Python.
     let config = pyo3_build_config::get();
     let link = libpython::choose(config);
-    link.emit();
+    if !wheel {
+        link.emit();
+    }
     println!("cargo:rustc-env=MEMPROF_LIBPYTHON_LINK={}", link.describe());
     // `#[cfg(Py_3_12)]` selects the line hook (sys.monitoring, or the C trace function).
     pyo3_build_config::use_pyo3_cfgs();
@@ -92,4 +43,31 @@ fn main() {
         config.version().major,
         config.version().minor
     );
+}
+
+/// The library for the build's torch, into OUT_DIR/torch_shims (the core looks there, by the
+/// path compiled in) and beside the build's binaries (`target/<profile>/torch_shims`, where the
+/// core looks first: a copied build folder keeps working), and for a wheel (the `wheel` feature:
+/// maturin's build of the sdist) into the Python package's folder, which the wheel takes.
+fn build_torch_library(root: &Path, wheel: bool) {
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
+    let folder = out.join("torch_shims");
+    let library = shim::build(root, &libtorch::lib_dir(), &folder, true);
+    let name = library.file_name().expect("a file name");
+    // OUT_DIR is target/<profile>/build/<crate>-<hash>/out.
+    let mut copies: Vec<PathBuf> = out
+        .ancestors()
+        .nth(3)
+        .map(Path::to_path_buf)
+        .into_iter()
+        .collect();
+    if wheel {
+        copies.push(root.join("src/wheel/memprof"));
+    }
+    for dir in copies {
+        let dir = dir.join("torch_shims");
+        std::fs::create_dir_all(&dir).expect("the torch_shims folder can be made");
+        std::fs::copy(&library, dir.join(name)).expect("the library can be copied");
+    }
+    println!("cargo:rustc-env=MEMPROF_BUILT_SHIMS={}", folder.display());
 }

@@ -1,4 +1,4 @@
-//! Where the libtorch that memprof links lives, and the C++ standard its headers need. With the
+//! Where the libtorch that memprof's torch library is built against lives. With the
 //! `tch` feature, torch-sys (tch's build) found it and exports its lib dir; without it (a torch
 //! that no tch release builds against), memprof finds it as torch's C++ extensions do: the
 //! `torch` package of the build's Python (`LIBTORCH` overrides, as for torch-sys).
@@ -49,15 +49,4 @@ fn build_python() -> String {
         }
     }
     "python3".into()
-}
-
-/// `-std=c++20` where torch's headers require it (2.14 and newer stop with `#error C++20 or later
-/// compatible compiler is required`), else the C++17 that torch itself was built with before.
-pub fn cxx_standard(include: &Path) -> &'static str {
-    let aten = std::fs::read_to_string(include.join("ATen/ATen.h")).unwrap_or_default();
-    if aten.contains("C++20 or later") {
-        "-std=c++20"
-    } else {
-        "-std=c++17"
-    }
 }

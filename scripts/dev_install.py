@@ -11,16 +11,16 @@ import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NAME = "memprof"
+NAME = "torch-memprof"
 VERSION = "0.0.0.dev0"
 
 
 def main():
     site = Path(sysconfig.get_paths()["purelib"])
     (site / "memprof-dev.pth").write_text(str(ROOT / "src" / "wheel") + "\n")
-    for old in site.glob("memprof-*.dist-info"):
+    for old in [*site.glob("memprof-*.dist-info"), *site.glob("torch_memprof-*.dist-info")]:
         shutil.rmtree(old)
-    info = site / ("%s-%s.dist-info" % (NAME, VERSION))
+    info = site / ("%s-%s.dist-info" % (NAME.replace("-", "_"), VERSION))
     info.mkdir()
     (info / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: %s\nVersion: %s\n"

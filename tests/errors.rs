@@ -150,18 +150,68 @@ fn a_python_without_torch_is_refused_with_what_to_do() {
             .unwrap(),
     );
     assert_eq!(r.code, 2, "{}", r.stderr);
+    let python = venv.join("bin").join("python");
     assert!(
-        r.stderr
-            .starts_with("memprof: error: this Python has no torch"),
+        r.stderr.starts_with(&format!(
+            "memprof: error: this Python ({}) has no torch; memprof needs torch 2.9 to 2.15\n",
+            python.display()
+        )),
         "{}",
         r.stderr
     );
     assert!(
         r.stderr
-            .contains("hint: activate the virtualenv with torch=="),
+            .contains("hint: activate the virtualenv that has your torch, or `pip install torch`"),
         "{}",
         r.stderr
     );
+}
+
+/// A torch outside 2.9 to 2.15 is refused before anything of it is loaded, naming the range
+/// and the way to build memprof against it. (The "torch" is a package whose version.py says
+/// 2.8.0, first on the path: the version is all that memprof reads before refusing.)
+#[test]
+fn a_torch_memprof_does_not_support_is_refused_naming_the_range() {
+    for version in ["2.8.0", "2.16.0+cu130"] {
+        let dir = tempfile::tempdir().unwrap();
+        let torch = dir.path().join("torch");
+        std::fs::create_dir(&torch).unwrap();
+        std::fs::write(
+            torch.join("__init__.py"),
+            "raise ImportError('not imported')\n",
+        )
+        .unwrap();
+        std::fs::write(
+            torch.join("version.py"),
+            format!("__version__ = '{version}'\n"),
+        )
+        .unwrap();
+        let r = finish(
+            memprof()
+                .env("PYTHONPATH", dir.path())
+                .args(["run", "lines.py"])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert_eq!(
+            r.stderr.lines().next().unwrap_or(""),
+            format!(
+                "memprof: error: the script's torch is {version}; memprof supports torch 2.9 to 2.15"
+            ),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(
+                "hint: install a torch from 2.9 to 2.15 (memprof never changes your torch), or \
+                 build memprof from source against this one: `pip install --no-build-isolation \
+                 --no-binary torch-memprof torch-memprof` (docs/install.md)"
+            ),
+            "{}",
+            r.stderr
+        );
+    }
 }
 
 #[test]

@@ -112,7 +112,6 @@ pub fn end_all() {
 
 /// Called by the hooks, on autograd's threads, without the GIL. Returns 1 when the engine should
 /// call back at the end of this backward pass.
-#[no_mangle]
 pub extern "C" fn mp_rust_grad_event(token: u64, kind: c_int) -> c_int {
     std::panic::catch_unwind(|| c_int::from(event(token, kind).queue)).unwrap_or(0)
 }

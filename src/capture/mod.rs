@@ -15,3 +15,14 @@ pub mod so_far;
 #[cfg(test)]
 pub mod test_torch;
 pub mod timeline;
+
+/// Loads memprof's torch library for the torch at `torch_root` (version `version`), wired to
+/// capture's handlers of the allocator's and autograd's events.
+pub fn load_torch(torch_root: &std::path::Path, version: &str) -> crate::error::Result<()> {
+    static CALLBACKS: crate::torch::Callbacks = crate::torch::Callbacks {
+        allocation_event: peak::mp_rust_allocation_event,
+        grad_event: backward::mp_rust_grad_event,
+        segment_event: peak::mp_rust_segment_event,
+    };
+    crate::torch::loader::load(torch_root, version, &CALLBACKS)
+}

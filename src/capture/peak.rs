@@ -1196,7 +1196,6 @@ pub extern "C" fn mp_rust_allocation_event(
 
 /// Called by cuda_trace.cpp for each segment event of the measured device while a trace is
 /// taken, inside the allocator (its lock held): no Python, no panic.
-#[no_mangle]
 pub extern "C" fn mp_rust_segment_event(kind: i32, bytes: i64, stream: u64) {
     let Some(kind) = TraceKind::of_segment(kind) else {
         return;

@@ -41,6 +41,14 @@ fn cli(args: Vec<String>, long_version: String) {
     crate::cli_main(args, Box::leak(long_version.into_boxed_str()))
 }
 
+/// Loads memprof's library for the torch the program imported (`torch_root`: its package
+/// folder), before any measuring; a torch memprof does not support raises, naming the range.
+#[pyfunction]
+fn load_torch(torch_root: String, torch_version: String) -> PyResult<()> {
+    crate::capture::load_torch(std::path::Path::new(&torch_root), &torch_version)
+        .map_err(session::to_py)
+}
+
 /// The module: `memprof._native` in the wheel (and in the development set-up).
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -48,7 +56,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(session::start, m)?)?;
     m.add_function(wrap_pyfunction!(render_report, m)?)?;
     m.add_function(wrap_pyfunction!(cli, m)?)?;
-    m.add("TORCH_VERSION", crate::torch::linked_version())?;
+    m.add_function(wrap_pyfunction!(load_torch, m)?)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     m.add("PYTHON_VERSION", env!("MEMPROF_PYTHON_VERSION"))?;
     Ok(())

@@ -50,7 +50,22 @@ pub fn start(
              (profile the outer block, with the inner functions as targets)",
         ));
     }
-    begin(py, argv, callables, label, categories).inspect_err(|_| end())
+    bind_torch(py)
+        .and_then(|()| begin(py, argv, callables, label, categories))
+        .inspect_err(|_| end())
+}
+
+/// Loads memprof's library for the torch this interpreter imports (importing it if the
+/// program has not), once: `import memprof` does it first, a spawned child that memprof
+/// follows does it here.
+fn bind_torch(py: Python<'_>) -> PyResult<()> {
+    let torch = py.import("torch")?;
+    let file: String = torch.getattr("__file__")?.extract()?;
+    let version: String = torch.getattr("__version__")?.str()?.extract()?;
+    let root = std::path::Path::new(&file)
+        .parent()
+        .ok_or_else(|| PyRuntimeError::new_err("torch.__file__ has no folder"))?;
+    crate::capture::load_torch(root, &version).map_err(to_py)
 }
 
 fn begin(
@@ -255,7 +270,7 @@ fn end() {
     RUNNING.store(false, Ordering::SeqCst);
 }
 
-fn to_py(e: crate::error::Error) -> PyErr {
+pub(crate) fn to_py(e: crate::error::Error) -> PyErr {
     match e.hint {
         Some(hint) => PyValueError::new_err(format!("{} ({hint})", e.message)),
         None => PyValueError::new_err(e.message),

@@ -117,9 +117,10 @@ pub struct RunFacts {
 }
 
 /// Starts Python, checks torch, runs the program under the hook, and shuts Python's side down.
-/// Returns Err only for memprof errors (exit 2); the script's own failures are in the outcome.
-pub fn run(program: &Program) -> Result<RunFacts> {
-    let device_index = program.options.device_index;
+/// Starts the interpreter the script runs in (this one, for the wheel's `memprof run`) and
+/// loads memprof's library for the torch the script will import: before the recorder is
+/// installed, which reads that library.
+pub fn start(program: &Program) -> Result<()> {
     let script_text = program.script.to_string_lossy().into_owned();
     if !program.module && !program.script.exists() {
         return Err(Error::usage(format!(
@@ -130,7 +131,7 @@ pub fn run(program: &Program) -> Result<RunFacts> {
     let mut argv = vec![if program.module {
         "-m".to_string()
     } else {
-        script_text.clone()
+        script_text
     }];
     argv.extend(program.args.iter().cloned());
     if interpreter::is_running() {
@@ -141,11 +142,17 @@ pub fn run(program: &Program) -> Result<RunFacts> {
         let python = interpreter::find_python()?;
         interpreter::initialize(&python, &argv)?;
     }
-    torch::install_reporter(device_index)?;
+    Python::attach(check_torch)
+}
 
+/// Runs the program (after `start`).
+/// Returns Err only for memprof errors (exit 2); the script's own failures are in the outcome.
+pub fn run(program: &Program) -> Result<RunFacts> {
+    let device_index = program.options.device_index;
+    let script_text = program.script.to_string_lossy().into_owned();
     Python::attach(|py| -> Result<RunFacts> {
         let boot = load_bootstrap(py).map_err(|e| python_failure(py, "start", e))?;
-        check_torch(py, &boot)?;
+        torch::install_reporter(device_index)?;
         // A SIGINT ignored when the program started (a background job of a script) stays
         // ignored, as python leaves it. Else Python's own SIGINT handler must be
         // default_int_handler, so that memprof's handler (installed next, over it) can raise
@@ -385,32 +392,56 @@ fn python_failure(py: Python<'_>, what: &str, err: PyErr) -> Error {
 }
 
 /// The torch that the script will import must be the libtorch this binary linked.
-fn check_torch(py: Python<'_>, boot: &Bound<'_, PyModule>) -> Result<()> {
-    let linked = torch::linked_version();
-    let facts: Option<(String, Option<String>)> = boot
-        .call_method0("torch_facts")
-        .and_then(|f| f.extract())
-        .map_err(|e| python_failure(py, "find torch", e))?;
-    let rebuild = "rebuild memprof with that virtualenv active: `LIBTORCH_USE_PYTORCH=1 cargo install --path .`";
+/// Where the script's `import torch` would load torch from, and its version (`version.py`),
+/// without importing it.
+fn torch_facts(py: Python<'_>) -> PyResult<Option<(String, Option<String>)>> {
+    let spec = py
+        .import("importlib.util")?
+        .call_method1("find_spec", ("torch",))?;
+    if spec.is_none() {
+        return Ok(None);
+    }
+    let locations = spec.getattr("submodule_search_locations")?;
+    if locations.is_none() {
+        return Ok(None);
+    }
+    let Some(root) = locations.try_iter()?.next() else {
+        return Ok(None);
+    };
+    let root: String = root?.extract()?;
+    let version = std::fs::read_to_string(std::path::Path::new(&root).join("version.py"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .rev()
+                .filter(|l| l.starts_with("__version__"))
+                .find_map(|l| l.split_once('='))
+                .map(|(_, v)| v.trim().trim_matches(['\'', '"']).to_string())
+        });
+    Ok(Some((root, version)))
+}
+
+/// Finds the torch the script will import (without importing it), loads memprof's library for
+/// that release, and checks that the libtorch loaded is that torch's.
+fn check_torch(py: Python<'_>) -> Result<()> {
+    let facts = torch_facts(py).map_err(|e| python_failure(py, "find torch", e))?;
+    let range = torch::releases::range();
     let Some((root, version)) = facts else {
         return Err(Error::usage(format!(
-            "this Python has no torch (memprof needs torch {linked}, the version it was built with)"
+            "this Python ({}) has no torch; memprof needs torch {range}",
+            py.import("sys")
+                .and_then(|sys| sys.getattr("executable"))
+                .and_then(|e| e.extract::<String>())
+                .unwrap_or_else(|_| "python".into())
         ))
-        .hint(format!(
-            "activate the virtualenv with torch=={linked}, or `pip install torch=={linked}`"
-        )));
+        .hint("activate the virtualenv that has your torch, or `pip install torch`"));
     };
     let version = version.unwrap_or_else(|| "unknown".into());
     let _ = VERSIONS.set(Versions {
         python: python_version(py),
         torch: version.clone(),
     });
-    if version.split('+').next() != Some(linked.as_str()) {
-        return Err(Error::usage(format!(
-            "the script's torch is {version} (in {root}), but memprof was built against libtorch {linked}"
-        ))
-        .hint(rebuild));
-    }
+    crate::capture::load_torch(std::path::Path::new(&root), &version)?;
     let expected = std::path::Path::new(&root).join("lib").join("libc10.so");
     if let Some(loaded) = torch::loaded_libc10() {
         let same = match (
@@ -422,10 +453,11 @@ fn check_torch(py: Python<'_>, boot: &Bound<'_, PyModule>) -> Result<()> {
         };
         if !same {
             return Err(Error::usage(format!(
-                "memprof loaded libtorch from {loaded}, but the script's torch is {root}: two copies \
-                 of libtorch in one process would not share the CUDA allocator"
+                "this process loaded libtorch from {loaded} before memprof, but the script's \
+                 torch is {root}: two copies of libtorch in one process would not share the \
+                 CUDA allocator"
             ))
-            .hint(rebuild));
+            .hint("run the script with the python of the environment whose torch it imports"));
         }
     }
     Ok(())

@@ -33,8 +33,9 @@ const NOTHING_TARGETED: &str =
 /// Runs the program under the recorder and builds its report (without budgets: the caller
 /// checks them).
 pub fn run(config: &RunConfig) -> Result<Finished> {
-    begin(config)?;
     let mut program = program(config);
+    runner::start(&program)?;
+    begin(config)?;
     // The program's child processes are followed where a folder for their reports can be made
     // (else they run unmeasured, as before).
     if let Ok(dir) = crate::capture::children::arm() {

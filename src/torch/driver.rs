@@ -164,3 +164,31 @@ impl Nvml {
             .map(|p| p.used_gpu_memory as i64)
     }
 }
+
+/// The CUDA devices the driver shows this process (CUDA_VISIBLE_DEVICES applied), as torch's
+/// `device_count()` reads them through the runtime: for `memprof run`'s `--device` before the
+/// script's torch is loaded. 0 without a driver. Initialises the driver (no context), as
+/// torch's count did when memprof read it there.
+pub fn cuda_device_count() -> i32 {
+    type InitFn = unsafe extern "C" fn(c_uint) -> c_int;
+    type CountFn = unsafe extern "C" fn(*mut c_int) -> c_int;
+    let Some(cuda) = open(&[c"libcuda.so.1", c"libcuda.so"]) else {
+        return 0;
+    };
+    let (Some(init), Some(count)) = (
+        symbol(cuda, &[c"cuInit"]),
+        symbol(cuda, &[c"cuDeviceGetCount"]),
+    ) else {
+        return 0;
+    };
+    let mut n: c_int = 0;
+    // SAFETY: the CUDA driver's functions with these C signatures; writes one int.
+    unsafe {
+        let init = std::mem::transmute::<*mut c_void, InitFn>(init);
+        let count = std::mem::transmute::<*mut c_void, CountFn>(count);
+        if init(0) != 0 || count(&mut n) != 0 {
+            return 0;
+        }
+    }
+    n
+}

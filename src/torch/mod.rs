@@ -4,6 +4,10 @@
 //! `error`.
 pub mod driver;
 mod ffi;
+pub mod loader;
+pub mod releases;
+
+pub use ffi::Callbacks;
 
 use crate::error::{Error, Result};
 use crate::model::stats::CUDA_STAT_COUNT;
@@ -18,6 +22,26 @@ use std::os::raw::c_int;
 pub unsafe fn grad_hook(tensor_impl: usize, token: u64, kind: c_int) -> bool {
     // SAFETY: per the contract above; the shim catches every C++ exception.
     unsafe { ffi::mp_grad_hook(tensor_impl as *mut std::ffi::c_void, token, kind) == 1 }
+}
+
+/// What the shim reads of the tensor whose TensorImpl is at `tensor_impl`: its answer (-1, 0 or
+/// 1, see saved_info.cpp), version, storage address and bytes.
+///
+/// # Safety
+/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
+pub unsafe fn saved_info(tensor_impl: usize, device_index: c_int) -> (c_int, i64, usize, u64) {
+    let (mut version, mut ptr, mut nbytes) = (0i64, 0usize, 0u64);
+    // SAFETY: per the contract above.
+    let found = unsafe {
+        ffi::mp_saved_info(
+            tensor_impl as *mut std::ffi::c_void,
+            device_index,
+            &mut version,
+            &mut ptr,
+            &mut nbytes,
+        )
+    };
+    (found, version, ptr, nbytes)
 }
 
 /// Whether autograd records on this thread now (`torch.is_grad_enabled()`).
@@ -64,8 +88,12 @@ fn check(rc: c_int, what: &str) -> Result<()> {
     }
 }
 
-/// The libtorch version the binary was built against, e.g. `2.11.0`.
+/// The libtorch version memprof's loaded torch library was built against (`2.11.0`), or
+/// "unknown" before one is loaded.
 pub fn linked_version() -> String {
+    if !ffi::installed() {
+        return "unknown".into();
+    }
     // SAFETY: returns a static string.
     unsafe {
         CStr::from_ptr(ffi::mp_torch_version())
@@ -84,8 +112,12 @@ pub fn loaded_libc10() -> Option<String> {
     }
 }
 
-/// Number of CUDA devices visible (0 without a GPU or driver).
+/// Number of CUDA devices visible (0 without a GPU or driver): torch's count once memprof's
+/// torch library is loaded (0 for a CPU-only torch), the driver's before.
 pub fn cuda_device_count() -> i32 {
+    if !ffi::installed() {
+        return driver::cuda_device_count();
+    }
     let mut n: c_int = 0;
     // SAFETY: writes one int.
     let rc = unsafe { ffi::mp_cuda_device_count(&mut n) };

@@ -17,16 +17,6 @@ use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 use std::cell::RefCell;
 use std::os::raw::c_int;
 
-extern "C" {
-    fn mp_saved_info(
-        tensor_impl: *mut std::ffi::c_void,
-        device_index: c_int,
-        version: *mut i64,
-        storage_ptr: *mut usize,
-        storage_nbytes: *mut u64,
-    ) -> c_int;
-}
-
 struct Pass {
     /// -1: the CPU; else the CUDA device measured.
     device_index: c_int,
@@ -95,26 +85,6 @@ pub fn end_pass() {
     PASS.with(|p| *p.borrow_mut() = None);
 }
 
-/// What `mp_saved_info` reads of the tensor whose TensorImpl is at `tensor_impl`: its answer
-/// (-1, 0 or 1, see saved_info.cpp), version, storage address and bytes.
-///
-/// # Safety
-/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
-unsafe fn saved_info(tensor_impl: usize, device_index: c_int) -> (c_int, i64, usize, u64) {
-    let (mut version, mut ptr, mut nbytes) = (0i64, 0usize, 0u64);
-    // SAFETY: per the contract above.
-    let found = unsafe {
-        mp_saved_info(
-            tensor_impl as *mut std::ffi::c_void,
-            device_index,
-            &mut version,
-            &mut ptr,
-            &mut nbytes,
-        )
-    };
-    (found, version, ptr, nbytes)
-}
-
 /// The storage (address, bytes) of the tensor whose TensorImpl is at `tensor_impl`, when it is
 /// on the measured device (-1: the CPU) and has one.
 ///
@@ -122,7 +92,7 @@ unsafe fn saved_info(tensor_impl: usize, device_index: c_int) -> (c_int, i64, us
 /// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
 pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usize, u64)> {
     // SAFETY: per the contract above.
-    let (found, _, ptr, nbytes) = unsafe { saved_info(tensor_impl, device_index) };
+    let (found, _, ptr, nbytes) = unsafe { crate::torch::saved_info(tensor_impl, device_index) };
     (found == 1).then_some((ptr, nbytes))
 }
 
@@ -139,7 +109,7 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let impl_ptr = tensor_impl(t)?;
     let device_index = PASS.with(|p| p.borrow().as_ref().map_or(-1, |p| p.device_index));
     // SAFETY: `_cdata` is the address of the tensor's TensorImpl, alive while `t` is.
-    let (found, version, ptr, nbytes) = unsafe { saved_info(impl_ptr, device_index) };
+    let (found, version, ptr, nbytes) = unsafe { crate::torch::saved_info(impl_ptr, device_index) };
     if found < 0 {
         // Python raises torch's own error (an inference tensor has no version).
         let v = t.getattr(pyo3::intern!(py, "_version"))?;

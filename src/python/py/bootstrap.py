@@ -614,24 +614,6 @@ def _codes_defined_in(name, module):
         yield from codes
 
 
-def torch_facts():
-    """Where the script's `import torch` would load torch from, without importing it."""
-    import importlib.util
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    root = list(spec.submodule_search_locations)[0]
-    version = None
-    try:
-        with open(os.path.join(root, "version.py")) as f:
-            for line in f:
-                if line.startswith("__version__"):
-                    version = line.split("=", 1)[1].strip().strip("'\"")
-    except OSError:
-        pass
-    return root, version
-
-
 def other_devices(index):
     """A warning naming the other CUDA devices this process allocated on: the report explains
     one device's peak (the one the program set last, with no --device), and says so."""

@@ -22,7 +22,7 @@
 
 // shim.cpp: the device the reporter counts; src/capture/peak.rs: a segment event for the trace.
 extern "C" int mp_reporter_device();
-extern "C" void mp_rust_segment_event(int32_t kind, int64_t bytes, uint64_t stream);
+#include "callbacks.h"
 
 namespace {
 

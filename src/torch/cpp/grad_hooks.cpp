@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <memory>
 
-// Implemented in Rust (src/capture/backward.rs): kind 0, an output's gradient is ready (the
-// call's backward starts); 1, an input's is; 2, the backward pass ended; 3, a hook of the call
-// is gone with its graph. Returns 1 when the engine should call back at the end of this
-// backward pass (kind 2).
-extern "C" int mp_rust_grad_event(uint64_t token, int kind);
+// mp_rust_grad_event, implemented in Rust (src/capture/backward.rs): kind 0, an output's
+// gradient is ready (the call's backward starts); 1, an input's is; 2, the backward pass ended;
+// 3, a hook of the call is gone with its graph. Returns 1 when the engine should call back at
+// the end of this backward pass (kind 2).
+#include "callbacks.h"
 
 namespace {
 

@@ -37,10 +37,10 @@
 #include <unordered_set>
 #include <vector>
 
-// src/capture/peak.rs: the peak tracker (no Python, no panic, no C++ exception).
-extern "C" void mp_rust_allocation_event(uint64_t ptr, int64_t bytes, uint32_t backward_site,
-                                         int32_t has_totals, int64_t total, int64_t reserved,
-                                         int64_t requested, uint64_t stream);
+// The peak tracker (src/capture/peak.rs) and the other functions of memprof's core.
+#include "callbacks.h"
+
+MpCallbacks mp_callbacks = {nullptr, nullptr, nullptr};
 // cuda_trace.cpp: the CUDA allocator's trace entry of the allocation being reported.
 extern "C" int mp_cuda_trace_requested(uint64_t ptr, int64_t* size, uint64_t* stream);
 
@@ -350,6 +350,9 @@ void mp_last_error(char* buf, size_t len) {
   std::strncpy(buf, last_error.c_str(), len - 1);
   buf[len - 1] = '\0';
 }
+
+/// Hands the shim memprof's functions (callbacks.h); called once, right after loading.
+void mp_set_callbacks(const MpCallbacks* callbacks) { mp_callbacks = *callbacks; }
 
 /// The libtorch version this binary was compiled against, e.g. "2.11.0".
 const char* mp_torch_version() { return TORCH_VERSION; }

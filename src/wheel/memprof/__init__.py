@@ -8,10 +8,10 @@
   (pytest_plugin). All three run memprof's native core (the `memprof._native` extension) in the
   interpreter that imports them.
 """
-try:
-    from ._build import VERSION as __version__
-except ImportError:  # a development checkout (scripts/setup.sh), not the wheel
-    __version__ = "dev"
+from . import _conflict
+
+if _conflict.message():
+    raise ImportError("memprof: %s (fix: %s)" % _conflict.message())
 
 __all__ = ["Report", "profile", "load_ipython_extension"]
 
@@ -19,6 +19,15 @@ __all__ = ["Report", "profile", "load_ipython_extension"]
 def __getattr__(name):
     # Loaded when first used: the `memprof` command imports this package too, and a script it
     # runs should find the interpreter as `python script.py` leaves it.
+    if name == "__version__":
+        # Read when asked: importing importlib.metadata here would load modules into every
+        # script that `memprof run` starts.
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("torch-memprof")
+        except PackageNotFoundError:  # a development checkout without its dist-info
+            return "dev"
     if name in ("profile", "Report"):
         from . import api
 

@@ -1,5 +1,7 @@
-"""Loads memprof's native core, the `memprof._native` extension: the wheel's copy, or in a
-development checkout the library cargo built (scripts/setup.sh points the venv at it)."""
+"""Loads memprof's native core, the `memprof._native` extension (the wheel's, or in a development
+checkout the library cargo built: scripts/setup.sh points the venv at it), and binds it to the
+torch this Python imports: the core loads memprof's library built for that torch release (one
+per supported release in the wheel), or says which releases it supports."""
 import importlib.machinery
 import importlib.util
 import os
@@ -7,50 +9,41 @@ import sys
 from pathlib import Path
 
 _module = None
+_bound = False
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def native_module():
+    """The extension, loaded once, not yet bound to a torch (the commands that only read reports
+    need none)."""
+    global _module
+    if _module is None:
+        try:
+            from . import _native as module
+        except ImportError as e:
+            if any(n.startswith("_native.") for n in os.listdir(HERE)):
+                raise ImportError(
+                    "memprof's native core is installed but could not be loaded (%s): %s; "
+                    "reinstall it (`pip install --force-reinstall torch-memprof`)" % (HERE, e)
+                ) from e
+            module = _development_build()
+        _module = module
+    return _module
 
 
 def native():
-    """The extension, loaded once. torch is imported first: the extension links the libtorch
-    that torch loads (the same .so files, found by name once torch has loaded them). A wheel
-    built for another torch is named as such before its extension is loaded (loading it would
-    fail on a missing libtorch symbol)."""
-    global _module
-    if _module is None:
+    """The extension, bound to this Python's torch (imported here if the program has not yet)."""
+    global _bound
+    module = native_module()
+    if not _bound:
         import torch
 
-        running = torch.__version__.split("+")[0]
-        where = os.path.dirname(torch.__file__)
         try:
-            from . import _build
-        except ImportError:  # a development checkout: the library cargo built
-            _build = None
-        if _build is None:
-            module = _development_build()
-        else:
-            if running != _build.TORCH:
-                from ._fit import wheel_for
-
-                raise ImportError(
-                    "this memprof wheel was built for torch %s, but this Python has torch %s (%s): "
-                    "install %s" % (_build.TORCH, torch.__version__, where,
-                                    wheel_for(_build.VERSION, running))
-                )
-            try:
-                from . import _native as module
-            except ImportError as e:
-                raise ImportError(
-                    "memprof's native core is installed but could not be loaded (%s): %s"
-                    % (os.path.dirname(__file__), e)
-                ) from e
-        built = module.TORCH_VERSION
-        if running != built:
-            raise ImportError(
-                "memprof's native core was built against torch %s, but this Python has torch %s "
-                "(%s): rebuild memprof in this venv (scripts/setup.sh)"
-                % (built, torch.__version__, where)
-            )
-        _module = module
-    return _module
+            module.load_torch(os.path.dirname(torch.__file__), torch.__version__)
+        except ValueError as e:
+            raise ImportError("memprof: %s" % e) from None
+        _bound = True
+    return module
 
 
 def _development_build():
@@ -62,7 +55,7 @@ def _development_build():
         built = [p for p in built if p.is_file()]
         if not built:
             raise ImportError(
-                "memprof's native core is not installed: install the memprof wheel, or in a "
+                "memprof's native core is not installed: `pip install torch-memprof`, or in a "
                 "checkout run scripts/setup.sh (it builds target/*/libmemprof.so)"
             )
         # The one cargo built last.

@@ -1,0 +1,35 @@
+// What the shim calls in memprof's Rust core. The shim is a shared library of its own, one per
+// torch release, loaded at run time (src/torch/loader.rs): it cannot link the core's symbols, so
+// the core hands it these functions once, through mp_set_callbacks, before anything calls them.
+#pragma once
+
+#include <cstdint>
+
+struct MpCallbacks {
+  // src/capture/peak.rs: an allocation or free of the measured device (no Python, no panic).
+  void (*allocation_event)(uint64_t ptr, int64_t bytes, uint32_t backward_site, int32_t has_totals,
+                           int64_t total, int64_t reserved, int64_t requested, uint64_t stream);
+  // src/capture/backward.rs: a gradient hook's event (grad_hooks.cpp).
+  int (*grad_event)(uint64_t token, int kind);
+  // src/capture/peak.rs: a segment event of the CUDA allocator's trace (cuda_trace.cpp).
+  void (*segment_event)(int32_t kind, int64_t bytes, uint64_t stream);
+};
+
+// Defined in shim.cpp; set once by mp_set_callbacks, read-only afterwards.
+extern MpCallbacks mp_callbacks;
+
+inline void mp_rust_allocation_event(uint64_t ptr, int64_t bytes, uint32_t backward_site,
+                                     int32_t has_totals, int64_t total, int64_t reserved,
+                                     int64_t requested, uint64_t stream) {
+  if (mp_callbacks.allocation_event)
+    mp_callbacks.allocation_event(ptr, bytes, backward_site, has_totals, total, reserved,
+                                  requested, stream);
+}
+
+inline int mp_rust_grad_event(uint64_t token, int kind) {
+  return mp_callbacks.grad_event ? mp_callbacks.grad_event(token, kind) : 0;
+}
+
+inline void mp_rust_segment_event(int32_t kind, int64_t bytes, uint64_t stream) {
+  if (mp_callbacks.segment_event) mp_callbacks.segment_event(kind, bytes, stream);
+}
