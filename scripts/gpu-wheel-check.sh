@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# On the GPU machine, in one device call (after scripts/build-device.sh here, which also packs
-# .device/wheel/): installs the wheel built for its Python 3.12 and torch 2.11.0+cu130 into the
-# machine's own venv, then runs the installed `memprof` on examples/train.py on cuda:0 with no
+# On the GPU machine, in one device call (after scripts/build-device.sh here, which also builds
+# .device/wheel/ with scripts/release.sh): installs torch-memprof by name from that index (the
+# cp312 manylinux wheel) into the machine's own venv (Python 3.12, torch 2.11.0+cu130), then runs the installed `memprof` on examples/train.py on cuda:0 with no
 # LD_LIBRARY_PATH, no VIRTUAL_ENV and no activation: only the command's full path; then the
 # conformance suite through it, on cuda:0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 venv=/opt/torch/.venv
-wheel=$(ls .device/wheel/memprof-*.whl | head -n 1)
+wheel=$(ls .device/wheel/torch_memprof-*.whl | head -n 1)
 unset LD_LIBRARY_PATH VIRTUAL_ENV
-echo "== $wheel into $venv"
+echo "== torch-memprof ($(basename "$wheel")) into $venv, by name"
 # The venv was made by uv and has no pip: install with uv if the machine has it, else with the
 # system pip pointed at the venv's Python (pip >= 22.3).
 if command -v uv >/dev/null; then
-  uv pip install --python "$venv/bin/python" --no-deps "$wheel"
+  uv pip install --python "$venv/bin/python" --no-index --find-links .device/wheel torch-memprof
 else
-  /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-deps \
-    --break-system-packages "$wheel"
+  /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-index \
+    --find-links .device/wheel --break-system-packages torch-memprof
 fi || { echo "gpu-wheel-check: FAILED (install)"; exit 1; }
 status=0
 env | grep -E '^(LD_LIBRARY_PATH|VIRTUAL_ENV)=' && status=1

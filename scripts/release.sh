@@ -39,8 +39,11 @@ fi
 export PATH="$tools/bin:$PATH"
 
 # 1. memprof's torch library per release, into the package folder the wheels take.
+# Not git-ignored on purpose: maturin leaves out of a wheel what .gitignore names. The folder
+# lives only while this script runs.
 shims=src/wheel/memprof/torch_shims
 rm -rf "$shims" && mkdir -p "$shims"
+trap 'rm -rf "$shims"' EXIT
 cargo build --locked --release -p memprof-shim-builder >&2
 grep -v '^#' src/torch/releases.tsv | while IFS=$'\t' read -r minor _std _tch headers; do
   [ -n "$minor" ] || continue
@@ -84,13 +87,22 @@ for wheel in "$work/wheels"/*.whl; do
   auditwheel repair --plat manylinux_2_28_x86_64 --exclude 'libc10.so' \
     --exclude 'libtorch_cpu.so' --exclude 'libpython*' -w dist "$wheel" >&2
 done
+# `auditwheel show` judges the symbols (its sym_tag) and lists the libraries the wheel needs from
+# outside: exactly torch's two, which it cannot exclude as repair does (its overall tag is then
+# linux_x86_64, for that reason alone).
 for wheel in dist/torch_memprof-*.whl; do
-  echo "== auditwheel show $(basename "$wheel")" >&2
-  auditwheel show "$wheel" >&2
+  auditwheel show --json "$wheel" | "$tools/bin/python" -c '
+import json, sys
+d = json.load(sys.stdin)
+external = sorted(d["external_libs"])
+ok = d["sym_tag"] in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64") \
+    and set(external) <= {"libc10.so", "libtorch_cpu.so"}
+print("release: auditwheel show %s: symbols %s, from outside only the user\x27s torch: %s -> %s"
+      % (d["wheel"], d["sym_tag"], ", ".join(external), "ok" if ok else "FAILED"))
+sys.exit(0 if ok else 1)'
 done
 # 4. The sdist.
 maturin sdist --out dist >&2
-rm -rf "$shims"
 # 5. dist/simple/: a PEP 503 index of the files.
 "$tools/bin/python" - dist <<'PY'
 import hashlib, html, pathlib, sys

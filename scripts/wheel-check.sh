@@ -1,55 +1,93 @@
 #!/usr/bin/env bash
-# Builds memprof's wheel, installs it into a fresh venv that gets torch from PyPI (and one without
-# torch), and checks the installed `memprof` command there with no Rust, no LD_LIBRARY_PATH and no
-# VIRTUAL_ENV (scripts/wheel_check.py: exact bytes, the peak's sites, the script's environment,
-# the missing-torch message), then the conformance suite through it (tests/conformance/check.py:
-# every program of fixtures/conformance as under python). scripts/test.sh runs it for the
-# project's torch; for another torch:
-#   scripts/wheel-check.sh --venv DIR     # DIR: a venv with that torch, to build against
-#   scripts/wheel-check.sh --other-torch 2.11.0
-#       also installs the wheel into a venv of the same Python with that torch: pip must leave
-#       torch as it was, and `memprof run` and `import memprof` must name the wheel that fits.
+# torch-memprof as a user gets it: scripts/release.sh builds the wheels and the index
+# (dist/simple), then each check venv installs it BY NAME from that index, beside a torch from
+# PyPI, with no Rust, no LD_LIBRARY_PATH and no VIRTUAL_ENV, and runs it
+# (scripts/wheel_check.py: exact bytes by line, the peak's sites, the script's environment,
+# `import memprof`, the pytest plugin, a Jupyter kernel, the missing-torch message). pip must
+# leave torch as it was. The newest venv also runs the conformance suite through the installed
+# `memprof run` (tests/conformance/check.py), and the other PyPI `memprof` installed beside it
+# must be named with its fix. scripts/test.sh (CI) runs the default three.
+#   scripts/wheel-check.sh [--no-build] [PY:TORCH ...]
+#     default: 3.11:2.9.1 (the oldest) 3.12:2.12.1 (one between) 3.13:2.15.0 (the newest)
+#     --no-build: the dist/ there is (scripts/release.sh run before, with these Pythons and torches)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/stack.sh
-build_args=(--debug)
-build_venv=$PWD/.venv
-other=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --venv) build_venv=$(cd "$2" && pwd); build_args+=(--venv "$build_venv"); shift 2 ;;
-    --other-torch) other=$2; shift 2 ;;
-    *) echo "wheel-check: unknown argument '$1' (--venv DIR, --other-torch VERSION)" >&2; exit 2 ;;
-  esac
+build=1
+if [ "${1:-}" = --no-build ]; then build=0; shift; fi
+entries=("$@")
+[ ${#entries[@]} -gt 0 ] || entries=(3.11:2.9.1 3.12:2.12.1 3.13:2.15.0)
+pythons="" torches=""
+for e in "${entries[@]}"; do
+  py=${e%%:*} t=${e##*:}
+  pythons+="${pythons:+,}$py" torches+="${torches:+,}${t%.*}"
 done
-wheel=$(scripts/build-wheel.sh "${build_args[@]}" | tail -n 1)
-echo "wheel-check: $wheel" >&2
-read -r torch base python_version < <("$build_venv/bin/python" -c '
-import sys, torch
-print(torch.__version__.split("+")[0], sys._base_executable, "%d.%d" % sys.version_info[:2])')
-check=${TMPDIR:-/tmp}/memprof-wheel-check-py$python_version-torch$torch
+if [ "$build" = 1 ]; then
+  scripts/release.sh --debug --python "$pythons" --torch "$torches"
+fi
+index="file://$PWD/dist/simple"
+check=${TMPDIR:-/tmp}/memprof-wheel-check
 rm -rf "$check" && mkdir -p "$check"
-# Its venvs hold a torch each (about 5 GB with the CUDA libraries): gone when the check ends,
+# Each venv holds a torch (about 5 GB with its CUDA libraries): gone when the check ends,
 # unless MEMPROF_KEEP_CHECK=1 keeps them to look at.
 [ "${MEMPROF_KEEP_CHECK:-}" = 1 ] || trap 'rm -rf "$check"' EXIT
 pip=(--quiet --disable-pip-version-check)
-make_venv "$base" "$check/venv"
-make_venv "$base" "$check/no-torch"
-# torch from PyPI (pip's cache has it when the project's set-up has installed the same version).
-"$check/venv/bin/python" -m pip install "${pip[@]}" "torch==$torch" numpy
-# What the in-process front end is checked with: pytest (the plugin) and a Jupyter kernel.
-"$check/venv/bin/python" -m pip install "${pip[@]}" 'pytest>=8' ipykernel nbclient nbformat
-# What the conformance suite's programs use (Hydra, a HuggingFace Trainer).
-"$check/venv/bin/python" -m pip install "${pip[@]}" hydra-core transformers accelerate
-"$check/venv/bin/python" -m pip install "${pip[@]}" "$wheel"
-"$check/no-torch/bin/python" -m pip install "${pip[@]}" "$wheel"
-if [ -n "$other" ]; then
-  make_venv "$base" "$check/other-torch"
-  "$check/other-torch/bin/python" -m pip install "${pip[@]}" "torch==$other" numpy
-  # A plain install, as a user would type it: it must not change that torch.
-  "$check/other-torch/bin/python" -m pip install "${pip[@]}" "$wheel"
-fi
-python3 scripts/wheel_check.py "$check/venv" "$check/no-torch" ${other:+"$check/other-torch" "$other"}
-# The wheel's `memprof run` (the venv's own python) through the differential conformance suite.
-python3 tests/conformance/check.py --require-all --python "$check/venv/bin/python" \
-  --memprof "$check/venv/bin/memprof"
+status=0 results=()
+newest=${entries[-1]}
+for e in "${entries[@]}"; do
+  py=${e%%:*} t=${e##*:}
+  python=$(find_python "$py") || { echo "wheel-check: no Python $py" >&2; exit 2; }
+  venv=$check/py$py-torch$t
+  echo "== Python $py, torch $t: pip install torch-memprof from $index" >&2
+  make_venv "$python" "$venv"
+  "$venv/bin/python" -m pip install "${pip[@]}" "torch==$t" numpy 'pytest>=8' ipykernel nbclient nbformat
+  before=$("$venv/bin/python" -m pip freeze --all | grep -iE '^(torch|nvidia|triton)' | sort)
+  # By name, as a user types it, from the built index only.
+  "$venv/bin/python" -m pip install "${pip[@]}" --index-url "$index" torch-memprof
+  after=$("$venv/bin/python" -m pip freeze --all | grep -iE '^(torch|nvidia|triton)' | sort)
+  installed=$(echo "$after" | grep -i '^torch-memprof' || true)
+  if [ "$before" != "$(echo "$after" | grep -vi '^torch-memprof')" ] || [ -z "$installed" ]; then
+    echo "FAIL   installing torch-memprof changed torch or did not install: $installed" >&2
+    diff <(echo "$before") <(echo "$after") >&2 || true
+    status=1
+  else
+    echo "ok     pip install torch-memprof ($installed) left torch $t and its libraries as they were" >&2
+  fi
+  no_torch=()
+  if [ "$e" = "${entries[0]}" ]; then
+    make_venv "$python" "$check/no-torch"
+    "$check/no-torch/bin/python" -m pip install "${pip[@]}" --index-url "$index" torch-memprof
+    no_torch=("$check/no-torch")
+  fi
+  if python3 scripts/wheel_check.py "$venv" "${no_torch[@]}"; then verdict=PASSED; else verdict=FAILED; status=1; fi
+  if [ "$e" = "$newest" ]; then
+    # What the conformance suite's programs use (Hydra, a HuggingFace Trainer).
+    "$venv/bin/python" -m pip install "${pip[@]}" hydra-core transformers accelerate
+    python3 tests/conformance/check.py --require-all --python "$venv/bin/python" \
+      --memprof "$venv/bin/memprof" || { verdict="$verdict, conformance FAILED"; status=1; }
+    # PyPI's other `memprof` (an unrelated profiler with the same import name), installed
+    # beside: one message with the fix, then the fix works.
+    "$venv/bin/python" -m pip install "${pip[@]}" cython
+    "$venv/bin/python" -m pip install "${pip[@]}" --no-build-isolation memprof==0.3.6
+    out=$(cd fixtures && env -i PATH=/usr/bin:/bin "$venv/bin/memprof" run lines.py 2>&1) && rc=0 || rc=$?
+    if [ "$rc" = 2 ] && [[ "$out" == *"another package named memprof"* ]] &&
+       [[ "$out" == *"pip uninstall -y memprof torch-memprof && pip install torch-memprof"* ]]; then
+      echo "ok     PyPI's other memprof beside torch-memprof: one message with the fix (exit 2)" >&2
+    else
+      echo "FAIL   PyPI's other memprof beside torch-memprof: exit $rc: $out" >&2; status=1
+    fi
+    "$venv/bin/python" -m pip uninstall "${pip[@]}" -y memprof torch-memprof
+    "$venv/bin/python" -m pip install "${pip[@]}" --index-url "$index" torch-memprof
+    out=$(cd fixtures && env -i PATH=/usr/bin:/bin "$venv/bin/memprof" run lines.py 2>&1) && rc=0 || rc=$?
+    if [ "$rc" = 0 ] && [[ "$out" == *"= the peak"* ]]; then
+      echo "ok     after the fix, memprof runs" >&2
+    else
+      echo "FAIL   after the fix: exit $rc: ${out: -500}" >&2; status=1
+    fi
+  fi
+  results+=("Python $py  torch $t  $installed  $verdict")
+  rm -rf "$venv"
+done
+printf 'wheel-check: %s\n' "${results[@]}"
+echo "wheel-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
+exit $status

@@ -2,14 +2,11 @@
 """Checks an installed memprof wheel: run through the venv's `memprof` command, with no Rust, no
 LD_LIBRARY_PATH and no VIRTUAL_ENV, it profiles a fixture with exact bytes, names the peak's
 sites by file and line (a fixture's exactly, the GPT-2 example's summing to its peak), leaves
-the script's environment as `python` would, and stops with one clear message (exit 2) where
+the script's environment as `python` would, reads reports without loading libtorch, runs the
+API, the pytest plugin and a Jupyter kernel, and stops with one clear message (exit 2) where
 torch is missing.
 
-    scripts/wheel_check.py VENV [VENV_WITHOUT_TORCH [VENV_WITH_ANOTHER_TORCH TORCH_VERSION]]
-
-The third venv has the wheel installed by a plain `pip install` beside another torch: its torch
-must be the one it had, and `memprof run` and `import memprof` must each stop with one message
-naming the wheel that fits (never a loader error, never "not installed").
+    scripts/wheel_check.py VENV [VENV_WITHOUT_TORCH]
 """
 
 import json
@@ -82,15 +79,14 @@ def main():
           "memprof run (in this python) leaves the script what python gives it",
           r.stdout if r.stdout != plain else "")
 
-    # The `memprof` command is the reports binary itself, which links neither libtorch nor
-    # libpython: what the loader would load.
-    r = run([str(memprof)], {"LD_TRACE_LOADED_OBJECTS": "1"})
-    heavy = [l.split()[0] for l in r.stdout.splitlines()
-             if "libtorch" in l or "libpython" in l or "libc10" in l]
-    check(r.returncode == 0 and "libc.so" in r.stdout and not heavy,
-          "the memprof command is the binary, and loads no libtorch or libpython", heavy or r.stdout[:200])
+    # The commands that read reports load no libtorch: the core links none (only `run` and
+    # the API load the torch they find).
+    r = run([str(memprof), "stats", "--help"], {"LD_DEBUG": "files"})
+    loaded = [l for l in r.stderr.splitlines() if "file=" in l and ("libtorch" in l or "libc10" in l)]
+    check(r.returncode == 0 and "file=" in r.stderr and not loaded,
+          "memprof's commands that read reports load no libtorch", loaded[:3] if loaded else "")
     r = run([str(python), "-m", "memprof", "show", "--help"])
-    check(r.returncode == 0 and "Usage" in r.stdout, "python -m memprof show --help (the binary)",
+    check(r.returncode == 0 and "Usage" in r.stdout, "python -m memprof show --help",
           r.stderr[-500:])
 
     # The in-process front end from the wheel: the API's report is the command's, line by line.
@@ -109,7 +105,7 @@ def main():
         check(lines(api) == lines(cli), "the API's report equals the command's, line by line")
         r = run([str(memprof), "show", str(api)])
         check(r.returncode == 0 and "Function: step at line" in r.stdout,
-              "memprof show (the reports binary) reads the API's report", r.stderr[-500:])
+              "memprof show reads the API's report", r.stderr[-500:])
 
     # The pytest plugin (the wheel's pytest11 entry point) and the Jupyter magics, if the venv
     # has pytest and a kernel (scripts/wheel-check.sh installs them).
@@ -143,12 +139,9 @@ def main():
     if len(sys.argv) > 2:
         bare = Path(sys.argv[2]).resolve() / "bin" / "memprof"
         r = run([str(bare), "run", "lines.py"])
-        check(r.returncode == 2 and "has no torch" in r.stderr and "pip install torch==" in r.stderr
-              and "error while loading" not in r.stderr,
+        check(r.returncode == 2 and "has no torch; memprof needs torch 2.9 to 2.15" in r.stderr
+              and "pip install torch`" in r.stderr and "error while loading" not in r.stderr,
               "a venv without torch: one message, exit 2", (r.stderr.strip(), r.returncode))
-
-    if len(sys.argv) > 4:
-        check_other_torch(Path(sys.argv[3]).resolve(), sys.argv[4], memprof)
 
     print("wheel-check: %s" % ("PASSED" if not failures else "FAILED: " + ", ".join(failures)))
     return 1 if failures else 0
@@ -189,29 +182,6 @@ def check_peak_sites(memprof):
               "GPT-2's peak by file and line, the sites summing to the peak",
               "%d sites, %d named, %d in the example; %d B of %d B" % (
                   len(sites), len(named), len(ours), total, peak["allocated_bytes"]))
-
-
-def check_other_torch(venv, torch_version, memprof):
-    """The wheel in a venv with another torch: installed without changing it, and refused with
-    the name of the wheel to use, by the command and by the API."""
-    python = venv / "bin" / "python"
-    got = report_torch(python)
-    check(got.split("+")[0] == torch_version,
-          "installing the wheel left the venv's torch %s as it was" % torch_version, got)
-    built = run([str(memprof), "--version"]).stdout
-    minor = ".".join(torch_version.split(".")[:2])
-    py = run([str(python), "-c", "import sys; print('cp%d%d' % sys.version_info[:2])"]).stdout.strip()
-    wanted = "+torch%s-%s-%s-linux_x86_64.whl" % (minor, py, py)
-    r = run([str(venv / "bin" / "memprof"), "run", "lines.py"])
-    check(r.returncode == 2 and wanted in r.stderr and "never changes your torch" in r.stderr
-          and "error while loading" not in r.stderr,
-          "memprof run beside another torch: exit 2, naming the wheel that fits",
-          (r.returncode, r.stderr.strip()[-600:], built.strip()))
-    r = run([str(python), "-c", "import memprof\nwith memprof.profile(device='cpu'):\n    pass"])
-    check(r.returncode == 1 and wanted in r.stderr and "undefined symbol" not in r.stderr
-          and "not installed" not in r.stderr,
-          "import memprof beside another torch: an ImportError naming the wheel that fits",
-          r.stderr.strip()[-600:])
 
 
 def report_torch(python):
