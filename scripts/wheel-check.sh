@@ -3,8 +3,9 @@
 # (dist/simple), then each check venv installs it BY NAME from that index, beside a torch from
 # PyPI, with no Rust, no LD_LIBRARY_PATH and no VIRTUAL_ENV, and runs it
 # (scripts/wheel_check.py: exact bytes by line, the peak's sites, the script's environment,
-# `import memprof`, the pytest plugin, a Jupyter kernel, the missing-torch message). pip must
-# leave torch as it was. The newest venv also runs the conformance suite through the installed
+# `import memprof`, the pytest plugin, a Jupyter kernel, the missing-torch message), then five
+# conformance cases (warnings among them). pip must leave torch as it was. The newest venv runs
+# the whole conformance suite through the installed
 # `memprof run` (tests/conformance/check.py), and the other PyPI `memprof` installed beside it
 # must be named with its fix. scripts/test.sh (CI) runs the default three.
 #   scripts/wheel-check.sh [--no-build] [PY:TORCH ...]
@@ -60,6 +61,13 @@ for e in "${entries[@]}"; do
     no_torch=("$check/no-torch")
   fi
   if python3 scripts/wheel_check.py "$venv" "${no_torch[@]}"; then verdict=PASSED; else verdict=FAILED; status=1; fi
+  if [ "$e" != "$newest" ]; then
+    # A script as python runs it, in every venv (the newest runs the whole suite below):
+    # `__main__`, warnings (Python's and torch's C++), the script's classes, pickling, a fork Pool.
+    python3 tests/conformance/check.py --python "$venv/bin/python" --memprof "$venv/bin/memprof" \
+      --only main_module --only warnings --only classes_and_device_contexts \
+      --only pickling_and_torch_save --only pools_fork || { verdict="$verdict, conformance FAILED"; status=1; }
+  fi
   if [ "$e" = "$newest" ]; then
     # What the conformance suite's programs use (Hydra, a HuggingFace Trainer).
     "$venv/bin/python" -m pip install "${pip[@]}" hydra-core transformers accelerate

@@ -2,11 +2,8 @@
 checkout the library cargo built: scripts/setup.sh points the venv at it), and binds it to the
 torch this Python imports: the core loads memprof's library built for that torch release (one
 per supported release in the wheel), or says which releases it supports."""
-import importlib.machinery
-import importlib.util
 import os
 import sys
-from pathlib import Path
 
 _module = None
 _bound = False
@@ -48,6 +45,11 @@ def native():
 
 def _development_build():
     """target/{debug,release}/libmemprof.so of this checkout (MEMPROF_NATIVE names another)."""
+    # Imported here: the installed command's start-up needs none of them.
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+
     path = os.environ.get("MEMPROF_NATIVE")
     if path is None:
         root = Path(__file__).resolve().parents[3]
