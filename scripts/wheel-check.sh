@@ -75,7 +75,7 @@ for e in "${entries[@]}"; do
       --memprof "$venv/bin/memprof" || { verdict="$verdict, conformance FAILED"; status=1; }
     # PyPI's other `memprof` (an unrelated profiler with the same import name), installed
     # beside: one message with the fix, then the fix works.
-    "$venv/bin/python" -m pip install "${pip[@]}" cython
+    "$venv/bin/python" -m pip install "${pip[@]}" cython setuptools
     "$venv/bin/python" -m pip install "${pip[@]}" --no-build-isolation memprof==0.3.6
     out=$(cd fixtures && env -i PATH=/usr/bin:/bin "$venv/bin/memprof" run lines.py 2>&1) && rc=0 || rc=$?
     if [ "$rc" = 2 ] && [[ "$out" == *"another package named memprof"* ]] &&

@@ -8,10 +8,10 @@
   (pytest_plugin). All three run memprof's native core (the `memprof._native` extension) in the
   interpreter that imports them.
 """
-from . import _conflict
+from torch_memprof import conflict as _conflict
 
-if _conflict.message():
-    raise ImportError("memprof: %s (fix: %s)" % _conflict.message())
+if _conflict():
+    raise ImportError("memprof: %s (fix: %s)" % _conflict())
 
 __all__ = ["Report", "profile", "load_ipython_extension"]
 

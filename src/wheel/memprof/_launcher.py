@@ -11,10 +11,7 @@ what is missing (exit 2).
 The run path imports as little as it can: the script should find the interpreter as
 `python script.py` leaves it."""
 
-import os
 import sys
-
-from . import _conflict
 
 USAGE = 2
 # memprof's options that take a value and may come before the subcommand.
@@ -36,10 +33,7 @@ def subcommand(args):
 
 
 def main():
-    message = _conflict.message()
-    if message:
-        sys.stderr.write("memprof: error: %s\nhint: %s\n" % message)
-        return USAGE
+    """The command (after torch_memprof.main's check for the other `memprof`)."""
     args = sys.argv[1:]
     try:
         from ._core import native_module
