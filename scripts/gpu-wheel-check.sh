@@ -3,7 +3,8 @@
 # .device/wheel/ with scripts/release.sh): installs torch-memprof by name from that index (the
 # cp312 manylinux wheel) into the machine's own venv (Python 3.12, torch 2.11.0+cu130), then runs the installed `memprof` on examples/train.py on cuda:0 with no
 # LD_LIBRARY_PATH, no VIRTUAL_ENV and no activation: only the command's full path; then the
-# conformance suite through it, on cuda:0.
+# conformance suite through it, on cuda:0, and the integration suite's GPU, peak and -f tests
+# with the installed command as the binary under test; then uninstalls it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 venv=/opt/torch/.venv
@@ -47,5 +48,17 @@ PY
 echo "== the conformance suite through the installed wheel on cuda:0 (tests/conformance/check.py)"
 MEMPROF_TEST_DEVICE=cuda python3 tests/conformance/check.py --jobs 4 --python "$venv/bin/python" \
   --memprof "$venv/bin/memprof" || status=1
+echo "== the integration suite's GPU, peak and -f tests through the installed wheel's command"
+(. scripts/device-env.sh
+ unset LD_LIBRARY_PATH
+ MEMPROF_BIN=$venv/bin/memprof .device/tests/integration --test-threads 4 gpu:: peak:: \
+   first_hour:: measure::) || status=1
+# The machine's venv as it was: the suite's in-process tests register the checkout's pytest
+# plugin, which the installed one would register a second time.
+if command -v uv >/dev/null; then
+  uv pip uninstall --python "$venv/bin/python" torch-memprof
+else
+  /usr/bin/python3 -m pip --python "$venv/bin/python" uninstall --quiet -y --break-system-packages torch-memprof
+fi
 echo "gpu-wheel-check: $([ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

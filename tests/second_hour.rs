@@ -729,10 +729,17 @@ fn children_that_cannot_be_followed_are_named() {
         warnings.contains("but never ran in this process; 2 child processes could not be followed"),
         "{warnings}"
     );
-    // The binaries alone, without the library a spawned child loads.
+    // The binaries alone (with memprof's torch libraries, which they load), without the native
+    // library a spawned child loads.
     let bin = tempfile::tempdir().unwrap();
     for name in ["memprof", "memprof-embedded"] {
         std::fs::copy(memprof_binary().with_file_name(name), bin.path().join(name)).unwrap();
+    }
+    let shims = bin.path().join("torch_shims");
+    std::fs::create_dir(&shims).unwrap();
+    for library in std::fs::read_dir(memprof_binary().with_file_name("torch_shims")).unwrap() {
+        let library = library.unwrap().path();
+        std::fs::copy(&library, shims.join(library.file_name().unwrap())).unwrap();
     }
     let r = finish(
         in_the_venv(std::process::Command::new(bin.path().join("memprof")))
