@@ -32,6 +32,10 @@ pub struct Release {
     pub minor: String,
     /// `c++17` or `c++20`: what its headers need.
     pub cxx_standard: String,
+    /// Whether c10's DeviceAllocator has getMemoryInfo.
+    pub memory_info: bool,
+    /// The CUDA allocator's TraceEntry, fully qualified.
+    pub trace_entry: String,
 }
 
 /// The rows of src/torch/releases.tsv.
@@ -46,6 +50,8 @@ pub fn releases(root: &Path) -> Vec<Release> {
             Release {
                 minor: cols[0].to_string(),
                 cxx_standard: cols[1].to_string(),
+                memory_info: cols[4] == "1",
+                trace_entry: cols[5].to_string(),
             }
         })
         .collect()
@@ -100,6 +106,12 @@ pub fn build(root: &Path, torch_lib: &Path, out_dir: &Path, in_build_script: boo
         // inputs_valid_, a padding byte there) and its debug checks read them, so a c10d op's
         // inputs were refused whenever that byte happened to be 0.
         .define("NDEBUG", None)
+        // What differs between releases, from the table (src/torch/releases.tsv).
+        .define(
+            "MEMPROF_HAS_MEMORY_INFO",
+            if release.memory_info { "1" } else { "0" },
+        )
+        .define("MEMPROF_TRACE_ENTRY", release.trace_entry.as_str())
         .flag("-O2")
         .flag("-include")
         .flag(root.join("src/torch/cpp/portable.h").display().to_string());

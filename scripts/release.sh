@@ -45,7 +45,7 @@ shims=src/wheel/memprof/torch_shims
 rm -rf "$shims" && mkdir -p "$shims"
 trap 'rm -rf "$shims"' EXIT
 cargo build --locked --release -p memprof-shim-builder >&2
-grep -v '^#' src/torch/releases.tsv | while IFS=$'\t' read -r minor _std _tch headers; do
+grep -v '^#' src/torch/releases.tsv | while IFS=$'\t' read -r minor _std _tch headers _rest; do
   [ -n "$minor" ] || continue
   if [ -n "$torches" ] && ! [[ ",$torches," == *",$minor,"* ]]; then continue; fi
   torch_dir=$work/torch-$minor
@@ -76,13 +76,16 @@ interpreters=()
 for py in ${pythons//,/ }; do
   if p=$(find_python "$py"); then interpreters+=("$p"); else interpreters+=("python$py"); fi
 done
-maturin_args=(--zig --compatibility manylinux_2_28 --out "$work/wheels" -i "${interpreters[@]}")
+# --target: maturin then takes each Python's build facts from its own table where no such
+# interpreter is installed (3.14 on these machines): the wheel is built, not run.
+maturin_args=(--zig --compatibility manylinux_2_28 --target x86_64-unknown-linux-gnu
+  --out "$work/wheels" -i "${interpreters[@]}")
 [ "$profile" = release ] && maturin_args+=(--release)
 rm -rf "$work/wheels"
 MEMPROF_PREBUILT_SHIMS=1 maturin build "${maturin_args[@]}" >&2
 # 3. auditwheel: the policy holds with torch's libraries (and CPython's) as the user's own; the
 # repaired wheel is the one published (the same files, its tag checked).
-rm -f dist/torch_memprof-*.whl dist/torch_memprof-*.tar.gz
+rm -rf dist/simple dist/*.whl dist/*.tar.gz
 for wheel in "$work/wheels"/*.whl; do
   auditwheel repair --plat manylinux_2_28_x86_64 --exclude 'libc10.so' \
     --exclude 'libtorch_cpu.so' --exclude 'libpython*' -w dist "$wheel" >&2

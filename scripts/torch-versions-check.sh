@@ -15,7 +15,7 @@ pythons=("$@")
 [ ${#pythons[@]} -gt 0 ] || pythons=(3.11 3.12 3.13)
 entries=()
 for py in "${pythons[@]}"; do
-  while IFS=$'\t' read -r minor _std _tch version; do
+  while IFS=$'\t' read -r minor _std _tch version _rest; do
     entries+=("$py:$version")
   done < <(grep -v '^#' src/torch/releases.tsv)
 done

@@ -26,12 +26,9 @@ extern "C" int mp_reporter_device();
 
 namespace {
 
-// The allocator's trace entry moved to c10/core in torch 2.10 (the same fields and actions).
-#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 10
-using c10::CachingDeviceAllocator::TraceEntry;
-#else
-using c10::cuda::CUDACachingAllocator::TraceEntry;
-#endif
+// The allocator's trace entry moved to c10/core in torch 2.11 (the same fields and actions):
+// MEMPROF_TRACE_ENTRY names it, from src/torch/releases.tsv (build/shim.rs).
+using TraceEntry = MEMPROF_TRACE_ENTRY;
 using c10::cuda::CUDACachingAllocator::CUDAAllocator;
 
 struct Requested {

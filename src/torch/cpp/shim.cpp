@@ -424,8 +424,9 @@ int mp_current_device(int* out) {
 /// The device's free and total memory as the CUDA driver reads them (device-wide: every
 /// process's use counts), or -1 where the allocator cannot say.
 /// torch 2.9's DeviceAllocator has no getMemoryInfo: there it cannot say (-1, as without CUDA).
+/// MEMPROF_HAS_MEMORY_INFO comes from src/torch/releases.tsv (build/shim.rs).
 int mp_device_memory_info(int device, int64_t* free, int64_t* total) {
-#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 10
+#if MEMPROF_HAS_MEMORY_INFO
   return guarded([&] {
     auto [f, t] = c10::getDeviceAllocator(c10::DeviceType::CUDA)
                       ->getMemoryInfo((c10::DeviceIndex)device);
