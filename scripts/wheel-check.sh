@@ -27,8 +27,7 @@ if [ "$build" = 1 ]; then
   scripts/release.sh --debug --python "$pythons" --torch "$torches"
 fi
 index="file://$PWD/dist/simple"
-check=${TMPDIR:-/tmp}/memprof-wheel-check
-rm -rf "$check" && mkdir -p "$check"
+check=$(mktemp -d "${TMPDIR:-/tmp}/memprof-wheel-check.XXXXXX")
 # Each venv holds a torch (about 5 GB with its CUDA libraries): gone when the check ends,
 # unless MEMPROF_KEEP_CHECK=1 keeps them to look at.
 [ "${MEMPROF_KEEP_CHECK:-}" = 1 ] || trap 'rm -rf "$check"' EXIT
