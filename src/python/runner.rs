@@ -116,7 +116,6 @@ pub struct RunFacts {
     pub collected: Option<String>,
 }
 
-/// Starts Python, checks torch, runs the program under the hook, and shuts Python's side down.
 /// Starts the interpreter the script runs in (this one, for the wheel's `memprof run`) and
 /// loads memprof's library for the torch the script will import: before the recorder is
 /// installed, which reads that library.
@@ -145,7 +144,7 @@ pub fn start(program: &Program) -> Result<()> {
     Python::attach(check_torch)
 }
 
-/// Runs the program (after `start`).
+/// Runs the program under the hook (after `start`) and shuts Python's side down.
 /// Returns Err only for memprof errors (exit 2); the script's own failures are in the outcome.
 pub fn run(program: &Program) -> Result<RunFacts> {
     let device_index = program.options.device_index;
@@ -391,7 +390,6 @@ fn python_failure(py: Python<'_>, what: &str, err: PyErr) -> Error {
     Error::usage(format!("memprof could not {what} in the embedded Python"))
 }
 
-/// The torch that the script will import must be the libtorch this binary linked.
 /// Where the script's `import torch` would load torch from, and its version (`version.py`),
 /// without importing it.
 fn torch_facts(py: Python<'_>) -> PyResult<Option<(String, Option<String>)>> {

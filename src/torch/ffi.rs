@@ -129,9 +129,10 @@ shim_functions! {
 
 static SHIM: OnceLock<Shim> = OnceLock::new();
 
-/// Makes `shim` the one every function here calls; false if one was installed already.
-pub fn install(shim: Shim) -> bool {
-    SHIM.set(shim).is_ok()
+/// Makes `shim` the one every function here calls (once: the loader installs one library per
+/// process, under its lock).
+pub fn install(shim: Shim) {
+    let _ = SHIM.set(shim);
 }
 
 /// Whether a library is loaded.
