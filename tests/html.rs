@@ -22,11 +22,16 @@ fn has_no_browser_here() -> bool {
 
 /// What the page check saw of `page` (screenshots and PDF into `out`).
 fn open_in_chromium(page: &Path, out: &Path) -> Value {
+    open_in_chromium_with(page, out, "page_check.py")
+}
+
+/// What `checker` (a script in tests/browser) saw of `page`.
+fn open_in_chromium_with(page: &Path, out: &Path, checker: &str) -> Value {
     assert!(
         Path::new(CHROMIUM).exists(),
         "{CHROMIUM} is missing: install Debian's chromium package (scripts/setup.sh does)"
     );
-    let script = root().join("tests").join("browser").join("page_check.py");
+    let script = root().join("tests").join("browser").join(checker);
     let r = finish(
         Command::new(python())
             .arg(script)
@@ -347,25 +352,141 @@ fn ten_million_allocations_make_a_page_under_10_mb_that_stays_quick() {
 }
 
 #[test]
-fn html_is_refused_for_documents_other_than_a_run_report() {
+fn html_is_refused_for_a_diff() {
     let dir = tempfile::tempdir().unwrap();
     let (json, _) = cnn_report(dir.path());
     let j = json.to_str().unwrap();
-    let out = dir.path().join("merged.html");
-    for args in [
-        vec!["merge", j, j, "-o", out.to_str().unwrap()],
-        vec!["show", j, j, "--format", "html"],
-        vec!["diff", j, j, "--format", "html"],
+    let out = dir.path().join("diff.html");
+    let r = finish(
+        memprof()
+            .args(["diff", j, j, "-o", out.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("a diff has no HTML form")
+            && r.stderr.contains("memprof show RUN.json -o report.html"),
+        "{}",
+        r.stderr
+    );
+    assert!(!out.exists());
+}
+
+/// The merged ranks' page: 64 ranks on 8 hosts (benches/synthetic_ranks.py: rank 33 far above,
+/// rank 17 far below), each a bar, the two marked, a click on a bar or a row showing that rank
+/// with a link to its report; `show` of several reports and of the merged JSON draws the same.
+#[test]
+fn the_merged_page_draws_every_rank_marks_the_outliers_and_opens_a_rank() {
+    if has_no_browser_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    crate::merge_scale::synthetic_ranks(dir.path(), 64);
+    let files = crate::merge_scale::rank_files(dir.path(), 64);
+    let page = dir.path().join("merged.html");
+    let r = finish(
+        memprof()
+            .arg("merge")
+            .args(&files)
+            .arg("-o")
+            .arg(&page)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let json = finish(
+        memprof()
+            .args(["merge", "--format", "json"])
+            .args(&files)
+            .output()
+            .unwrap(),
+    );
+    let merged: Value = serde_json::from_str(&json.stdout).unwrap();
+    let seen = open_in_chromium_with(&page, &shots("merged"), "merged_check.py");
+    assert_eq!(seen["errors"], Value::Array(vec![]), "{seen:#}");
+    assert_eq!(seen["requests"], Value::Array(vec![]), "{seen:#}");
+    let drawn = &seen["drawn"];
+    assert_eq!(drawn["ready"], "1", "{seen:#}");
+    assert_eq!(drawn["bars"], 64);
+    let mut marked: Vec<u64> = drawn["outlier_bars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    marked.sort();
+    assert_eq!(marked, vec![17, 33], "{drawn:#}");
+    assert_eq!(strings(&drawn["outlier_labels"]), vec!["r33", "r17"]);
+    // 8 hosts, every other one shaded.
+    assert_eq!(drawn["host_bands"], 4);
+    assert_eq!(
+        (&drawn["median_line"], &drawn["p90_line"]),
+        (&1.into(), &1.into())
+    );
+    assert_eq!(drawn["host_rows"], 8);
+    assert_eq!(
+        drawn["site_rows"].as_u64().unwrap() as usize,
+        merged["peak"]["sites"].as_array().unwrap().len()
+    );
+    let rows = strings(&drawn["outlier_rows"]);
+    assert!(
+        rows.len() == 2
+            && rows[0].starts_with("33node004")
+            && rows[0].ends_with("far above the rest"),
+        "{rows:?}"
+    );
+    // The page opens on the rank of the max; a bar hovered and clicked shows its rank.
+    assert_eq!(drawn["panel_rank"], "33");
+    let max = human(
+        merged["peak"]["distribution"]["allocated_bytes"]["max"]
+            .as_i64()
+            .unwrap(),
+    );
+    assert!(
+        drawn["panel"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("peak {max} allocated")),
+        "{drawn:#}"
+    );
+    let tooltip = seen["tooltip"].as_str().expect("a tooltip over a bar");
+    let hovered = tooltip
+        .strip_prefix("rank ")
+        .and_then(|t| t.split(' ').next())
+        .unwrap();
+    assert_eq!(seen["clicked_rank"], hovered, "{seen:#}");
+    assert_eq!(seen["row_rank"], serde_json::json!(["17", "17"]));
+    // The rank's own report, linked from the page's folder.
+    assert_eq!(seen["link"][0], "ranks/r.17.json");
+    assert!(dir.path().join("ranks/r.17.json").exists());
+    assert_eq!(seen["dark_theme"], "dark");
+
+    // `show` of the ranks' reports, and of the merged JSON, writes the same page.
+    for (args, name) in [
+        (files.clone(), "shown.html"),
+        (
+            vec![dir.path().join("m.json").to_string_lossy().into_owned()],
+            "from-json.html",
+        ),
     ] {
-        let r = finish(memprof().args(&args).output().unwrap());
-        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
-        assert!(
-            r.stderr.contains("has no HTML form")
-                && r.stderr.contains("memprof show RUN.json -o report.html"),
-            "{}",
-            r.stderr
+        std::fs::write(dir.path().join("m.json"), &json.stdout).unwrap();
+        let out = dir.path().join(name);
+        let r = finish(
+            memprof()
+                .arg("show")
+                .args(&args)
+                .arg("-o")
+                .arg(&out)
+                .output()
+                .unwrap(),
         );
-        assert!(!out.exists());
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap(),
+            std::fs::read_to_string(&page).unwrap(),
+            "{name}"
+        );
     }
 }
 

@@ -219,7 +219,7 @@ fn show_merge_diff_and_plot_read_the_peak() {
             .unwrap(),
     );
     assert!(
-        table.stdout.contains("Peak over the ranks"),
+        table.stdout.contains("Peak over 2 ranks"),
         "{}",
         table.stdout
     );
@@ -356,7 +356,9 @@ fn merge_names_a_rank_without_a_peak_instead_of_imbalance_zero() {
         table
             .stdout
             .contains("Peak of rank 0 only: allocated_bytes.all.peak 11.00 MiB")
-            && table.stdout.contains("rank 1: no peak")
+            && table
+                .stdout
+                .contains("No peak: rank 1 (their reports have none")
             && !table.stdout.contains("imbalance 0 B"),
         "{}",
         table.stdout

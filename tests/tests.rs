@@ -15,6 +15,7 @@ mod history;
 mod html;
 mod inprocess;
 mod measure;
+mod merge_scale;
 mod module_level;
 mod modules;
 mod oom;

@@ -191,6 +191,24 @@ def screenshot(b, path):
     b.pump(0.3)  # the page's resize handling, before the next input
 
 
+def events_seen(events, url):
+    """The script and console errors, and the requests beyond `url`, among DevTools events."""
+    errors, requests = [], []
+    for e in events:
+        method, params = e.get("method"), e.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            d = params["exceptionDetails"]
+            errors.append(d.get("exception", {}).get("description") or d.get("text"))
+        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "warning", "assert"):
+            errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
+        elif method == "Log.entryAdded" and params["entry"]["level"] in ("error", "warning"):
+            errors.append(params["entry"]["text"])
+        elif method == "Network.requestWillBeSent":
+            if params["request"]["url"] != url:
+                requests.append(params["request"]["url"])
+    return errors, requests
+
+
 def check(page, out_dir, chromium):
     url = "file://" + os.path.abspath(page)
     result = {"url": url}
@@ -282,21 +300,7 @@ def check(page, out_dir, chromium):
             b.pump(0.5)
         finally:
             b.close()
-    errors, requests = [], []
-    for e in b.events:
-        method, params = e.get("method"), e.get("params", {})
-        if method == "Runtime.exceptionThrown":
-            d = params["exceptionDetails"]
-            errors.append(d.get("exception", {}).get("description") or d.get("text"))
-        elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "warning", "assert"):
-            errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
-        elif method == "Log.entryAdded" and params["entry"]["level"] in ("error", "warning"):
-            errors.append(params["entry"]["text"])
-        elif method == "Network.requestWillBeSent":
-            if params["request"]["url"] != url:
-                requests.append(params["request"]["url"])
-    result["errors"] = errors
-    result["requests"] = requests
+    result["errors"], result["requests"] = events_seen(b.events, url)
     return result
 
 

@@ -1,10 +1,13 @@
 //! `memprof merge` (and `memprof show` given several files): the reports of a job's ranks side
-//! by side. Per function line and per module row, each number's max and min over the ranks, the
-//! rank holding the max, and the imbalance (max − min).
+//! by side. Per function line and per module row, each number's max, median and min over the
+//! ranks, the rank holding the max, and the imbalance (max − min); the hosts and the missing
+//! ranks. Linear in the ranks: every lookup is indexed.
 use crate::error::{Error, Result};
 use crate::model::merged::*;
-use crate::model::profile::{collective_kinds_in, file_name, ModuleEntry, Profile};
-use std::collections::BTreeMap;
+use crate::model::profile::{
+    collective_kinds_in, file_name, FunctionProfile, LineProfile, ModuleEntry, Profile,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Keeps only the `--stat` columns asked for (all when none); a key the reports lack is an error.
@@ -112,132 +115,78 @@ pub fn merge(mut reports: Vec<(PathBuf, Profile)>) -> Result<Merged> {
         .collect();
     let mut warnings = Vec::new();
     let world = first.metadata.process.world_size;
+    let given: HashSet<u32> = ranks.iter().map(|r| r.rank).collect();
+    let missing_ranks: Vec<u32> = (0..world).filter(|r| !given.contains(r)).collect();
     if world as usize != reports.len() {
         warnings.push(format!(
-            "the run had {world} ranks and {} reports were given",
-            reports.len()
+            "the run had {world} ranks and {} reports were given{}",
+            reports.len(),
+            if missing_ranks.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ": no report of rank{} {}",
+                    if missing_ranks.len() == 1 { "" } else { "s" },
+                    rank_list(&missing_ranks)
+                )
+            }
         ));
     }
     let rank_of = |p: &Profile| p.metadata.process.rank;
 
-    // Functions, in the first report's order, then any only other ranks ran.
-    let mut keys: Vec<(String, String)> = Vec::new();
+    // Functions, in the first report's order, then any only other ranks ran; each with its
+    // ranks' profiles (indexed once: 1024 ranks' reports must merge in seconds).
+    let mut by_function: Vec<Vec<(u32, &FunctionProfile)>> = Vec::new();
+    let mut function_index: HashMap<(&str, &str), usize> = HashMap::new();
     for (_, p) in &reports {
         for f in &p.functions {
-            let key = (f.qualname.clone(), file_name(&f.file).to_string());
-            if !keys.contains(&key) {
-                keys.push(key);
+            let key = (f.qualname.as_str(), file_name(&f.file));
+            let i = *function_index.entry(key).or_insert_with(|| {
+                by_function.push(Vec::new());
+                by_function.len() - 1
+            });
+            // A report lists a function once; the first if not.
+            if by_function[i].last().map(|(r, _)| *r) != Some(rank_of(p)) {
+                by_function[i].push((rank_of(p), f));
             }
         }
     }
-    let mut functions = Vec::new();
-    for (qualname, file) in keys {
-        let found: Vec<(u32, &crate::model::profile::FunctionProfile)> = reports
-            .iter()
-            .filter_map(|(_, p)| {
-                p.functions
-                    .iter()
-                    .find(|f| f.qualname == qualname && file_name(&f.file) == file)
-                    .map(|f| (rank_of(p), f))
-            })
-            .collect();
-        let mut line_numbers: Vec<u32> = found
-            .iter()
-            .flat_map(|(_, f)| f.lines.iter().map(|l| l.line))
-            .collect();
-        line_numbers.sort_unstable();
-        line_numbers.dedup();
-        let mut lines = Vec::new();
-        for number in line_numbers {
-            let per_rank: Vec<(u32, &crate::model::profile::LineProfile)> = found
-                .iter()
-                .filter_map(|(r, f)| f.lines.iter().find(|l| l.line == number).map(|l| (*r, l)))
-                .collect();
-            let ran: Vec<(u32, &crate::model::profile::LineProfile)> = per_rank
-                .iter()
-                .filter(|(_, l)| l.hits > 0 || l.delta_bytes.is_some())
-                .copied()
-                .collect();
-            let source = per_rank
-                .first()
-                .map(|(_, l)| l.source.clone())
-                .unwrap_or_default();
-            let spread_of = |key: &str| {
-                Spread::of(
-                    ran.iter()
-                        .filter_map(|(r, l)| l.stats.get(key).map(|v| (*r, *v))),
-                )
-            };
-            let collectives = collective_kinds_in(ran.iter().map(|(_, l)| &l.collectives))
-                .into_iter()
-                .filter_map(|k| {
-                    let s = Spread::of(
-                        ran.iter()
-                            .map(|(r, l)| (*r, l.collectives.get(&k).copied().unwrap_or(0))),
-                    )?;
-                    Some((k, s))
-                })
-                .collect();
-            lines.push(MergedLine {
-                line: number,
-                source,
-                ranks: (!ran.is_empty() && (ran.len() as u32) < n).then_some(ran.len() as u32),
-                hits: Spread::of(ran.iter().map(|(r, l)| (*r, l.hits as i64))),
-                delta_bytes: Spread::of(
-                    ran.iter()
-                        .filter_map(|(r, l)| l.delta_bytes.map(|d| (*r, d))),
-                ),
-                stats: first
-                    .metadata
-                    .stats
-                    .iter()
-                    .filter_map(|c| spread_of(&c.key).map(|s| (c.key.clone(), s)))
-                    .collect(),
-                collectives,
-            });
-        }
-        let (_, f0) = found[0];
-        functions.push(MergedFunction {
-            qualname: f0.qualname.clone(),
-            file: f0.file.clone(),
-            first_line: f0.first_line,
-            calls: Spread::of(found.iter().map(|(r, f)| (*r, f.calls as i64)))
-                .expect("found in one report at least"),
-            peak_allocated_bytes: Spread::of(
-                found
-                    .iter()
-                    .filter_map(|(r, f)| f.peak_allocated_bytes.map(|p| (*r, p))),
-            ),
-            lines,
-        });
-    }
+    let functions = by_function
+        .iter()
+        .map(|found| merge_function(found, first, n))
+        .collect();
 
     // Module rows, in the first report's order, then those only other ranks had.
-    let mut module_keys: Vec<(String, String, String)> = Vec::new();
+    let mut by_module: Vec<Vec<(u32, &ModuleEntry)>> = Vec::new();
+    let mut module_index: HashMap<(&str, &str, &str), usize> = HashMap::new();
     for (_, p) in &reports {
         for e in p.modules.iter().flat_map(|m| &m.modules) {
-            let key = (e.root.clone(), e.module.clone(), e.phase.clone());
-            if !module_keys.contains(&key) {
-                module_keys.push(key);
+            let key = (e.root.as_str(), e.module.as_str(), e.phase.as_str());
+            let i = *module_index.entry(key).or_insert_with(|| {
+                by_module.push(Vec::new());
+                by_module.len() - 1
+            });
+            if by_module[i].last().map(|(r, _)| *r) != Some(rank_of(p)) {
+                by_module[i].push((rank_of(p), e));
             }
         }
     }
-    let modules = module_keys
-        .into_iter()
-        .map(|(root, module, phase)| {
-            let rows: Vec<(u32, &ModuleEntry)> = reports
-                .iter()
-                .filter_map(|(_, p)| {
-                    p.modules
-                        .iter()
-                        .flat_map(|m| &m.modules)
-                        .find(|e| e.root == root && e.module == module && e.phase == phase)
-                        .map(|e| (rank_of(p), e))
-                })
-                .collect();
-            merge_module(&rows, n)
-        })
-        .collect();
+    let modules = by_module.iter().map(|rows| merge_module(rows, n)).collect();
+    let peak = super::peaks::merge(
+        &reports
+            .iter()
+            .filter_map(|(_, p)| p.peak.as_ref().map(|k| (rank_of(p), k)))
+            .collect::<Vec<_>>(),
+        reports
+            .iter()
+            .filter(|(_, p)| p.peak.is_none())
+            .map(|(_, p)| rank_of(p))
+            .collect(),
+    )
+    .map(|mut peak| {
+        peak.outliers = super::rank_outliers::outliers(&peak, &ranks);
+        peak
+    });
     Ok(Merged {
         schema: MERGED_SCHEMA.to_string(),
         metadata: MergedMetadata {
@@ -246,24 +195,112 @@ pub fn merge(mut reports: Vec<(PathBuf, Profile)>) -> Result<Merged> {
             script: first.metadata.script.clone(),
             world_size: world,
             stats: first.metadata.stats.clone(),
+            missing_ranks,
+            hosts: hosts(&ranks),
             ranks,
             semantics: MERGED_SEMANTICS.to_string(),
         },
         functions,
         modules,
-        peak: super::peaks::merge(
-            &reports
-                .iter()
-                .filter_map(|(_, p)| p.peak.as_ref().map(|k| (rank_of(p), k)))
-                .collect::<Vec<_>>(),
-            reports
-                .iter()
-                .filter(|(_, p)| p.peak.is_none())
-                .map(|(_, p)| rank_of(p))
-                .collect(),
-        ),
+        peak,
         warnings,
     })
+}
+
+/// One function's lines over the ranks that ran it (`found`, ranks ascending).
+fn merge_function(found: &[(u32, &FunctionProfile)], first: &Profile, n: u32) -> MergedFunction {
+    let mut by_line: BTreeMap<u32, Vec<(u32, &LineProfile)>> = BTreeMap::new();
+    for (r, f) in found {
+        for l in &f.lines {
+            by_line.entry(l.line).or_default().push((*r, l));
+        }
+    }
+    let lines = by_line
+        .into_iter()
+        .map(|(number, per_rank)| merge_line(number, &per_rank, first, n))
+        .collect();
+    let (_, f0) = found[0];
+    MergedFunction {
+        qualname: f0.qualname.clone(),
+        file: f0.file.clone(),
+        first_line: f0.first_line,
+        calls: Spread::of(found.iter().map(|(r, f)| (*r, f.calls as i64)))
+            .expect("found in one report at least"),
+        peak_allocated_bytes: Spread::of(
+            found
+                .iter()
+                .filter_map(|(r, f)| f.peak_allocated_bytes.map(|p| (*r, p))),
+        ),
+        lines,
+    }
+}
+
+/// One line over the ranks whose reports have it.
+fn merge_line(
+    number: u32,
+    per_rank: &[(u32, &LineProfile)],
+    first: &Profile,
+    n: u32,
+) -> MergedLine {
+    let ran: Vec<(u32, &LineProfile)> = per_rank
+        .iter()
+        .filter(|(_, l)| l.hits > 0 || l.delta_bytes.is_some())
+        .copied()
+        .collect();
+    let source = per_rank
+        .first()
+        .map(|(_, l)| l.source.clone())
+        .unwrap_or_default();
+    let spread_of = |key: &str| {
+        Spread::of(
+            ran.iter()
+                .filter_map(|(r, l)| l.stats.get(key).map(|v| (*r, *v))),
+        )
+    };
+    let collectives = collective_kinds_in(ran.iter().map(|(_, l)| &l.collectives))
+        .into_iter()
+        .filter_map(|k| {
+            let s = Spread::of(
+                ran.iter()
+                    .map(|(r, l)| (*r, l.collectives.get(&k).copied().unwrap_or(0))),
+            )?;
+            Some((k, s))
+        })
+        .collect();
+    MergedLine {
+        line: number,
+        source,
+        ranks: (!ran.is_empty() && (ran.len() as u32) < n).then_some(ran.len() as u32),
+        hits: Spread::of(ran.iter().map(|(r, l)| (*r, l.hits as i64))),
+        delta_bytes: Spread::of(
+            ran.iter()
+                .filter_map(|(r, l)| l.delta_bytes.map(|d| (*r, d))),
+        ),
+        stats: first
+            .metadata
+            .stats
+            .iter()
+            .filter_map(|c| spread_of(&c.key).map(|s| (c.key.clone(), s)))
+            .collect(),
+        collectives,
+    }
+}
+
+/// The hosts in the order of their lowest rank, each with its ranks (`ranks` ascending).
+fn hosts(ranks: &[RankReport]) -> Vec<HostRanks> {
+    let mut out: Vec<HostRanks> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for r in ranks {
+        let i = *index.entry(r.host.as_str()).or_insert_with(|| {
+            out.push(HostRanks {
+                host: r.host.clone(),
+                ranks: Vec::new(),
+            });
+            out.len() - 1
+        });
+        out[i].ranks.push(r.rank);
+    }
+    out
 }
 
 fn merge_module(rows: &[(u32, &ModuleEntry)], ranks: u32) -> MergedModule {

@@ -10,3 +10,4 @@ pub mod limits;
 pub mod merge;
 pub mod oom;
 pub mod peaks;
+pub mod rank_outliers;

@@ -1,9 +1,12 @@
-//! The peak record across reports: the ranks' peaks merged (per site max and min over the
-//! ranks) for `memprof merge`, and two runs' peaks compared (per site) for `memprof diff`.
+//! The peak record across reports: the ranks' peaks merged (their distribution; per site max,
+//! median and min over the ranks) for `memprof merge`, and two runs' peaks compared (per site) for `memprof diff`.
 use crate::model::diff::{Change, PeakDiff, PeakSiteDiff};
-use crate::model::merged::{MergedPeak, MergedPeakSite, RankPeak, Spread};
+use crate::model::merged::{
+    MergedPeak, MergedPeakSite, PeakDistribution, Quantiles, RankPeak, Spread,
+};
 use crate::model::peak::{DeviceSplit, Peak, PeakSite};
 use crate::model::profile::file_name;
+use std::collections::HashMap;
 
 /// A site across ranks: file name, line, function and the context's file name and line.
 type RankKey = (String, u32, String, Option<(String, u32)>);
@@ -25,6 +28,10 @@ fn rank_key(s: &PeakSite) -> RankKey {
 pub fn merge(peaks: &[(u32, &Peak)], without: Vec<u32>) -> Option<MergedPeak> {
     let allocated_bytes = Spread::of(peaks.iter().map(|(r, p)| (*r, p.allocated_bytes)))?;
     let reserved_bytes = Spread::of(peaks.iter().map(|(r, p)| (*r, p.reserved_bytes)))?;
+    let distribution = PeakDistribution {
+        allocated_bytes: Quantiles::of(peaks.iter().map(|(r, p)| (*r, p.allocated_bytes)))?,
+        reserved_bytes: Quantiles::of(peaks.iter().map(|(r, p)| (*r, p.reserved_bytes)))?,
+    };
     let ranks = peaks
         .iter()
         .map(|(rank, p)| RankPeak {
@@ -41,23 +48,22 @@ pub fn merge(peaks: &[(u32, &Peak)], without: Vec<u32>) -> Option<MergedPeak> {
             device: p.device.clone(),
         })
         .collect();
-    let mut keys: Vec<RankKey> = Vec::new();
-    for (_, p) in peaks {
+    // Each site with the ranks that listed it, in order of first appearance.
+    let mut by_site: Vec<Vec<(u32, &PeakSite)>> = Vec::new();
+    let mut index: HashMap<RankKey, usize> = HashMap::new();
+    for (r, p) in peaks {
         for s in &p.sites {
-            let k = rank_key(s);
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
+            let i = *index.entry(rank_key(s)).or_insert_with(|| {
+                by_site.push(Vec::new());
+                by_site.len() - 1
+            });
+            by_site[i].push((*r, s));
         }
     }
     let n = peaks.len() as u32;
-    let mut sites: Vec<MergedPeakSite> = keys
+    let mut sites: Vec<MergedPeakSite> = by_site
         .into_iter()
-        .filter_map(|k| {
-            let found: Vec<(u32, &PeakSite)> = peaks
-                .iter()
-                .filter_map(|(r, p)| p.sites.iter().find(|s| rank_key(s) == k).map(|s| (*r, s)))
-                .collect();
+        .filter_map(|found| {
             let (_, first) = *found.first()?;
             Some(MergedPeakSite {
                 at: first.at.clone(),
@@ -72,6 +78,8 @@ pub fn merge(peaks: &[(u32, &Peak)], without: Vec<u32>) -> Option<MergedPeak> {
         reserved_bytes,
         ranks,
         ranks_without_peak: without,
+        distribution,
+        outliers: Vec::new(),
         sites,
     })
 }

@@ -214,6 +214,13 @@ pub struct MergeArgs {
     /// A stat column to keep (repeatable) [default: every stat the reports have]
     #[arg(long = "stat", value_name = "KEY")]
     pub stats: Vec<String>,
+    /// Print these ranks' detail (where each ran, its file, its peak and what it was): a list
+    /// such as `3,17` or `0-7,513` [default: every rank's up to 8 ranks, else none]
+    #[arg(long, value_name = "LIST", conflicts_with = "all_ranks")]
+    pub ranks: Option<String>,
+    /// Print every rank's detail
+    #[arg(long)]
+    pub all_ranks: bool,
 }
 
 #[derive(Args, Debug)]

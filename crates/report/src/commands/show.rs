@@ -3,8 +3,10 @@ use super::files;
 use crate::analysis::merge;
 use crate::cli::ShowArgs;
 use crate::error::Result;
+use crate::model::merged::Merged;
 use crate::model::saved::Saved;
 use crate::output::terminal;
+use crate::render::merged::RankDetail;
 use crate::render::{self, Format};
 
 /// `stats`: the `--stat` columns written before the subcommand (`memprof --stat K show`).
@@ -23,16 +25,31 @@ pub fn show(stats: &[String], args: ShowArgs) -> Result<i32> {
         }
         match files::read_report(file)? {
             Saved::Run(p) => render::render_printed(&p, format, width, false),
-            Saved::Merged(m) => {
-                render::merged::render(&m, format.for_document("a merged report")?, None)
-            }
+            Saved::Merged(m) => merged_text(&m, format, None, args.output.as_deref()),
         }
     } else {
-        let format = format.for_document("a merged report (several reports shown at once)")?;
-        let mut merged = merge::merge(files::read_run_reports(&args.files)?)?;
+        let mut merged = merge::merge(files::read_rank_reports(&args.files)?)?;
         merge::keep_stats(&mut merged, &stats)?;
-        render::merged::render(&merged, format, width)
+        merged_text(&merged, format, width, args.output.as_deref())
     };
     files::deliver(&text, args.output.as_deref(), "report")?;
     Ok(0)
+}
+
+/// A merged report in `format`: the page for HTML (written to `output`'s folder, whose links
+/// lead to the ranks' reports), else the summary and tables.
+pub fn merged_text(
+    m: &Merged,
+    format: Format,
+    width: Option<usize>,
+    output: Option<&std::path::Path>,
+) -> String {
+    if format == Format::Html {
+        let page_dir = output
+            .and_then(std::path::Path::parent)
+            .filter(|d| !d.as_os_str().is_empty());
+        render::html::merged::render(m, page_dir)
+    } else {
+        render::merged::render(m, format, width, &RankDetail::Auto)
+    }
 }

@@ -33,6 +33,46 @@ fn is_merged(text: &str) -> Result<bool, String> {
     Ok(kind.schema.as_deref() == Some(MERGED_SCHEMA))
 }
 
+/// A run's report as `merge` reads it: the timeline, tensors, history and child processes are
+/// skipped as they are parsed (never held: 1024 ranks' reports with their timelines would take
+/// gigabytes).
+#[derive(Deserialize)]
+struct ForMerge {
+    schema: String,
+    metadata: super::profile::Metadata,
+    functions: Vec<super::profile::FunctionProfile>,
+    #[serde(default)]
+    modules: Option<super::profile::ModulesProfile>,
+    #[serde(default)]
+    peak: Option<super::peak::Peak>,
+    #[serde(default)]
+    warnings: Vec<String>,
+}
+
+/// Parses a run's report for merging (what `merge` does not read left empty); a merged report,
+/// or anything else, is the parser's message or `Ok(None)` for a merged one.
+pub fn parse_for_merge(text: &str) -> Result<Option<Profile>, String> {
+    match from_json_or_yaml::<ForMerge>(text) {
+        Ok(m) if m.schema == MERGED_SCHEMA => Ok(None),
+        Ok(m) => Ok(Some(Profile {
+            schema: m.schema,
+            metadata: m.metadata,
+            functions: m.functions,
+            modules: m.modules,
+            tensors: None,
+            budgets: None,
+            oom: None,
+            history: None,
+            peak: m.peak,
+            timeline: None,
+            children: Vec::new(),
+            warnings: m.warnings,
+        })),
+        Err(_) if is_merged(text)? => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Parses a saved report; the error is the parser's message.
 pub fn parse(text: &str) -> Result<Saved, String> {
     if is_merged(text)? {

@@ -1,6 +1,8 @@
-//! A merged report as a table: per function line, each stat's max (and its rank), min and
-//! imbalance; the module rows likewise.
+//! A merged report as a table: the summary (merged_summary.rs), then per function line each
+//! stat's max (and its rank), min and imbalance; the module rows likewise.
 use super::fit::key_header;
+use super::merged_summary as summary;
+pub use super::merged_summary::RankDetail;
 use super::style::{bytes_or_count, signed_bytes_or_count, styled, write, write_fitted};
 use super::Format;
 use crate::model::merged::*;
@@ -8,9 +10,15 @@ use crate::model::profile::{collective_kinds_in, module_label};
 use crate::model::units;
 use std::fmt::Write;
 
-/// The merged report in `format`; a table fitted to `terminal_width` when given.
-pub fn render(m: &Merged, format: Format, terminal_width: Option<usize>) -> String {
-    super::render_with(m, format, |m| table(m, terminal_width))
+/// The merged report in `format`; a table fitted to `terminal_width` when given, with the
+/// per-rank detail of `detail`.
+pub fn render(
+    m: &Merged,
+    format: Format,
+    terminal_width: Option<usize>,
+    detail: &RankDetail,
+) -> String {
+    super::render_with(m, format, |m| table(m, terminal_width, detail))
 }
 
 /// `1.13 GiB (r1)`: the max and the rank holding it.
@@ -63,37 +71,17 @@ fn key_headers(key: &str, width: Option<usize>) -> [String; 3] {
     ]
 }
 
-fn table(m: &Merged, width: Option<usize>) -> String {
+fn table(m: &Merged, width: Option<usize>, detail: &RankDetail) -> String {
     let mut out = String::new();
     let md = &m.metadata;
-    let _ = writeln!(
-        out,
-        "memprof {} · torch {} · merged: {} of {} ranks{}",
-        md.memprof_version,
-        md.torch_version,
-        md.ranks.len(),
-        md.world_size,
-        md.script
-            .as_deref()
-            .map(|s| format!(" of {s}"))
-            .unwrap_or_default()
-    );
-    for r in &md.ranks {
-        let outcome = if r.outcome == "completed" {
-            String::new()
-        } else {
-            format!(" · {}", r.outcome)
-        };
+    summary::header(&mut out, m);
+    summary::peak(&mut out, m, detail);
+    if !m.functions.is_empty() {
         let _ = writeln!(
             out,
-            "  rank {} (local {}) on {}: {} · {}{outcome}",
-            r.rank, r.local_rank, r.host, r.device, r.file
+            "\nPer line: max over ranks (the rank holding it), min, and the imbalance max − min"
         );
     }
-    let _ = writeln!(
-        out,
-        "Per line: max over ranks (the rank holding it), min, and the imbalance max − min"
-    );
     for f in &m.functions {
         out.push('\n');
         let _ = writeln!(out, "File: {}", f.file);
@@ -154,85 +142,10 @@ fn table(m: &Merged, width: Option<usize>) -> String {
     if !m.modules.is_empty() {
         modules_table(&mut out, &m.modules);
     }
-    if let Some(peak) = &m.peak {
-        peak_table(&mut out, peak);
-    }
     for w in &m.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
     out
-}
-
-/// The ranks' peaks, then per site its bytes at the peaks: max (rank), min, imbalance.
-fn peak_table(out: &mut String, peak: &MergedPeak) {
-    if peak.ranks.len() == 1 && !peak.ranks_without_peak.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nPeak of rank {} only: allocated_bytes.all.peak {} (no max, min or imbalance: the \
-             other ranks have none)",
-            peak.allocated_bytes.max_rank,
-            units::bytes(peak.allocated_bytes.max),
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "\nPeak over the ranks{}: allocated_bytes.all.peak {} (max, r{}), {} (min), imbalance {}",
-            if peak.ranks_without_peak.is_empty() {
-                String::new()
-            } else {
-                " that have one".to_string()
-            },
-            units::bytes(peak.allocated_bytes.max),
-            peak.allocated_bytes.max_rank,
-            units::bytes(peak.allocated_bytes.min),
-            units::bytes(peak.allocated_bytes.imbalance)
-        );
-    }
-    for r in &peak.ranks_without_peak {
-        let _ = writeln!(
-            out,
-            "  rank {r}: no peak (its report has none: it measured no allocation on its device)"
-        );
-    }
-    for r in &peak.ranks {
-        let _ = writeln!(
-            out,
-            "  rank {}: {} allocated, {} reserved, reached {}{}",
-            r.rank,
-            units::bytes(r.allocated_bytes),
-            units::bytes(r.reserved_bytes),
-            if r.in_backward {
-                "in the backward run by "
-            } else {
-                "at "
-            },
-            r.reached.as_deref().unwrap_or("(no Python frame)")
-        );
-        let parts = super::peak::categories_text(&r.categories, r.allocated_bytes);
-        if !parts.is_empty() {
-            let _ = writeln!(out, "    what it is: {parts}");
-        }
-        if let Some(device) = &r.device {
-            out.push_str("    ");
-            super::peak::device_line(out, device);
-        }
-    }
-    out.push('\n');
-    let mut header: Vec<String> = headers("Bytes at the peak").into();
-    header.extend(["Ranks".to_string(), "Site".into(), "Line Contents".into()]);
-    let mut t = styled(&header);
-    for s in &peak.sites {
-        let mut row: Vec<String> = cells(Some(&s.bytes), true, false).into();
-        row.push(
-            s.ranks
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "all".into()),
-        );
-        row.push(s.at.label());
-        row.push(s.at.place.source.clone());
-        t.add_row(row);
-    }
-    write(out, t, 0..4);
 }
 
 fn modules_table(out: &mut String, modules: &[MergedModule]) {

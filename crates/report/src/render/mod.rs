@@ -8,6 +8,7 @@ pub mod diff;
 pub mod fit;
 pub mod html;
 pub mod merged;
+mod merged_summary;
 mod modules;
 mod oom;
 mod peak;
@@ -26,7 +27,7 @@ pub enum Format {
     Table,
     Yaml,
     Json,
-    /// One self-contained interactive page (a run's report only).
+    /// One self-contained interactive page (a run's report, or ranks merged).
     Html,
 }
 
@@ -56,12 +57,12 @@ impl Format {
         }
     }
 
-    /// The format for a document other than a run's report (merged reports, diffs,
+    /// The format for a document other than a run's report or ranks merged (diffs,
     /// predictions), which has no HTML form: HTML is refused with the command that draws one.
     pub fn for_document(self, what: &str) -> crate::error::Result<Format> {
         if self == Format::Html {
             return Err(crate::error::Error::usage(format!(
-                "{what} has no HTML form: the HTML report draws one run's report"
+                "{what} has no HTML form: the HTML report draws one run's report or ranks merged"
             ))
             .hint("write JSON or YAML (-o FILE.json), or draw a run's report with `memprof show RUN.json -o report.html`"));
         }

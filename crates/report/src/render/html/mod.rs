@@ -8,7 +8,11 @@
 use crate::model::profile::Profile;
 use serde::Serialize;
 
+pub mod merged;
+
 const STYLE: &str = include_str!("page.css");
+/// What both pages' scripts use, loaded before each.
+const COMMON_SCRIPT: &str = include_str!("common.js");
 const SCRIPT: &str = include_str!("page.js");
 
 /// The sections the page shows as the terminal prints them.
@@ -97,6 +101,30 @@ fn title(p: &Profile) -> String {
 
 /// The run's report as one HTML page.
 pub fn render(p: &Profile) -> String {
+    let texts = texts(p);
+    page(
+        &title(p),
+        &texts.terminal,
+        &[
+            (REPORT_OPENS, script_json(p)),
+            (TEXTS_OPENS, script_json(&texts)),
+        ],
+        "",
+        SCRIPT,
+    )
+}
+
+const TEXTS_OPENS: &str = "<script type=\"application/json\" id=\"memprof-texts\">";
+
+/// A self-contained page: `data` (each element's opening tag and its JSON), then the common
+/// script and `script`; `terminal` is what it shows where scripts do not run.
+fn page(
+    title: &str,
+    terminal: &str,
+    data: &[(&str, String)],
+    extra_style: &str,
+    script: &str,
+) -> String {
     let mut page = String::with_capacity(64 * 1024);
     page.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     // No fetch of any kind: not a script, a style, an image, a font, a frame or a connection.
@@ -107,24 +135,26 @@ pub fn render(p: &Profile) -> String {
     page.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     // A favicon of its own, or the browser asks the server for /favicon.ico.
     page.push_str("<link rel=\"icon\" href=\"data:,\">\n");
-    page.push_str(&format!("<title>{}</title>\n", escape(&title(p))));
+    page.push_str(&format!("<title>{}</title>\n", escape(title)));
     page.push_str("<style>\n");
     page.push_str(STYLE);
+    page.push_str(extra_style);
     page.push_str("</style>\n</head>\n<body>\n");
-    let texts = texts(p);
     // Where scripts do not run (a mail client's preview), the report as the terminal prints it.
     page.push_str(&format!(
         "<noscript><p class=\"noscript\">This report draws itself with JavaScript, which is \
          off here; this is the report as memprof prints it.</p><pre>{}</pre></noscript>\n",
-        escape(&texts.terminal)
+        escape(terminal)
     ));
     page.push_str("<div id=\"app\"></div>\n");
-    page.push_str(REPORT_OPENS);
-    page.push_str(&script_json(p));
-    page.push_str("</script>\n<script type=\"application/json\" id=\"memprof-texts\">");
-    page.push_str(&script_json(&texts));
-    page.push_str("</script>\n<script>\n");
-    page.push_str(SCRIPT);
+    for (opens, json) in data {
+        page.push_str(opens);
+        page.push_str(json);
+        page.push_str("</script>\n");
+    }
+    page.push_str("<script>\n");
+    page.push_str(COMMON_SCRIPT);
+    page.push_str(script);
     page.push_str("</script>\n</body>\n</html>\n");
     page
 }
