@@ -10,6 +10,7 @@ mod conformance;
 mod errors;
 mod first_hour;
 mod fit;
+mod gather;
 mod gpu;
 mod history;
 mod html;

@@ -76,6 +76,9 @@ fn finish(config: &RunConfig, mut profile: Profile, mut exit_code: i32) -> i32 {
             exit_code = e.code;
         }
     }
+    if let Some(plan) = &to.gather {
+        session::gather::gather(&profile, config, plan);
+    }
     if let Some(path) = &config.plot {
         let reports = [(String::new(), profile)];
         // The report is out already; a plot that fails says why, and a run that otherwise

@@ -5,6 +5,7 @@ pub mod build;
 pub mod children;
 mod compiled;
 mod device_split;
+pub mod gather;
 mod peak;
 pub mod sections;
 mod source;

@@ -346,12 +346,18 @@ pub fn torchrun_python(nproc: u32, cwd: &Path, args: &[&str]) -> Run {
 }
 
 fn torchrun_command(nproc: u32, cwd: &Path) -> Command {
+    let mut full = torchrun_launcher(cwd);
+    full.args(["--standalone", "--nproc-per-node", &nproc.to_string()]);
+    full
+}
+
+/// `torchrun` in `cwd` with memprof()'s environment and the ranks on the CPU, its arguments to
+/// be added (one node of several: `--nnodes 2 --rdzv-backend c10d ...`).
+pub fn torchrun_launcher(cwd: &Path) -> Command {
     // memprof()'s environment (the venv, the device), lent to torchrun and so to every rank.
     let template = memprof();
     let mut full = Command::new(venv().join("bin").join("torchrun"));
-    full.args(["--standalone", "--nproc-per-node", &nproc.to_string()])
-        .current_dir(cwd)
-        .stdin(Stdio::null());
+    full.current_dir(cwd).stdin(Stdio::null());
     for (k, v) in template.get_envs() {
         match v {
             Some(v) => full.env(k, v),

@@ -68,8 +68,57 @@ pub struct ReportDestination {
     pub default_columns: bool,
     /// A multi-rank run without -o writes each rank's report to `memprof.rank<N>.<ext>`.
     pub default_file: bool,
+    /// `--gather`: every rank's report handed to rank 0, which writes them all.
+    pub gather: Option<Gather>,
     /// What to tell the user about the rank's file name, if anything.
     pub rank_note: Option<String>,
+}
+
+/// `--gather`: where rank 0 writes each rank's report, and how long it waits for them.
+#[derive(Clone, Debug)]
+pub struct Gather {
+    /// `-o` (absolute; placeholders kept), or the default file's name, `memprof.rank{rank}.EXT`.
+    pub template: PathBuf,
+    pub timeout_seconds: u64,
+}
+
+impl Gather {
+    /// `--gather` for this process: None in a run of one rank (nothing to gather); an error
+    /// where the report cannot be merged or no torchrun store is there to hand it over.
+    fn plan(
+        args: &RunArgs,
+        process: &ProcessInfo,
+        file_format: Format,
+        has_file: bool,
+    ) -> Result<Option<Gather>> {
+        if !args.gather || !ranks::is_multi(process) {
+            return Ok(None);
+        }
+        if !has_file || file_format == Format::Table {
+            return Err(Error::usage(
+                "--gather hands over each rank's report file, and this run writes a table",
+            )
+            .hint("write JSON, YAML or HTML: -o 'reports/step.{rank}.json'"));
+        }
+        if std::env::var("TORCHELASTIC_USE_AGENT_STORE").as_deref() != Ok("True") {
+            return Err(Error::usage(
+                "--gather hands reports over torchrun's store, and this rank was not started by \
+                 torchrun with its agent's store (TORCHELASTIC_USE_AGENT_STORE is not True)",
+            )
+            .hint(
+                "launch with torchrun (its c10d or static rendezvous), or leave out --gather and \
+                 copy each node's reports (-o 'reports/step.{rank}.json') to one place",
+            ));
+        }
+        let template = match &args.output {
+            Some(t) => t.clone(),
+            None => PathBuf::from(format!("memprof.rank{{rank}}.{}", file_format.extension())),
+        };
+        Ok(Some(Gather {
+            template: absolute(template)?,
+            timeout_seconds: args.gather_timeout,
+        }))
+    }
 }
 
 impl RunConfig {
@@ -89,6 +138,7 @@ impl RunConfig {
             format
         };
         let prints = !ranks::is_multi(&process) || process.rank == 0 || args.all_ranks;
+        let gather = Gather::plan(&args, &process, file_format, output.is_some())?;
         if let Some(path) = &output {
             file::check_writable(path, Written::Report)?;
         }
@@ -135,6 +185,7 @@ impl RunConfig {
                 default_columns: global.stats.is_empty(),
                 default_file,
                 rank_note,
+                gather,
             },
             process,
             source,

@@ -159,6 +159,20 @@ pub struct RunArgs {
     /// not only rank 0's
     #[arg(long)]
     pub all_ranks: bool,
+    /// Under torchrun, each rank also hands its report to rank 0 through torchrun's own store,
+    /// and rank 0 writes every rank's report on its node (by -o's name), no shared filesystem
+    /// needed
+    #[arg(long)]
+    pub gather: bool,
+    /// With --gather: how long rank 0 waits, after its own program ended, for the other ranks'
+    /// reports (those missing then are named)
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 300,
+        requires = "gather"
+    )]
+    pub gather_timeout: u64,
     /// A budget (repeatable): `KEY=SIZE` or `FUNCTION:KEY=SIZE`, KEY a stat, `delta` (a line's Δ
     /// summed over its hits) or `delta_per_call` (that Δ per hit), SIZE in bytes or with a unit
     /// (`20GiB`, `512MB`); a line above it is marked and memprof exits 3
