@@ -11,14 +11,19 @@
 #   the merge summary of each; one merged page (back in $OUT);
 #   --gather over two torchrun "nodes" of two GPUs each (CUDA_VISIBLE_DEVICES 0,1 and 2,3,
 #   separate folders): rank 0's folder has all four reports, merged.
-# STAGES=eager, STAGES=compiled or STAGES=gather runs one part (default: all).
+# STAGES=eager, STAGES=compiled or STAGES=gather runs one part (default: all). The runs' folders
+# are under /tmp/ranks; $OUT gets the whole log (log.txt), every merge (merges.txt) and one merged
+# page.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 venv=/opt/torch/.venv
 export PATH=$venv/bin:$PATH
 unset LD_LIBRARY_PATH VIRTUAL_ENV
-out=${OUT:-/tmp/ranks}
+out=/tmp/ranks
+results=${OUT:-/tmp/ranks-results}
+rm -rf "$out" && mkdir -p "$out" "$results"
+exec > >(tee "$results/log.txt") 2>&1
 stages=${STAGES:-eager,compiled,gather}
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "GPUs", torch.cuda.device_count())'
@@ -52,11 +57,12 @@ case_run() {
     { status=1; echo "FAIL: the run"; tail -20 "$d/run.log"; return; }
   echo "   ran in $((SECONDS - t0)) s"
   for k in $kind; do
-    python3 scripts/multigpu_check.py "$k" "$d" "$d/p.{rank}.json" | grep -E "FAIL|PASSED|FAILED|peak =" || status=1
+    python3 scripts/multigpu_check.py "$k" "$d" "$d/p.{rank}.json" | grep -E "FAIL|PASSED|FAILED|the peak = " || status=1
     python3 scripts/multigpu_check.py "$k" "$d" "$d/p.{rank}.json" >/dev/null || status=1
   done
   "$bin" merge "$d"/p.*.json >"$d/merged.txt" || status=1
-  sed -n '1,/^$/p;/^Peak over/,/^$/p' "$d/merged.txt" | head -20
+  { echo "== $name"; cat "$d/merged.txt"; } >>"$results/merges.txt"
+  sed -n '/^Peak over/,/^$/p' "$d/merged.txt" | sed -n '3,4p'
 }
 
 if [[ $stages == *eager* ]]; then
@@ -64,9 +70,9 @@ if [[ $stages == *eager* ]]; then
   case_run ddp-eager-flags ddp.py "ddp-peak ddp" -f train_step --modules --collectives
   case_run fsdp-eager fsdp.py fsdp-peak
   case_run fsdp-eager-flags fsdp.py "fsdp-peak fsdp" -f train_step --modules --collectives --depth 2
-  echo "== the whole merge of fsdp-eager-flags (4 ranks: the summary, then the lines and modules)"
-  cat "$out/fsdp-eager-flags/merged.txt"
-  "$bin" merge "$out"/ddp-eager/p.*.json -o "$out/ddp-merged.html" || status=1
+  echo "== the summary of ddp-eager (4 ranks; each merge is in \$OUT)"
+  sed -n '1,/^Peak sites/p' "$out/ddp-eager/merged.txt"
+  "$bin" merge "$out"/ddp-eager/p.*.json -o "$results/ddp-merged.html" || status=1
 fi
 if [[ $stages == *compiled* ]]; then
   case_run ddp-compiled ddp.py ddp-peak -- --compile
@@ -98,7 +104,9 @@ if [[ $stages == *gather* ]]; then
   cp "$g"/node1/truth.rank*.json "$g/node0/"
   python3 scripts/multigpu_check.py ddp-peak "$g/node0" "$g/node0/p.{rank}.json" | grep -E "FAIL|PASSED|FAILED" || status=1
   python3 scripts/multigpu_check.py ddp-peak "$g/node0" "$g/node0/p.{rank}.json" >/dev/null || status=1
-  "$bin" merge "$g"/node0/p.*.json | head -16 || status=1
+  "$bin" merge "$g"/node0/p.*.json >"$g/merged.txt" || status=1
+  { echo "== gather"; cat "$g/merged.txt"; } >>"$results/merges.txt"
+  head -4 "$g/merged.txt"
 fi
 rm -rf "$TORCHINDUCTOR_CACHE_DIR"
 if command -v uv >/dev/null; then

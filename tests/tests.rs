@@ -16,6 +16,7 @@ mod history;
 mod html;
 mod inprocess;
 mod measure;
+mod memlab_api;
 mod merge_scale;
 mod module_level;
 mod modules;

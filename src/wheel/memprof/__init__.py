@@ -3,7 +3,7 @@
 - The `memprof` command (`memprof run -f train_step train.py`): see `memprof --help`; the wheel's
   command is started by _launcher.
 - In your own Python: `memprof.profile` (a context manager and a decorator) gives a `Report`
-  (api); `%load_ext memprof` adds the `%memprof` and `%%memprof` magics (jupyter); the pytest
+  (api); `memprof.courtesy()` lends the GPU for a while (_courtesy); `%load_ext memprof` adds the `%memprof` and `%%memprof` magics (jupyter); the pytest
   plugin's `@pytest.mark.limit_device_memory("1.5 GiB")` fails a test over its GPU memory limit
   (pytest_plugin). All three run memprof's native core (the `memprof._native` extension) in the
   interpreter that imports them.
@@ -13,7 +13,7 @@ from torch_memprof import conflict as _conflict
 if _conflict():
     raise ImportError("memprof: %s (fix: %s)" % _conflict())
 
-__all__ = ["Report", "profile", "load_ipython_extension"]
+__all__ = ["Report", "profile", "courtesy", "Courtesy", "load_ipython_extension"]
 
 
 def __getattr__(name):
@@ -32,6 +32,10 @@ def __getattr__(name):
         from . import api
 
         return getattr(api, name)
+    if name in ("courtesy", "Courtesy"):
+        from . import _courtesy
+
+        return getattr(_courtesy, name)
     raise AttributeError("module 'memprof' has no attribute %r" % name)
 
 

@@ -1,6 +1,7 @@
 """`memprof.profile`: memprof in your own Python. A context manager or a decorator that measures
 what runs inside it with the command's native core, and the `Report` it gives: the same report
 `memprof run` writes (the same schema, read by `memprof show/diff/merge/plot`)."""
+import atexit
 import functools
 import html
 import json
@@ -37,10 +38,15 @@ class profile:
     (parameters, buffers, gradients, optimizer state; what no tensor holds: workspaces). False
     skips it, for a cheaper session: what was freed before the end keeps its category, what is
     still live and not named while it lived is `other`.
-    One session at a time: they do not nest."""
+    As a decorator only: every=N measures the calls N at a time (one session over N calls: each
+    line's hits and Δ summed over them, its peaks the highest) and prints each group's table, as
+    pytorch_memlab's `profile_every(N)` does; warmup=W leaves the first W calls unmeasured and
+    calls=M stops after M measured calls, as the command's --warmup and --calls do.
+    One session at a time: they do not nest (a group of every=N is one session until its Nth
+    call)."""
 
     def __init__(self, *targets, modules=False, tensors=False, stats=None, device=None,
-                 categories=True, label="<python>"):
+                 categories=True, label="<python>", every=None, warmup=0, calls=None):
         self._names, self._callables = _split(targets)
         self._targets = targets
         self._options = dict(modules=modules, tensors=tensors, stats=stats, device=device,
@@ -48,6 +54,11 @@ class profile:
         self._label = label
         self._session = None
         self._report = None
+        for name, value, least in (("every", every, 1), ("warmup", warmup, 0), ("calls", calls, 1)):
+            if value is not None and (not isinstance(value, int) or value < least):
+                raise ValueError("memprof.profile(%s=%r): a whole number of calls, at least %d"
+                                 % (name, value, least))
+        self._schedule = (every, warmup or 0, calls)
 
     def _argv(self):
         o = self._options
@@ -69,6 +80,9 @@ class profile:
         return argv
 
     def __enter__(self):
+        if self._schedule != (None, 0, None):
+            raise TypeError("memprof.profile(every=, warmup=, calls=) schedules a decorated "
+                            "function's calls; a `with` block runs once")
         running = sys.modules.get("_memprof")
         if running is not None and not getattr(running, "in_process", False):
             raise RuntimeError(
@@ -102,20 +116,29 @@ class profile:
                 if callable(target):
                     boot._profile_decorator(target)
 
+            every = self._schedule[0]
+            seen = [0]
+
             @functools.wraps(func)
             def in_the_run(*args, **kwargs):
                 result = func(*args, **kwargs)
+                seen[0] += 1
                 text = running.report_so_far()
                 if text is not None:
                     report = Report()
                     report._fill(text, None, None)
                     in_the_run.memprof_report = report
+                    if every is not None and seen[0] % every == 0:
+                        # One recorder per process: the run's lines so far, since its start.
+                        _print_group(func, 1, seen[0], report, "so far in this memprof run")
                 return result
 
             in_the_run.memprof_report = None
             return in_the_run
         targets = (func,) + self._targets
         options = self._options
+        if self._schedule != (None, 0, None):
+            return _grouped(func, targets, options, self._label, *self._schedule)
 
         @functools.wraps(func)
         def measured(*args, **kwargs):
@@ -126,6 +149,62 @@ class profile:
 
         measured.memprof_report = None
         return measured
+
+
+def _print_group(func, first, last, report, note=""):
+    """A group's table, with a line saying which calls it measured."""
+    print("memprof: %s, call%s %s%s" % (
+        func.__qualname__, "" if first == last else "s",
+        first if first == last else "%d–%d" % (first, last), " (%s)" % note if note else ""))
+    print(report.table())
+    sys.stdout.flush()
+
+
+def _grouped(func, targets, options, label, every, warmup, calls):
+    """`func` measured `every` calls at a time (or, without every, the `calls` calls after
+    `warmup` as one group), each group one session; a group left open when the program ends is
+    closed and printed then."""
+    state = {"seen": 0, "measured": 0, "session": None, "report": None, "first": 0}
+
+    def close(raised=None, note=""):
+        session = state["session"]
+        state["session"] = None
+        session.__exit__(*(raised or (None, None, None)))
+        grouped.memprof_report = state["report"]
+        if every is not None:
+            if raised:
+                note = "ended by %s" % raised[0].__name__
+            _print_group(func, state["first"], state["seen"], state["report"], note)
+
+    def at_exit():
+        if state["session"] is not None:
+            close(note="the program ended")
+
+    @functools.wraps(func)
+    def grouped(*args, **kwargs):
+        state["seen"] += 1
+        done = calls is not None and state["measured"] >= calls
+        if state["seen"] <= warmup or done:
+            return func(*args, **kwargs)
+        if state["session"] is None:
+            state["session"] = profile(*targets, label=label, **options)
+            state["report"] = state["session"].__enter__()
+            state["first"] = state["seen"]
+        try:
+            result = func(*args, **kwargs)
+        except BaseException:
+            close(sys.exc_info())
+            raise
+        state["measured"] += 1
+        in_group = state["seen"] - state["first"] + 1
+        if (every is not None and in_group == every) or (
+                calls is not None and state["measured"] >= calls):
+            close()
+        return result
+
+    grouped.memprof_report = None
+    atexit.register(at_exit)
+    return grouped
 
 
 class Report:
