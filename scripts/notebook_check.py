@@ -21,6 +21,9 @@ CELLS = [
     "%%memprof --device cpu\nz = y + 1",
     "r = _\nprint(json.dumps([r.function('<module>')['peak_allocated_bytes'], "
     "r.peak['allocated_bytes'], r.peak['unseen_bytes'], r.peak_above_start]))",
+    # pytorch_memlab's profile_every: a table per 2 calls of step, the fifth call's at the end.
+    "%memprof --every 2 --device cpu -f step [step(64) for _ in range(5)]",
+    "print(step.__module__, getattr(step, 'memprof_report', 'restored'))",
 ]
 
 
@@ -32,7 +35,15 @@ def main():
     cell_magic = nb.cells[3].outputs[0]["data"]["text/plain"]
     lines = json.loads(nb.cells[4].outputs[0]["text"])
     cell_peak, peak, before, added = json.loads(nb.cells[6].outputs[0]["text"])
+    every = "".join(o.get("text", "") for o in nb.cells[7].outputs)
+    restored = nb.cells[8].outputs[0]["text"].strip()
     problems = []
+    headers = [l for l in every.splitlines() if l.startswith("memprof: step")]
+    if headers != ["memprof: step, calls 1–2", "memprof: step, calls 3–4",
+                   "memprof: step, call 5 (the statement ended)"]:
+        problems.append("--every 2's tables: %s" % headers)
+    if restored != "__main__ restored":
+        problems.append("step after --every: " + restored)
     if "+256.00 KiB" not in line_magic["text/plain"]:
         problems.append("%memprof's table: " + line_magic["text/plain"])
     if not line_magic.get("text/html", "").startswith('<pre class="memprof-report">'):

@@ -176,9 +176,9 @@ def _grouped(func, targets, options, label, every, warmup, calls):
                 note = "ended by %s" % raised[0].__name__
             _print_group(func, state["first"], state["seen"], state["report"], note)
 
-    def at_exit():
+    def at_exit(note="the program ended"):
         if state["session"] is not None:
-            close(note="the program ended")
+            close(note=note)
 
     @functools.wraps(func)
     def grouped(*args, **kwargs):
@@ -203,6 +203,8 @@ def _grouped(func, targets, options, label, every, warmup, calls):
         return result
 
     grouped.memprof_report = None
+    # Closes a group still open (the notebook magic's end; the program's end calls it too).
+    grouped.memprof_close = at_exit
     atexit.register(at_exit)
     return grouped
 

@@ -3,6 +3,8 @@
     %memprof [-f NAME]... [--modules] [--tensors] [--stat KEY]... [--device D] STATEMENT
     %%memprof [-f NAME]... [options]      (the cell's own lines are profiled, as `-f '<module>'`
                                            profiles a script's top-level lines)
+    %memprof --every N -f NAME... STATEMENT   (pytorch_memlab's profile_every: a table per N calls
+                                               of each named function while the statement runs)
 
 Each gives a `memprof.Report`: a table in a terminal IPython, rich output in Jupyter. The
 statement or cell runs in the notebook's namespace, in its process, on its GPU."""
@@ -11,9 +13,11 @@ import re
 from .api import profile
 
 # One option at the start of the line: a flag, or an option and its value.
-_OPTION = re.compile(r"\s*(?:(--modules|--tensors)|(-f|--stat|--device)\s+(\S+))(?=\s|$)")
+_OPTION = re.compile(
+    r"\s*(?:(--modules|--tensors)|(-f|--stat|--device|--every)\s+(\S+))(?=\s|$)")
 USAGE = (
-    "usage: %memprof [-f NAME]... [--modules] [--tensors] [--stat KEY]... [--device D] STATEMENT"
+    "usage: %memprof [-f NAME]... [--modules] [--tensors] [--stat KEY]... [--device D] "
+    "[--every N] STATEMENT"
     "\n       %%memprof [-f NAME]... [options]   (then the cell)"
 )
 
@@ -34,6 +38,10 @@ def parse(line):
             names.append(value)
         elif option == "--stat":
             options["stats"].append(value)
+        elif option == "--every":
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError("--every takes a number of calls, at least 1\n%s" % USAGE)
+            options["every"] = int(value)
         else:
             options["device"] = value
         rest = rest[m.end():]
@@ -71,6 +79,8 @@ def register(ipython):
             # report's line contents) and tracebacks show it.
             filename = shell.compile.cache(source)
             code = compile(source, filename, "exec")
+            if "every" in options:
+                return _every(shell, code, names, options)
             targets = ([code] if own else []) + names
             session = profile(*targets, label=label, **options)
             report = session.__enter__()
@@ -86,3 +96,41 @@ def register(ipython):
             return report
 
     ipython.register_magics(MemprofMagics)
+
+
+def _every(shell, code, names, options):
+    """`--every N`: each named function (a name in the notebook's namespace, or a dotted path
+    to a method) replaced while the statement runs by `@memprof.profile(every=N)` of it; a
+    group left open at the end is printed then. Returns the last group's report."""
+    if not names:
+        print("--every needs the functions whose calls it groups: -f NAME\n" + USAGE)
+        return None
+    patched = []
+    try:
+        for name in names:
+            parts = name.split(".")
+            owner, attr = None, parts[0]
+            if attr not in shell.user_ns:
+                raise ValueError("-f %s: no %r in the notebook's namespace" % (name, attr))
+            value = shell.user_ns[attr]
+            for part in parts[1:]:
+                owner, attr, value = value, part, getattr(value, part)
+            wrapped = profile(**options)(value)
+            patched.append((owner, attr, value, wrapped))
+            if owner is None:
+                shell.user_ns[attr] = wrapped
+            else:
+                setattr(owner, attr, wrapped)
+        exec(code, shell.user_ns)
+    except ValueError as e:
+        print(e)
+        return None
+    finally:
+        for owner, attr, value, wrapped in reversed(patched):
+            wrapped.memprof_close("the statement ended")
+            if owner is None:
+                shell.user_ns[attr] = value
+            else:
+                setattr(owner, attr, value)
+    reports = [w.memprof_report for _, _, _, w in patched if w.memprof_report is not None]
+    return reports[-1] if reports else None
