@@ -325,7 +325,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__merge)
-            opts="-o -h -V --format --output --stat --help --version"
+            opts="-o -h -V --format --output --stat --ranks --all-ranks --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -344,6 +344,10 @@ _memprof() {
                     return 0
                     ;;
                 --stat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ranks)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -377,7 +381,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --device --stat --function --format --output --history --history-max-entries --trace --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --max --help --version"
+            opts="-f -m -o -h -V --device --stat --function --format --output --history --history-max-entries --trace --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --gather --gather-timeout --max --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -444,6 +448,10 @@ _memprof() {
                     return 0
                     ;;
                 --calls)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gather-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -43,7 +43,7 @@ complete -c memprof -n "__fish_memprof_using_subcommand run" -s f -l function -d
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l format -d 'Report format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`, `.html` (an interactive page: the timeline, the peak by stack, the tables); else table)' -r -f -a "table\t''
 yaml\t''
 json\t''
-html\t'One self-contained interactive page (a run\'s report only)'"
+html\t'One self-contained interactive page (a run\'s report, or ranks merged)'"
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s o -l output -d 'Write the report to this file (atomically) instead of standard output; may hold {rank}, {local_rank}, {world_size}, {host}, {pid}; under several ranks a plain path gets the rank (ddp.json -> ddp.rank1.json)' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l history -d 'Write the allocation history of the measured targeted calls to FILE (a pickle that pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` open): torch\'s own on CUDA, memprof\'s record of the allocator\'s reports on the CPU; may hold the same placeholders as -o' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l history-max-entries -d 'With --history: keep at most this many events (the latest)' -r
@@ -54,18 +54,20 @@ complete -c memprof -n "__fish_memprof_using_subcommand run" -l depth -d 'Show m
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l suggest-checkpoints -d 'Suggest N activation-checkpoint split points from the measured saved activations, with the estimated activation memory before and after (implies --modules)' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l warmup -d 'Skip the first N calls of each targeted function (and, with --modules and no -f, of each root module): their lines are not measured' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l calls -d 'Measure M calls after the warm-up, then stop every hook so the rest of the run pays nothing' -r
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l gather-timeout -d 'With --gather: how long rank 0 waits, after its own program ended, for the other ranks\' reports (those missing then are named)' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l max -d 'A budget (repeatable): `KEY=SIZE` or `FUNCTION:KEY=SIZE`, KEY a stat, `delta` (a line\'s Δ summed over its hits) or `delta_per_call` (that Δ per hit), SIZE in bytes or with a unit (`20GiB`, `512MB`); a line above it is marked and memprof exits 3' -r
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s m -d 'Run SCRIPT as a module name, like `python -m SCRIPT` (`memprof run -m pkg.mod args...`)'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l modules -d 'Also profile every torch.nn.Module call, forward and backward: allocated Δ, peak, bytes saved for backward, parameters, as a tree of qualified names (works without -f)'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l tensors -d 'At the end of each targeted call and where an exception leaves one, list the live tensors on the device by storage, named from the model and optimizer, with totals by category'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l collectives -d 'Also count the bytes of torch.distributed collectives (all_reduce, all_gather, reduce_scatter, ...) issued during each line and module call, by kind'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -l all-ranks -d 'In a multi-rank run (RANK and WORLD_SIZE set, as by torchrun), print every rank\'s report, not only rank 0\'s'
+complete -c memprof -n "__fish_memprof_using_subcommand run" -l gather -d 'Under torchrun, each rank also hands its report to rank 0 through torchrun\'s own store, and rank 0 writes every rank\'s report on its node (by -o\'s name), no shared filesystem needed'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memprof -n "__fish_memprof_using_subcommand run" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand show" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`, `.html`; else table)' -r -f -a "table\t''
 yaml\t''
 json\t''
-html\t'One self-contained interactive page (a run\'s report only)'"
+html\t'One self-contained interactive page (a run\'s report, or ranks merged)'"
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s o -l output -d 'Write to this file (atomically) instead of standard output: `-o report.html` draws one run\'s report as an interactive page' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand show" -l stat -d 'With several reports: a stat column to keep (repeatable) [default: every stat they have]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -73,15 +75,17 @@ complete -c memprof -n "__fish_memprof_using_subcommand show" -s V -l version -d
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
 json\t''
-html\t'One self-contained interactive page (a run\'s report only)'"
+html\t'One self-contained interactive page (a run\'s report, or ranks merged)'"
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s o -l output -d 'Write the merged report to this file (atomically) instead of standard output' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -l stat -d 'A stat column to keep (repeatable) [default: every stat the reports have]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -l ranks -d 'Print these ranks\' detail (where each ran, its file, its peak and what it was): a list such as `3,17` or `0-7,513` [default: every rank\'s up to 8 ranks, else none]' -r
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -l all-ranks -d 'Print every rank\'s detail'
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memprof -n "__fish_memprof_using_subcommand merge" -s V -l version -d 'Print version'
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
 json\t''
-html\t'One self-contained interactive page (a run\'s report only)'"
+html\t'One self-contained interactive page (a run\'s report, or ranks merged)'"
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -s o -l output -d 'Write the diff to this file (atomically) instead of standard output' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -l max-increase -d 'Fail (exit 4) when a function\'s KEY (`delta` or a stat) grew by more than SIZE (`64MiB`) or PERCENT (`5%`) of its base value: for `delta` and other amounts its net per call, for a level or a peak the highest over its lines (repeatable)' -r
 complete -c memprof -n "__fish_memprof_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -96,7 +100,7 @@ complete -c memprof -n "__fish_memprof_using_subcommand fit" -l alloc-conf -d 'T
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
 yaml\t''
 json\t''
-html\t'One self-contained interactive page (a run\'s report only)'"
+html\t'One self-contained interactive page (a run\'s report, or ranks merged)'"
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s o -l output -d 'Write the prediction to this file (atomically) instead of standard output' -r -F
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -l max-batch -d 'Find the largest batch size that fits in --memory (from the traces, as --scale does)'
 complete -c memprof -n "__fish_memprof_using_subcommand fit" -s h -l help -d 'Print help (see more with \'--help\')'
