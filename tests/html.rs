@@ -351,6 +351,35 @@ fn ten_million_allocations_make_a_page_under_10_mb_that_stays_quick() {
     assert!(drawn["peak_marker"].as_str().unwrap().starts_with("peak "));
 }
 
+/// A site that grows step after step has its section, and its own band (marked) when the
+/// timeline is stacked by site, however small it is against the rest.
+#[test]
+fn a_growing_site_has_its_section_and_its_band_in_the_page() {
+    if has_no_browser_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("leak.html");
+    let r = run(&[
+        "-o",
+        page.to_str().unwrap(),
+        "growing_steps.py",
+        "leak",
+        "12",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let seen = open_cleanly(&page, &shots("growing"));
+    let rows = strings(&seen["drawn"]["growing_rows"]);
+    assert_eq!(rows.len(), 1, "{seen:#}");
+    assert!(rows[0].starts_with("+128.00 KiB11"), "{rows:?}");
+    assert!(
+        strings(&seen["site_legend"])
+            .iter()
+            .any(|l| l.starts_with("growing: growing_steps.py:31 step")),
+        "{seen:#}"
+    );
+}
+
 #[test]
 fn html_is_refused_for_a_diff() {
     let dir = tempfile::tempdir().unwrap();

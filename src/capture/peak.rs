@@ -6,6 +6,7 @@
 //! for each targeted function while its calls run; the same events feed the run's timeline
 //! (`timeline`, bounded). Its memory is the live blocks and the distinct sites, never the run's
 //! length. Uses `torch` (device stats), `int_hash` and `timeline`.
+use super::growth::Ledger;
 use super::int_hash::IntMap;
 use super::timeline::{self, MarkKind, Timeline};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -299,6 +300,10 @@ pub struct Tracker {
     requested: Option<(i64, u64)>,
     /// The run's memory over time (always on, bounded).
     timeline: Timeline,
+    /// Which sites grow from one optimizer step to the next, and from one call of each
+    /// targeted function (by id) to the next.
+    steps: Ledger,
+    calls: IntMap<u64, Ledger>,
 }
 
 /// The device's allocations and frees in order (`--trace`). Bounded: past `max` events it stops
@@ -418,6 +423,8 @@ impl Default for Tracker {
             trace: None,
             requested: None,
             timeline: Timeline::default(),
+            steps: Ledger::default(),
+            calls: IntMap::default(),
         }
     }
 }
@@ -638,6 +645,8 @@ impl Tracker {
         for b in self.live.values() {
             self.timeline.inherited(b.site, b.bytes);
         }
+        self.steps = Ledger::default();
+        self.calls.clear();
     }
 
     /// The most bytes that what was allocated since tracking started held at once.
@@ -754,6 +763,29 @@ impl Tracker {
     pub fn optimizer_stepped(&mut self) {
         self.timeline
             .mark(MarkKind::Step, timeline::since(self.started));
+        self.steps.boundary(&self.site_bytes);
+    }
+
+    /// The sites' growth from step to step (optimizer steps), and from call to call of each
+    /// targeted function that was called (by id).
+    pub fn growth(&self) -> (&Ledger, Vec<(u64, &Ledger)>) {
+        let mut calls: Vec<(u64, &Ledger)> = self.calls.iter().map(|(id, l)| (*id, l)).collect();
+        calls.sort_by_key(|(id, _)| *id);
+        (&self.steps, calls)
+    }
+
+    /// The live bytes of `site` by category (`Role` index), from the blocks still live.
+    pub fn live_roles_of(&self, site: u32) -> [i64; timeline::CATEGORIES] {
+        let mut roles = [0i64; timeline::CATEGORIES];
+        for b in self.live.values().filter(|b| b.site == site) {
+            roles[b.role.index()] += b.bytes;
+        }
+        roles
+    }
+
+    /// The live bytes of `site` now.
+    pub fn site_live_bytes(&self, site: u32) -> i64 {
+        self.site_bytes.get(site as usize).copied().unwrap_or(0)
     }
 
     /// The timeline so far, with each block still live in its category (called after
@@ -924,6 +956,7 @@ impl Tracker {
     pub fn function_ended(&mut self, id: u64) {
         self.timeline
             .mark(MarkKind::CallEnd(id), timeline::since(self.started));
+        self.calls.entry(id).or_default().boundary(&self.site_bytes);
         let settle = match self.functions.get_mut(&id) {
             Some(w) => {
                 w.active = w.active.saturating_sub(1);

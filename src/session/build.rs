@@ -114,6 +114,7 @@ pub fn build(
         history: None,
         peak: None,
         timeline: None,
+        growth: None,
         children: Vec::new(),
         warnings,
     }

@@ -6,6 +6,7 @@ pub mod children;
 mod compiled;
 mod device_split;
 pub mod gather;
+mod growth;
 mod peak;
 pub mod sections;
 mod source;
@@ -145,6 +146,7 @@ fn add_peaks(
         }
         let names: Vec<String> = ids.iter().map(|(q, _, _)| q.clone()).collect();
         profile.timeline = timeline::record(t, &mut namer, &names);
+        profile.growth = growth::record(t, &mut namer, &names);
         for (id, (qualname, file, first_line)) in ids.iter().enumerate() {
             let Some(f) = profile.functions.iter_mut().find(|f| {
                 &f.qualname == qualname && &f.file == file && f.first_line == *first_line

@@ -156,6 +156,7 @@ DRAWN = """(() => {
     line_rows: q('table.lines tbody tr').length,
     over_budget_rows: q('table.lines tbody tr.over').length,
     pres: Array.from(q('section pre')).map((p) => p.closest('section').id),
+    growing_rows: Array.from(q('#growing tbody tr')).map((r) => r.textContent),
     width: document.documentElement.scrollWidth,
   };
 })()"""
@@ -278,6 +279,9 @@ def check(page, out_dir, chromium):
                 )
                 result["site_bands"] = b.evaluate(
                     "Array.from(document.querySelectorAll('#bands polygon')).map((p) => p.getAttribute('data-series'))"
+                )
+                result["site_legend"] = b.evaluate(
+                    "Array.from(document.querySelectorAll('#timeline-legend .item')).map((e) => e.textContent)"
                 )
                 b.evaluate("document.getElementById('stack-category').click()")
             # The icicle zooms into a node it is clicked on.

@@ -6,6 +6,7 @@ pub mod children;
 pub mod compiled;
 pub mod device;
 pub mod diff;
+pub mod growth;
 pub mod merged;
 pub mod paths;
 pub mod peak;

@@ -47,6 +47,9 @@ pub struct Profile {
     /// reports of memprof versions before the timeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<super::timeline::Timeline>,
+    /// The sites that keep growing from step to step (absent in a run of fewer than two steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth: Option<super::growth::Growth>,
     /// The program's child processes that memprof followed (fork and spawn children of
     /// `multiprocessing`), each with what it measured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -65,6 +65,7 @@ pub fn parse_for_merge(text: &str) -> Result<Option<Profile>, String> {
             history: None,
             peak: m.peak,
             timeline: None,
+            growth: None,
             children: Vec::new(),
             warnings: m.warnings,
         })),

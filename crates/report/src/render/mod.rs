@@ -6,6 +6,7 @@ mod children;
 mod compiled;
 pub mod diff;
 pub mod fit;
+mod growth;
 pub mod html;
 pub mod merged;
 mod merged_summary;

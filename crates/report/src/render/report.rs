@@ -111,6 +111,9 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
             m.script.as_deref(),
         );
     }
+    if let Some(growth) = &p.growth {
+        super::growth::render(&mut out, growth);
+    }
     super::children::render(&mut out, &p.children);
     if p.functions.is_empty() && p.modules.is_none() && p.oom.is_none() && p.peak.is_none() {
         let _ = writeln!(out, "\nno targeted function ran");

@@ -35,7 +35,7 @@
       if (peak.device && peak.device.kind === "cuda") cards.appendChild(card("", "device memory at the peak", bytes(peak.device.process_bytes)));
       if (peak.device && peak.device.kind === "cpu") cards.appendChild(card("", "resident peak (RSS)", bytes(peak.device.rss_peak_bytes)));
     }
-    var links = [["timeline", "Timeline"], ["stack", "Peak by stack"], ["sites", "Peak by site"],
+    var links = [["timeline", "Timeline"], ["stack", "Peak by stack"], ["sites", "Peak by site"], ["growing", "Growing"],
       ["device", "Device"], ["functions", "Lines"], ["modules", "Modules"], ["oom", "Out of memory"],
       ["budgets", "Budgets"], ["tensors", "Tensors"], ["children", "Child processes"], ["terminal", "As printed"]];
     var nav = el("nav", { cls: "sections" });
@@ -61,6 +61,19 @@
   }
 
   // ---- timeline data ------------------------------------------------------------------------
+  // A site's identity across the report's records: where it allocated and the line that led there.
+  function siteKey(s) {
+    return [s.file, s.line, s.function, s.context ? s.context.file + ":" + s.context.line : ""].join("|");
+  }
+  // The timeline's indices of the growth record's sites.
+  function growingSiteIndices(t) {
+    var g = report.growth;
+    if (!g || !g.sites.length || !t.sites) return [];
+    var keys = g.sites.map(siteKey);
+    var found = [];
+    t.sites.forEach(function (s, i) { if (keys.indexOf(siteKey(s)) >= 0) found.push(i); });
+    return found;
+  }
   function Series(t) {
     var n = t.allocations.length;
     this.n = n;
@@ -82,7 +95,11 @@
     var order = [];
     for (var s = 0; s < highest.length; s++) if (highest[s] > 0) order.push(s);
     order.sort(function (a, b) { return highest[b] - highest[a]; });
-    this.topSites = order.slice(0, TOP_SITES);
+    // The growing sites have bands of their own whatever their size, before the largest.
+    var growing = growingSiteIndices(t);
+    this.growing = growing;
+    order = growing.concat(order.filter(function (s) { return growing.indexOf(s) < 0; }));
+    this.topSites = order.slice(0, Math.max(TOP_SITES, growing.length));
     var top = {}, topSeries = this.topSites.map(function () { return new Float64Array(n); });
     this.topSites.forEach(function (s, k) { top[s] = k; });
     levels.fill(0);
@@ -104,7 +121,8 @@
     this.byCategory.push({ name: "unseen", label: "not seen allocated", color: CATEGORY_COLOR.unseen, values: unseenCat });
     // By site: the top sites, the other sites, and what memprof saw no allocation of.
     this.bySite = this.topSites.map(function (s, k) {
-      return { name: "site" + s, label: siteLabel(t.sites[s]), color: SITE_COLORS[k % SITE_COLORS.length], values: topSeries[k], site: s };
+      var grows = growing.indexOf(s) >= 0;
+      return { name: "site" + s, label: (grows ? "growing: " : "") + siteLabel(t.sites[s]), color: SITE_COLORS[k % SITE_COLORS.length], values: topSeries[k], site: s, growing: grows };
     });
     var rest = new Float64Array(n), unseen = new Float64Array(n);
     for (i = 0; i < n; i++) {
@@ -538,6 +556,21 @@
     var next = peak.next_targets && peak.next_targets.length ? el("p", { cls: "note" }, ["Next: ", el("code", { text: "memprof run " + peak.next_targets.map(function (t) { return "-f " + t; }).join(" ") + " ..." })]) : null;
     return section("sites", "Peak by site", [split[0], split[1], reached, peakTable(peak, "peak-sites"), next]);
   }
+  function growingSection() {
+    var g = report.growth;
+    if (!g || !g.sites.length) return null;
+    var rows = g.sites.map(function (s) {
+      var cat = Object.keys(s.categories || {}).sort(function (a, b) { return s.categories[b] - s.categories[a]; })[0] || "";
+      return el("tr", { cls: "growing" }, [
+        td((s.least_bytes === s.most_bytes ? "" : "~") + signed(s.bytes_per_step), "num"), td(count(s.steps), "num"), td(bytes(s.grown_bytes), "num"),
+        td(bytes(s.live_bytes), "num"), td(cat.replace(/_/g, " ")), td(siteLabel(s), "where"),
+        td(s.context ? placeLabel(s.context) : "", "where"), td(s.source || "", "src")]);
+    });
+    return section("growing", "Growing", [
+      el("p", { cls: "note", text: g.sites.length + " site" + (g.sites.length === 1 ? "" : "s") + " whose live bytes rose at each " + g.step + " for the last " + g.min_steps + " or more (" + count(g.steps) + " so far). In the timeline stacked by site, their bands are marked \u201cgrowing\u201d." }),
+      table(["per step", "steps", "grown", "live now", "category", "where", "led there from", "source"], rows, [true, true, true, true, false, false, false, false])
+    ]);
+  }
   function deviceSection() {
     var d = peak && peak.device;
     if (!d) return null;
@@ -606,7 +639,7 @@
   // ---- the page -----------------------------------------------------------------------------
   var head = header();
   append(app, head.slice(0, 3));
-  var sections = [timelineSection(), stackSection(), sitesSection(), deviceSection(), functionsSection(),
+  var sections = [timelineSection(), stackSection(), sitesSection(), growingSection(), deviceSection(), functionsSection(),
     textSection("modules", "Modules", texts.modules), textSection("oom", "Out of memory", texts.oom),
     textSection("budgets", "Budgets", texts.budgets), textSection("tensors", "Tensors", texts.tensors),
     textSection("children", "Child processes", texts.children), warningsSection(),
