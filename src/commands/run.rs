@@ -77,7 +77,7 @@ fn finish(config: &RunConfig, mut profile: Profile, mut exit_code: i32) -> i32 {
         }
     }
     if let Some(plan) = &to.gather {
-        session::gather::gather(&profile, config, plan);
+        session::gather::gather(&render::render(&profile, to.file_format), config, plan);
     }
     if let Some(path) = &config.plot {
         let reports = [(String::new(), profile)];

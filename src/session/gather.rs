@@ -6,10 +6,9 @@
 //! rank's own file, which was written first.
 use crate::cli::config::{Gather, RunConfig};
 use crate::model::merged::rank_list;
-use crate::model::profile::{ProcessInfo, Profile};
+use crate::model::profile::ProcessInfo;
 use crate::output::file::{self, Written};
 use crate::output::{self, ranks};
-use crate::render;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCFunction, PyTuple};
 use std::ffi::CString;
@@ -18,8 +17,9 @@ use std::sync::{Arc, Mutex};
 
 const GATHER: &str = include_str!("../python/py/gather.py");
 
-/// Hands this rank's report to rank 0, or (rank 0) gathers the others'.
-pub fn gather(profile: &Profile, config: &RunConfig, plan: &Gather) {
+/// Hands this rank's report (`text`, as its file has it) to rank 0, or (rank 0) gathers the
+/// others'.
+pub fn gather(text: &str, config: &RunConfig, plan: &Gather) {
     let me = &config.process;
     let format = config.report.file_format;
     let outcome = Python::attach(|py| -> PyResult<()> {
@@ -27,7 +27,6 @@ pub fn gather(profile: &Profile, config: &RunConfig, plan: &Gather) {
         let module = PyModule::from_code(py, &code, c"<memprof gather>", c"_memprof_gather")?;
         if me.rank != 0 {
             let header = serde_json::to_string(me).expect("process info serialises");
-            let text = render::render(profile, format);
             module.call_method1(
                 "hand_over",
                 (me.rank, header, PyBytes::new(py, text.as_bytes())),
