@@ -40,6 +40,9 @@ _memprof() {
             memprof,show)
                 cmd="memprof__subcmd__show"
                 ;;
+            memprof,snapshot)
+                cmd="memprof__subcmd__snapshot"
+                ;;
             memprof,stats)
                 cmd="memprof__subcmd__stats"
                 ;;
@@ -67,6 +70,9 @@ _memprof() {
             memprof__subcmd__help,show)
                 cmd="memprof__subcmd__help__subcmd__show"
                 ;;
+            memprof__subcmd__help,snapshot)
+                cmd="memprof__subcmd__help__subcmd__snapshot"
+                ;;
             memprof__subcmd__help,stats)
                 cmd="memprof__subcmd__help__subcmd__stats"
                 ;;
@@ -77,7 +83,7 @@ _memprof() {
 
     case "${cmd}" in
         memprof)
-            opts="-h -V --device --stat --help --version run show merge diff plot fit stats completions help"
+            opts="-h -V --device --stat --help --version run show merge diff plot fit snapshot stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -185,7 +191,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help)
-            opts="run show merge diff plot fit stats completions help"
+            opts="run show merge diff plot fit snapshot stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -297,6 +303,20 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help__subcmd__show)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memprof__subcmd__help__subcmd__snapshot)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -486,6 +506,32 @@ _memprof() {
                     return 0
                     ;;
                 --stat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memprof__subcmd__snapshot)
+            opts="-o -h -V --format --output --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --format)
+                    COMPREPLY=($(compgen -W "table yaml json html" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

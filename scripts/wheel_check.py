@@ -62,6 +62,7 @@ def main():
               "the venv's torch", report["metadata"]["torch_version"])
 
     check_peak_sites(memprof)
+    check_snapshot(memprof)
 
     for ld in (None, "/nonexistent/lib"):
         extra = {} if ld is None else {"LD_LIBRARY_PATH": ld}
@@ -145,6 +146,32 @@ def main():
 
     print("wheel-check: %s" % ("PASSED" if not failures else "FAILED: " + ", ".join(failures)))
     return 1 if failures else 0
+
+
+def check_snapshot(memprof):
+    """`memprof snapshot PID` of a run going on: its report so far (running, what grows), and
+    the program's output as without the snapshot."""
+    import time
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
+    program = subprocess.Popen([str(memprof), "run", "growing_steps.py", "leak", "20"], cwd=FIXTURES,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    report, deadline = None, time.monotonic() + 120
+    while program.poll() is None and time.monotonic() < deadline:
+        r = run([str(memprof), "snapshot", str(program.pid), "--format", "json"])
+        if r.returncode == 0:
+            report = json.loads(r.stdout)
+            if report.get("growth", {}).get("steps", 0) >= 4:
+                break
+        time.sleep(0.5)
+    out, err = program.communicate()
+    growth = (report or {}).get("growth") or {}
+    check(report is not None and report["metadata"]["outcome"]["status"] == "running"
+          and [s["bytes_per_step"] for s in growth.get("sites", [])] == [32 * 4 * KiB],
+          "memprof snapshot PID of a running program: running, the 128 KiB-a-step leak",
+          json.dumps(growth)[:300])
+    plain = run([str(memprof.parent / "python"), "growing_steps.py", "leak", "20"])
+    check(program.returncode == 0 and out == plain.stdout,
+          "the program ran on unchanged (its output as under python)", "%r vs %r" % (out, plain.stdout))
 
 
 def check_peak_sites(memprof):

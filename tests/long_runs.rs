@@ -23,7 +23,10 @@ fn a_slice_kept_each_step_is_found_at_its_bytes_under_a_far_larger_peak() {
     assert_eq!(sites.len(), 1, "{g:#}");
     let s = &sites[0];
     assert_eq!(s["source"], "kept.append(out[:32].detach().clone())");
-    assert_eq!(s["context"]["source"], "step()");
+    assert_eq!(
+        s["context"]["source"],
+        "losses = [step() for _ in range(STEPS)]"
+    );
     // Grown at each of the 11 steps after the baseline, the same rise each time.
     assert_eq!(
         (&s["bytes_per_step"], &s["least_bytes"], &s["most_bytes"]),

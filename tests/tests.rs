@@ -31,5 +31,6 @@ mod running;
 mod schedule;
 mod second_hour;
 mod signals;
+mod snapshot;
 mod tensors;
 mod third_hour;

@@ -21,7 +21,10 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     }
     install_emergency_report(config.clone());
     install_report_so_far(config.clone());
-    let finished = session::run(&config)?;
+    super::answer::start(&config);
+    let finished = session::run(&config);
+    super::answer::stop();
+    let finished = finished?;
     Ok(finish(&config, finished.profile, finished.exit_code))
 }
 

@@ -75,6 +75,10 @@ pub enum Command {
     /// allocator, on a device of --memory with --alloc-conf settings: the predicted reserved and
     /// allocated peaks, cudaMalloc retries, segments, and where it runs out of memory (exit 5)
     Fit(FitArgs),
+    /// The report so far of a program that `memprof run` is running (its PID, as ps or
+    /// nvidia-smi shows it): the peak so far and its sites, what grows, the timeline; the
+    /// program runs on unchanged
+    Snapshot(SnapshotArgs),
     /// List every stat key with what it means
     Stats,
     /// Print a shell completion script
@@ -235,6 +239,20 @@ pub struct MergeArgs {
     /// Print every rank's detail
     #[arg(long)]
     pub all_ranks: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SnapshotArgs {
+    /// The process `memprof run` runs (each rank's under torchrun)
+    #[arg(value_name = "PID")]
+    pub pid: u32,
+    /// Report format (default: from -o's extension, `.json`, `.yaml`/`.yml`, `.html`; else
+    /// table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Write the report to this file (atomically) instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

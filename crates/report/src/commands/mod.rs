@@ -1,5 +1,6 @@
 //! The subcommands that only read report files, one file each: `show`, `merge`, `diff`, `plot`,
-//! `fit` (an allocation trace), `stats`, `completions`; `run` is given by the caller (the native core's, or the binary's
+//! `fit` (an allocation trace), `snapshot` (a running program's report, through its socket),
+//! `stats`, `completions`; `run` is given by the caller (the native core's, or the binary's
 //! hand-over to it). The only place that reads report files (files.rs). Uses `cli`,
 //! `analysis`, `render`, `output`, `model`.
 mod diff;
@@ -8,6 +9,7 @@ mod fit;
 mod merge;
 pub mod plot;
 mod show;
+mod snapshot;
 mod stats;
 
 use crate::cli::{Cli, Command, GlobalOptions, RunArgs};
@@ -24,6 +26,7 @@ pub fn dispatch(cli: Cli, run: impl FnOnce(&GlobalOptions, RunArgs) -> Result<i3
         Command::Diff(args) => diff::diff(args),
         Command::Plot(args) => plot::plot(args),
         Command::Fit(args) => fit::fit(args),
+        Command::Snapshot(args) => snapshot::snapshot(args),
         Command::Stats => {
             crate::output::print(&stats::listing());
             Ok(0)
@@ -47,6 +50,7 @@ fn unused_options(cli: &Cli) -> Result<()> {
         Command::Diff(_) => ("diff", false),
         Command::Plot(_) => ("plot", false),
         Command::Fit(_) => ("fit", false),
+        Command::Snapshot(_) => ("snapshot", false),
         Command::Stats => ("stats", false),
     };
     let (unused, hint) = if cli.global.device.is_some() {

@@ -3,6 +3,7 @@
 //! and the terminal's width. Uses `model` and `error`.
 pub mod file;
 pub mod ranks;
+pub mod socket;
 pub mod terminal;
 
 use std::io::Write;

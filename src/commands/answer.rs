@@ -1,0 +1,87 @@
+//! The running program's report on request (`memprof snapshot PID`): a thread that listens on
+//! the run's socket (`output::socket`) and answers each request with the report so far, built
+//! as `@memprof.profile()` under the command builds it (the recorder's lock, never the
+//! allocator's; no signal, no GIL). Stopped, and its socket removed, when the run ends.
+use crate::capture::interrupt::Ending;
+use crate::cli::config::RunConfig;
+use crate::output::socket;
+use crate::render::{self, Format};
+use crate::session;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// The socket this process listens on, and whether the run still answers.
+static SOCKET: Mutex<Option<PathBuf>> = Mutex::new(None);
+static ANSWERING: AtomicBool = AtomicBool::new(false);
+
+/// Starts answering (a run that cannot make its socket runs on without it, saying nothing: the
+/// socket is a convenience, not the report).
+pub fn start(config: &RunConfig) {
+    let Ok(path) = socket::path_of(std::process::id()) else {
+        return;
+    };
+    let _ = std::fs::remove_file(&path);
+    let Ok(listener) = UnixListener::bind(&path) else {
+        return;
+    };
+    *SOCKET.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+    ANSWERING.store(true, Ordering::SeqCst);
+    let config = config.clone();
+    let _ = std::thread::Builder::new()
+        .name("memprof-answer".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if !ANSWERING.load(Ordering::SeqCst) {
+                    break;
+                }
+                answer(stream, &config);
+            }
+        });
+}
+
+/// Stops answering and removes the socket (the process that made it only: a forked child
+/// shares the path and leaves it).
+pub fn stop() {
+    ANSWERING.store(false, Ordering::SeqCst);
+    if let Some(path) = SOCKET.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if socket::path_of(std::process::id()).ok().as_ref() == Some(&path) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn answer(stream: UnixStream, config: &RunConfig) {
+    let mut line = String::new();
+    if BufReader::new(&stream).read_line(&mut line).is_err() {
+        return;
+    }
+    let format = match line.trim().strip_prefix("report ") {
+        Some("table") => Format::Table,
+        Some("json") => Format::Json,
+        Some("yaml") => Format::Yaml,
+        Some("html") => Format::Html,
+        _ => return reply(stream, "error: unknown request\n"),
+    };
+    let ending = Ending {
+        status: "running",
+        exit_code: 0,
+        warning: "a snapshot of a run still going: what it measured so far".into(),
+    };
+    match session::report_while_running(&ending, config) {
+        Some(profile) if ANSWERING.load(Ordering::SeqCst) => {
+            reply(stream, &render::render(&profile, format))
+        }
+        Some(_) => reply(stream, "error: the run is ending\n"),
+        None => reply(
+            stream,
+            "error: no report yet (the run has not begun measuring, or its recorder stayed busy)\n",
+        ),
+    }
+}
+
+fn reply(mut stream: UnixStream, text: &str) {
+    let _ = stream.write_all(text.as_bytes());
+}
