@@ -28,6 +28,9 @@ _memprof() {
             memprof,help)
                 cmd="memprof__subcmd__help"
                 ;;
+            memprof,live)
+                cmd="memprof__subcmd__live"
+                ;;
             memprof,merge)
                 cmd="memprof__subcmd__merge"
                 ;;
@@ -58,6 +61,9 @@ _memprof() {
             memprof__subcmd__help,help)
                 cmd="memprof__subcmd__help__subcmd__help"
                 ;;
+            memprof__subcmd__help,live)
+                cmd="memprof__subcmd__help__subcmd__live"
+                ;;
             memprof__subcmd__help,merge)
                 cmd="memprof__subcmd__help__subcmd__merge"
                 ;;
@@ -83,7 +89,7 @@ _memprof() {
 
     case "${cmd}" in
         memprof)
-            opts="-h -V --device --stat --help --version run show merge diff plot fit snapshot stats completions help"
+            opts="-h -V --device --stat --help --version run show merge diff plot fit snapshot live stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -191,7 +197,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help)
-            opts="run show merge diff plot fit snapshot stats completions help"
+            opts="run show merge diff plot fit snapshot live stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -247,6 +253,20 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memprof__subcmd__help__subcmd__live)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -344,6 +364,20 @@ _memprof() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        memprof__subcmd__live)
+            opts="-h -V --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         memprof__subcmd__merge)
             opts="-o -h -V --format --output --stat --ranks --all-ranks --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -401,7 +435,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --device --stat --function --format --output --history --history-max-entries --trace --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --gather --gather-timeout --max --help --version"
+            opts="-f -m -o -h -V --device --stat --function --format --output --history --history-max-entries --trace --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --live --gather --gather-timeout --max --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -15,6 +15,7 @@ mod gpu;
 mod history;
 mod html;
 mod inprocess;
+mod live;
 mod long_runs;
 mod measure;
 mod memlab_api;

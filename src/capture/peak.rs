@@ -783,6 +783,34 @@ impl Tracker {
         roles
     }
 
+    /// Allocated and reserved bytes now, and the run's highest allocated (the live view).
+    pub fn now(&self) -> (i64, i64, i64) {
+        (
+            self.last_total,
+            self.timeline.reserved_now(),
+            self.whole.max,
+        )
+    }
+
+    /// Allocated bytes over time: the latest `n` timeline points' highest.
+    pub fn history(&self, n: usize) -> Vec<i64> {
+        self.timeline.highs(n)
+    }
+
+    /// The `n` sites holding the most live bytes now, the most first: (site, bytes).
+    pub fn top_sites(&self, n: usize) -> Vec<(u32, i64)> {
+        let mut sites: Vec<(u32, i64)> = self
+            .site_bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b > 0)
+            .map(|(i, b)| (i as u32, *b))
+            .collect();
+        sites.sort_by_key(|(i, b)| (std::cmp::Reverse(*b), *i));
+        sites.truncate(n);
+        sites
+    }
+
     /// The live bytes of `site` now.
     pub fn site_live_bytes(&self, site: u32) -> i64 {
         self.site_bytes.get(site as usize).copied().unwrap_or(0)

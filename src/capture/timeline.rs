@@ -224,6 +224,20 @@ impl Timeline {
         self.site_change[i] += bytes;
     }
 
+    /// reserved_bytes.all.current now (the allocated bytes on the CPU).
+    pub fn reserved_now(&self) -> i64 {
+        self.reserved
+    }
+
+    /// The highest allocated bytes of each of the latest `n` points, the open one last (the
+    /// live view's memory over time).
+    pub fn highs(&self, n: usize) -> Vec<i64> {
+        let from = self.points.len().saturating_sub(n.saturating_sub(1));
+        let mut out: Vec<i64> = self.points[from..].iter().map(|p| p.max).collect();
+        out.push(self.open.max);
+        out
+    }
+
     /// The point that holds the allocation `serial` (the first whose allocations reach it).
     fn point_of(&self, serial: u64) -> usize {
         self.points.partition_point(|p| p.allocations < serial)

@@ -1,5 +1,6 @@
-//! The running program's report on request (`memprof snapshot PID`): a thread that listens on
-//! the run's socket (`output::socket`) and answers each request with the report so far, built
+//! The running program's report on request (`memprof snapshot PID`) and its live numbers
+//! (`memprof live PID`): a thread that listens on the run's socket (`output::socket`) and
+//! answers each request with the report so far, built
 //! as `@memprof.profile()` under the command builds it (the recorder's lock, never the
 //! allocator's; no signal, no GIL). Stopped, and its socket removed, when the run ends.
 use crate::capture::interrupt::Ending;
@@ -16,6 +17,8 @@ use std::sync::Mutex;
 /// The socket this process listens on, and whether the run still answers.
 static SOCKET: Mutex<Option<PathBuf>> = Mutex::new(None);
 static ANSWERING: AtomicBool = AtomicBool::new(false);
+/// When the run began answering (the live view's clock).
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 
 /// Starts answering (a run that cannot make its socket runs on without it, saying nothing: the
 /// socket is a convenience, not the report).
@@ -28,6 +31,7 @@ pub fn start(config: &RunConfig) {
         return;
     };
     *SOCKET.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+    let _ = STARTED.set(std::time::Instant::now());
     ANSWERING.store(true, Ordering::SeqCst);
     let config = config.clone();
     let _ = std::thread::Builder::new()
@@ -57,6 +61,13 @@ fn answer(stream: UnixStream, config: &RunConfig) {
     let mut line = String::new();
     if BufReader::new(&stream).read_line(&mut line).is_err() {
         return;
+    }
+    if line.trim() == "live" {
+        let seconds = STARTED.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
+        return match session::live::state(config, seconds) {
+            Some(state) => reply(stream, &serde_json::to_string(&state).unwrap_or_default()),
+            None => reply(stream, "error: no numbers yet\n"),
+        };
     }
     let format = match line.trim().strip_prefix("report ") {
         Some("table") => Format::Table,

@@ -2,4 +2,5 @@
 //! `memprof_report::commands`). Uses `cli`, `session`, `analysis`, `render`, `output`, `capture`
 //! (signals), `torch` (device count) and `model`.
 mod answer;
+mod live;
 pub mod run;

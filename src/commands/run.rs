@@ -22,7 +22,9 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     install_emergency_report(config.clone());
     install_report_so_far(config.clone());
     super::answer::start(&config);
+    let live = super::live::start(&config)?;
     let finished = session::run(&config);
+    super::live::stop(live);
     super::answer::stop();
     let finished = finished?;
     Ok(finish(&config, finished.profile, finished.exit_code))

@@ -7,6 +7,7 @@ mod compiled;
 mod device_split;
 pub mod gather;
 mod growth;
+pub mod live;
 mod peak;
 pub mod sections;
 mod source;

@@ -42,6 +42,8 @@ pub struct RunConfig {
     pub collectives: bool,
     pub warmup: u64,
     pub calls: Option<u64>,
+    /// `--live`: the live view in the terminal while the program runs.
+    pub live: bool,
     /// memprof's command line, for the report.
     pub command_line: Vec<String>,
 }
@@ -139,6 +141,12 @@ impl RunConfig {
         };
         let prints = !ranks::is_multi(&process) || process.rank == 0 || args.all_ranks;
         let gather = Gather::plan(&args, &process, file_format, output.is_some())?;
+        if args.live && ranks::is_multi(&process) {
+            return Err(Error::usage(
+                "--live draws one process's view in a terminal, and this run has several ranks",
+            )
+            .hint("leave out --live and watch a rank with `memprof live PID` (its PID, as ps or nvidia-smi shows it)"));
+        }
         if let Some(path) = &output {
             file::check_writable(path, Written::Report)?;
         }
@@ -204,6 +212,7 @@ impl RunConfig {
             collectives: args.collectives,
             warmup: args.warmup,
             calls: args.calls,
+            live: args.live,
             command_line: std::env::args().collect(),
             program: Program {
                 script: args.script,

@@ -79,6 +79,10 @@ pub enum Command {
     /// nvidia-smi shows it): the peak so far and its sites, what grows, the timeline; the
     /// program runs on unchanged
     Snapshot(SnapshotArgs),
+    /// The live view of a program that `memprof run` is running (its PID), in this terminal,
+    /// about once a second: memory now and at its peak, memory over time, the top sites, what
+    /// grows; `q` closes it, the program runs on
+    Live(LiveArgs),
     /// List every stat key with what it means
     Stats,
     /// Print a shell completion script
@@ -163,6 +167,11 @@ pub struct RunArgs {
     /// not only rank 0's
     #[arg(long)]
     pub all_ranks: bool,
+    /// Show the run live in the terminal, about once a second, the program's output above it:
+    /// memory now and at its peak, memory over time, the top sites now, what grows, the step;
+    /// `q` closes the view and the program runs on to its report
+    #[arg(long)]
+    pub live: bool,
     /// Under torchrun, each rank also hands its report to rank 0 through torchrun's own store,
     /// and rank 0 writes every rank's report on its node (by -o's name), no shared filesystem
     /// needed
@@ -253,6 +262,13 @@ pub struct SnapshotArgs {
     /// Write the report to this file (atomically) instead of standard output
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct LiveArgs {
+    /// The process `memprof run` runs
+    #[arg(value_name = "PID")]
+    pub pid: u32,
 }
 
 #[derive(Args, Debug)]

@@ -1,11 +1,14 @@
 //! The subcommands that only read report files, one file each: `show`, `merge`, `diff`, `plot`,
-//! `fit` (an allocation trace), `snapshot` (a running program's report, through its socket),
-//! `stats`, `completions`; `run` is given by the caller (the native core's, or the binary's
-//! hand-over to it). The only place that reads report files (files.rs). Uses `cli`,
-//! `analysis`, `render`, `output`, `model`.
+//! `fit` (an allocation trace), `snapshot` and `live` (a running program's report and live view,
+//! through its socket; the view itself, live_view.rs, also draws `memprof run --live`), `stats`,
+//! `completions`; `run` is given by the caller (the native core's, or the binary's hand-over to
+//! it). The only place that reads report files (files.rs). Uses `cli`, `analysis`, `render`,
+//! `output`, `model`.
 mod diff;
 pub mod files;
 mod fit;
+mod live;
+pub mod live_view;
 mod merge;
 pub mod plot;
 mod show;
@@ -27,6 +30,7 @@ pub fn dispatch(cli: Cli, run: impl FnOnce(&GlobalOptions, RunArgs) -> Result<i3
         Command::Plot(args) => plot::plot(args),
         Command::Fit(args) => fit::fit(args),
         Command::Snapshot(args) => snapshot::snapshot(args),
+        Command::Live(args) => live::live(args),
         Command::Stats => {
             crate::output::print(&stats::listing());
             Ok(0)
@@ -51,6 +55,7 @@ fn unused_options(cli: &Cli) -> Result<()> {
         Command::Plot(_) => ("plot", false),
         Command::Fit(_) => ("fit", false),
         Command::Snapshot(_) => ("snapshot", false),
+        Command::Live(_) => ("live", false),
         Command::Stats => ("stats", false),
     };
     let (unused, hint) = if cli.global.device.is_some() {

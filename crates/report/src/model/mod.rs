@@ -7,6 +7,7 @@ pub mod compiled;
 pub mod device;
 pub mod diff;
 pub mod growth;
+pub mod live;
 pub mod merged;
 pub mod paths;
 pub mod peak;

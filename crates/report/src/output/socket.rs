@@ -1,9 +1,9 @@
 //! Where a running `memprof run` answers for its report: one Unix socket per process, named by
 //! its PID, in a folder only this user can enter (`$XDG_RUNTIME_DIR/memprof/`, else
 //! `/tmp/memprof-UID/`); and the asking side (`memprof snapshot PID`, `memprof live PID`). A
-//! request is one line, `report FORMAT` (table, json, yaml, html); the answer is the report so
-//! far in that format, or a line starting `error: `. No signal is involved: the program's own
-//! handlers and its signals are untouched.
+//! request is one line, `report FORMAT` (table, json, yaml, html) or `live`; the answer is the
+//! report so far in that format, or the live view's numbers (JSON), or a line starting
+//! `error: `. No signal is involved: the program's own handlers and its signals are untouched.
 use crate::error::{Error, Result};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -49,6 +49,16 @@ pub fn path_of(pid: u32) -> Result<PathBuf> {
 
 /// The report of the running program `pid` in `format` (`table`, `json`, `yaml`, `html`).
 pub fn ask(pid: u32, format: &str) -> Result<String> {
+    request(pid, &format!("report {format}"))
+}
+
+/// The live numbers of the running program `pid` (`model::live::LiveState`, JSON).
+pub fn ask_live(pid: u32) -> Result<String> {
+    request(pid, "live")
+}
+
+/// `line` asked of the running program `pid`; its answer.
+fn request(pid: u32, line: &str) -> Result<String> {
     let path = path_of(pid)?;
     let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
     let not_ours = |why: &str| {
@@ -73,7 +83,7 @@ pub fn ask(pid: u32, format: &str) -> Result<String> {
         Err(_) => return Err(not_ours("its memprof socket does not answer")),
     };
     stream.set_read_timeout(Some(ANSWER_WITHIN))?;
-    stream.write_all(format!("report {format}\n").as_bytes())?;
+    stream.write_all(format!("{line}\n").as_bytes())?;
     stream.shutdown(std::net::Shutdown::Write)?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).map_err(|e| {

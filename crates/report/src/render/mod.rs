@@ -8,6 +8,7 @@ pub mod diff;
 pub mod fit;
 mod growth;
 pub mod html;
+pub mod live;
 pub mod merged;
 mod merged_summary;
 mod modules;
