@@ -13,10 +13,9 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from page_check import Browser, screenshot, events_seen  # noqa: E402
+from page_check import Browser, events_seen, load, screenshot  # noqa: E402
 
 DRAWN = """(() => {
   const q = (s) => document.querySelectorAll(s);
@@ -50,21 +49,7 @@ def check(page, out_dir, chromium):
     with tempfile.TemporaryDirectory() as profile:
         b = Browser(chromium, profile)
         try:
-            target = b.send("Target.createTarget", {"url": "about:blank"}, session=False)
-            attached = b.send("Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}, session=False)
-            b.session = attached["sessionId"]
-            for domain in ("Page", "Runtime", "Log", "Network"):
-                b.send(domain + ".enable")
-            b.send("Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
-            b.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
-            started = time.monotonic()
-            b.send("Page.navigate", {"url": url})
-            deadline = time.monotonic() + 60
-            while b.evaluate("document.body && document.body.dataset.ready") != "1":
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-            result["load_seconds"] = round(time.monotonic() - started, 3)
+            load(b, url, result)
             result["drawn"] = b.evaluate(DRAWN)
             os.makedirs(out_dir, exist_ok=True)
             screenshot(b, os.path.join(out_dir, "light.png"))

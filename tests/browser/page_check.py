@@ -210,34 +210,40 @@ def events_seen(events, url):
     return errors, requests
 
 
+def load(b, url, result):
+    """Opens `url` in a new tab of `b` (1280 x 900, light), waits until the page says it is
+    drawn (body data-ready, at most 60 s), and records the seconds that took."""
+    target = b.send("Target.createTarget", {"url": "about:blank"}, session=False)
+    attached = b.send(
+        "Target.attachToTarget",
+        {"targetId": target["targetId"], "flatten": True},
+        session=False,
+    )
+    b.session = attached["sessionId"]
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        b.send(domain + ".enable")
+    b.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+    )
+    b.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
+    started = time.monotonic()
+    b.send("Page.navigate", {"url": url})
+    deadline = time.monotonic() + 60
+    while b.evaluate("document.body && document.body.dataset.ready") != "1":
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    result["load_seconds"] = round(time.monotonic() - started, 3)
+
+
 def check(page, out_dir, chromium):
     url = "file://" + os.path.abspath(page)
     result = {"url": url}
     with tempfile.TemporaryDirectory() as profile:
         b = Browser(chromium, profile)
         try:
-            target = b.send("Target.createTarget", {"url": "about:blank"}, session=False)
-            attached = b.send(
-                "Target.attachToTarget",
-                {"targetId": target["targetId"], "flatten": True},
-                session=False,
-            )
-            b.session = attached["sessionId"]
-            for domain in ("Page", "Runtime", "Log", "Network"):
-                b.send(domain + ".enable")
-            b.send(
-                "Emulation.setDeviceMetricsOverride",
-                {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-            )
-            b.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
-            started = time.monotonic()
-            b.send("Page.navigate", {"url": url})
-            deadline = time.monotonic() + 60
-            while b.evaluate("document.body && document.body.dataset.ready") != "1":
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-            result["load_seconds"] = round(time.monotonic() - started, 3)
+            load(b, url, result)
             result["drawn"] = b.evaluate(DRAWN)
             os.makedirs(out_dir, exist_ok=True)
             screenshot(b, os.path.join(out_dir, "light.png"))
