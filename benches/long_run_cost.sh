@@ -9,7 +9,8 @@
 #   run(command="benches/long_run_cost.sh", carry=[".device"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/memprof-long-run-cost}
+out=/tmp/memprof-long-run-cost
+results=${OUT:-$out}
 rounds=${ROUNDS:-5}
 cases=${CASES:-gpt2 resnet}
 bin=${MEMPROF:-$PWD/.device/memprof}
@@ -18,10 +19,13 @@ export VIRTUAL_ENV=/opt/torch/.venv PATH=/opt/torch/.venv/bin:$PATH PYTHONUNBUFF
 export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; python3 --version
   echo "$bin: $("$bin" --version | head -1)"; } | tee "$out/machine.txt"
-one() { # name, then the command: appends the process's BENCH line to $out/name.txt
+one() { # name, then the command: appends the process's BENCH line to $out/name.txt (the JSON
+  # alone: under --live the line comes through the view's terminal, among its drawing)
   local name=$1; shift
   "$@" >"$out/$name.log" 2>&1 || echo "$name failed: $(tail -3 "$out/$name.log")"
-  grep -ah 'BENCH' "$out/$name.log" | sed 's/.*BENCH/BENCH/' | tr -d '\r' >>"$out/$name.txt"
+  python3 -c 'import re, sys
+m = re.search(r"BENCH (\{[^{}]*\"times\": \[[^\]]*\][^{}]*\})", open(sys.argv[1], errors="replace").read())
+print("BENCH " + m.group(1)) if m else None' "$out/$name.log" >>"$out/$name.txt"
 }
 # --live needs a terminal: `script` gives the run one (150 x 45).
 live() { script -qec "stty cols 150 rows 45; $*" /dev/null; }
@@ -44,9 +48,11 @@ for round in $(seq "$rounds"); do
     one "$c-snapshots" snapshots "$bin" run -o "$out/$c-snap.json" $cmd
   done
 done
+mkdir -p "$results"
 python3 benches/rounds_table.py "$out" \
   "gpt2=GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024;resnet=resnet50, batch 32, SGD" \
-  "python=python3;control=python3 again (the noise floor);noflags=memprof run, no flags;live=memprof run --live;snapshots=memprof run, a snapshot every second"
+  "python=python3;control=python3 again (the noise floor);noflags=memprof run, no flags;live=memprof run --live;snapshots=memprof run, a snapshot every second" \
+  | tee "$results/table.md"
 for f in "$out"/gpt2.json "$out"/resnet.json; do
   [ -f "$f" ] && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); g=r.get('growth') or {}; print(sys.argv[1], 'steps', g.get('steps'), 'growing', [(s['source'], s['bytes_per_step']) for s in g.get('sites', [])])" "$f"
 done

@@ -4,27 +4,34 @@
 # The integration tests of growth, snapshots and (where tmux is installed) the live view on
 # cuda:0 (fixtures/growing_steps.py leaking 128 KiB a step on the GPU); then a snapshot of a
 # running GPT-2 124M job (examples/gpt2_train.py) taken mid-run, the job finishing as usual.
-# The costs: benches/long_run_cost.sh (a call of its own).
+# The costs: benches/long_run_cost.sh (a call of its own). TESTS=none skips the tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/device-env.sh
 status=0
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-tests="long_runs:: snapshot::"
-if command -v tmux >/dev/null; then tests="$tests live::"; else echo "no tmux here: the live view's tests run on the build machine only"; fi
+tests="${TESTS:-long_runs:: snapshot::}"
+if [ "$tests" = none ]; then :; elif command -v tmux >/dev/null; then tests="$tests live::"; else echo "no tmux here: the live view's tests run on the build machine only"; fi
 echo "== .device/tests/integration $tests (MEMPROF_TEST_DEVICE=cuda)"
 # shellcheck disable=SC2086
-.device/tests/integration --test-threads 2 $tests || status=1
-echo "== a snapshot of a running GPT-2 124M job (bf16 autocast, fused AdamW, 12 x 1024, 60 steps)"
+[ "$tests" = none ] || .device/tests/integration --test-threads 2 $tests || status=1
+echo "== a snapshot of a running GPT-2 124M job (bf16 autocast, fused AdamW, 12 x 1024, 600 steps)"
 out=${OUT:-/tmp/long-runs}
 mkdir -p "$out"
-.device/memprof run -o "$out/gpt2-end.json" examples/gpt2_train.py --steps 60 >"$out/gpt2.log" 2>&1 &
+.device/memprof run -o "$out/gpt2-end.json" examples/gpt2_train.py --steps 600 >"$out/gpt2.log" 2>&1 &
 pid=$!
-sleep 25
+# Asked once the job has run some steps (its first steps compile and warm up).
+for _ in $(seq 60); do
+  timeout 20 .device/memprof snapshot "$pid" --format json 2>/dev/null | python3 -c 'import json,sys; sys.exit(0 if (json.load(sys.stdin).get("growth") or {}).get("steps", 0) >= 20 else 1)' 2>/dev/null && break
+  sleep 1
+done
 t0=$(date +%s.%N)
-.device/memprof snapshot "$pid" -o "$out/gpt2-snapshot.json" || status=1
+timeout 30 .device/memprof snapshot "$pid" -o "$out/gpt2-snapshot.json" || status=1
 t1=$(date +%s.%N)
-.device/memprof snapshot "$pid" | sed -n '1,12p'
+timeout 30 .device/memprof snapshot "$pid" | sed -n '1,12p'
+# The job must end on its own (a snapshot that blocked it would show here).
+for _ in $(seq 240); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+kill -0 "$pid" 2>/dev/null && { echo "FAIL: the job has not ended 4 minutes after the snapshots"; kill "$pid"; status=1; }
 wait "$pid" || { status=1; tail -5 "$out/gpt2.log"; }
 python3 - "$out" "$t0" "$t1" <<'PY' || status=1
 import json, sys

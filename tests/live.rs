@@ -101,22 +101,28 @@ fn the_live_view_draws_under_the_programs_output_and_q_closes_it() {
         "q",
         &shell(&[
             "--device",
-            "cpu",
+            device_flag(),
             "run",
             "--live",
             "growing_steps.py",
             "leak",
             "40",
             "--say",
+            "--pace",
+            "0.2",
         ]),
+    );
+    let header = format!(
+        "memprof live · growing_steps.py · {}",
+        if on_cuda() { "cuda:0" } else { "cpu" }
     );
     let screen = t.wait_for(
         &[
-            "memprof live · growing_steps.py · cpu",
+            &header,
             "live now, by site",
             "growing at each optimizer step",
             "+128.00 KiB",
-            "growing_steps.py:32 step  kept.append(out[:32].detach().clone())",
+            " step  kept.append(out[:32].detach().clone())",
             "step 5 loss",
         ],
         180,
@@ -150,13 +156,15 @@ fn a_run_that_ends_closes_its_view_and_prints_its_report() {
         "end",
         &shell(&[
             "--device",
-            "cpu",
+            device_flag(),
             "run",
             "--live",
             "growing_steps.py",
             "leak",
             "6",
             "--say",
+            "--pace",
+            "0.2",
         ]),
     );
     let screen = t.wait_for(&["EXIT=0"], 240);
@@ -169,10 +177,10 @@ fn a_run_that_ends_closes_its_view_and_prints_its_report() {
 fn memprof_live_pid_draws_another_processs_run_until_it_ends() {
     let dir = tempfile::tempdir().unwrap();
     let mut program = memprof()
-        .args(["--device", "cpu", "run", "-o"])
+        .args(["--device", device_flag(), "run", "-o"])
         .arg(dir.path().join("r.json"))
         .arg(fixture("growing_steps.py"))
-        .args(["leak", "30"])
+        .args(["leak", "30", "--pace", "0.2"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -26,7 +26,7 @@ fn a_snapshot_of_a_running_program_and_the_program_runs_on_unchanged() {
         .args(["--device", device_flag(), "run", "-o"])
         .arg(dir.path().join("end.json"))
         .arg(fixture("growing_steps.py"))
-        .args(["leak", "30"])
+        .args(["leak", "30", "--pace", "0.1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

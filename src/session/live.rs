@@ -1,7 +1,7 @@
 //! The live view's state of the run now (`model::live`), from the tracker under its lock: memory
 //! now and at its highest, the timeline's latest points, the top sites and the growing ones
 //! named by the site table. Cheap enough for once a second: no walk of the live blocks, no
-//! Python.
+//! Python, nothing that takes the allocator's lock while the tracker's is held.
 use super::peak::Namer;
 use crate::cli::config::RunConfig;
 use crate::model::growth::MIN_GROWING_STEPS;
@@ -14,6 +14,9 @@ const SITES: usize = 8;
 
 pub fn state(config: &RunConfig, seconds: f64) -> Option<LiveState> {
     let mut namer = Namer::new(SITES, false);
+    // Read before the tracker's lock: the recorder's is taken before it everywhere else (a line
+    // hook holds the recorder's, allocates, and the allocation takes the tracker's).
+    let functions = crate::capture::recorder::with(|r| r.function_list()).unwrap_or_default();
     crate::capture::peak::with(|t| {
         let (allocated, reserved, peak) = t.now();
         let (steps, calls) = t.growth();
@@ -23,8 +26,7 @@ pub fn state(config: &RunConfig, seconds: f64) -> Option<LiveState> {
             let (id, ledger) = calls
                 .into_iter()
                 .max_by_key(|(id, l)| (l.boundaries(), std::cmp::Reverse(*id)))?;
-            let name = crate::capture::recorder::with(|r| r.function_list())
-                .unwrap_or_default()
+            let name = functions
                 .get(id as usize)
                 .map(|(q, _, _)| q.clone())
                 .unwrap_or_default();

@@ -141,9 +141,7 @@ fn add_peaks(
     crate::capture::peak::with(|t| {
         peak::name_remaining(t, roles);
         if let Some(c) = t.peak() {
-            let mut record = namer.record(&c, t, &targeted, true);
-            record.device = device_split::measure(&record);
-            profile.peak = Some(record);
+            profile.peak = Some(namer.record(&c, t, &targeted, true));
         }
         let names: Vec<String> = ids.iter().map(|(q, _, _)| q.clone()).collect();
         profile.timeline = timeline::record(t, &mut namer, &names);
@@ -159,6 +157,12 @@ fn add_peaks(
             }
         }
     });
+    // The device's split reads the allocator's stats, which take the allocator's lock: never
+    // under the tracker's, which an allocating thread holds the allocator's lock to take (a
+    // snapshot while the program's threads allocate would deadlock).
+    if let Some(peak) = profile.peak.as_mut() {
+        peak.device = device_split::measure(peak);
+    }
     if profile.peak.is_some() {
         profile.warnings.retain(|w| w != NOTHING_TARGETED);
     }
