@@ -75,7 +75,7 @@ complete -c memprof -n "__fish_memprof_using_subcommand show" -s o -l output -d 
 complete -c memprof -n "__fish_memprof_using_subcommand show" -l stat -d 'With several reports: a stat column to keep (repeatable) [default: every stat they have]' -r
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c memprof -n "__fish_memprof_using_subcommand show" -s V -l version -d 'Print version'
-complete -c memprof -n "__fish_memprof_using_subcommand merge" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`; else table)' -r -f -a "table\t''
+complete -c memprof -n "__fish_memprof_using_subcommand merge" -l format -d 'Output format (default: from -o\'s extension, `.json`, `.yaml`/`.yml`, `.html` (the ranks\' page); else table)' -r -f -a "table\t''
 yaml\t''
 json\t''
 html\t'One self-contained interactive page (a run\'s report, or ranks merged)'"

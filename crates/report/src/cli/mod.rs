@@ -229,10 +229,11 @@ pub struct PlotArgs {
 
 #[derive(Args, Debug)]
 pub struct MergeArgs {
-    /// The ranks' reports (YAML or JSON), e.g. `ddp.rank*.json`
+    /// The ranks' reports (YAML, JSON or their pages), e.g. `ddp.rank*.json`
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
-    /// Output format (default: from -o's extension, `.json`, `.yaml`/`.yml`; else table)
+    /// Output format (default: from -o's extension, `.json`, `.yaml`/`.yml`, `.html` (the ranks'
+    /// page); else table)
     #[arg(long, value_enum)]
     pub format: Option<Format>,
     /// Write the merged report to this file (atomically) instead of standard output
