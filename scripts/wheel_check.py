@@ -153,7 +153,8 @@ def check_snapshot(memprof):
     the program's output as without the snapshot."""
     import time
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
-    program = subprocess.Popen([str(memprof), "run", "growing_steps.py", "leak", "20"], cwd=FIXTURES,
+    program = subprocess.Popen([str(memprof), "run", "-o", "/tmp/memprof-wheel-snapshot-end.json",
+                                "growing_steps.py", "leak", "20"], cwd=FIXTURES,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     report, deadline = None, time.monotonic() + 120
     while program.poll() is None and time.monotonic() < deadline:
