@@ -16,6 +16,13 @@ if [ ! -x /usr/bin/chromium ]; then
   "${sudo[@]}" apt-get install -y -q chromium >/dev/null ||
     { "${sudo[@]}" apt-get update -q >/dev/null && "${sudo[@]}" apt-get install -y -q chromium >/dev/null; }
 fi
+# The live view's tests drive a real terminal: tmux (in this machine image; installed if not).
+if ! command -v tmux >/dev/null; then
+  echo "test: installing Debian's tmux for the live view's tests" >&2
+  sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get install -y -q tmux >/dev/null ||
+    { "${sudo[@]}" apt-get update -q >/dev/null && "${sudo[@]}" apt-get install -y -q tmux >/dev/null; }
+fi
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" LIBTORCH_USE_PYTORCH=1
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
