@@ -6,20 +6,31 @@ use crate::capture::growth::Ledger;
 use crate::capture::peak::{Role, Tracker};
 use crate::model::growth::{GrowingSite, Growth, GROWTH_SEMANTICS, MIN_GROWING_STEPS};
 
+/// What a step is in this run, and its ledger: the optimizer step when at least
+/// `min_boundaries` ended, else the calls of the targeted function that ended most (at least
+/// `min_boundaries`); None when neither did. `functions`: the targeted functions' names by the
+/// recorder's id.
+pub fn steps_of<'a>(
+    tracker: &'a Tracker,
+    functions: &[String],
+    min_boundaries: u64,
+) -> Option<(String, &'a Ledger)> {
+    let (steps, calls) = tracker.growth();
+    if steps.boundaries() >= min_boundaries {
+        return Some(("optimizer step".into(), steps));
+    }
+    let (id, ledger) = calls
+        .into_iter()
+        .filter(|(_, l)| l.boundaries() >= min_boundaries)
+        .max_by_key(|(id, l)| (l.boundaries(), std::cmp::Reverse(*id)))?;
+    let name = functions.get(id as usize).cloned().unwrap_or_default();
+    Some((format!("call of {name}"), ledger))
+}
+
 /// The record (None when no kind of step ended twice); `functions`: the targeted functions'
 /// names by the recorder's id.
 pub fn record(tracker: &Tracker, namer: &mut Namer, functions: &[String]) -> Option<Growth> {
-    let (steps, calls) = tracker.growth();
-    let (step, ledger): (String, &Ledger) = if steps.boundaries() >= 2 {
-        ("optimizer step".into(), steps)
-    } else {
-        let (id, ledger) = calls
-            .into_iter()
-            .filter(|(_, l)| l.boundaries() >= 2)
-            .max_by_key(|(id, l)| (l.boundaries(), std::cmp::Reverse(*id)))?;
-        let name = functions.get(id as usize).cloned().unwrap_or_default();
-        (format!("call of {name}"), ledger)
-    };
+    let (step, ledger) = steps_of(tracker, functions, 2)?;
     let mut sites: Vec<GrowingSite> = ledger
         .growing(MIN_GROWING_STEPS)
         .into_iter()

@@ -16,22 +16,14 @@ pub fn state(config: &RunConfig, seconds: f64) -> Option<LiveState> {
     let mut namer = Namer::new(SITES, false);
     // Read before the tracker's lock: the recorder's is taken before it everywhere else (a line
     // hook holds the recorder's, allocates, and the allocation takes the tracker's).
-    let functions = crate::capture::recorder::with(|r| r.function_list()).unwrap_or_default();
+    let functions: Vec<String> = crate::capture::recorder::with(|r| r.function_list())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(qualname, _, _)| qualname)
+        .collect();
     crate::capture::peak::with(|t| {
         let (allocated, reserved, peak) = t.now();
-        let (steps, calls) = t.growth();
-        let (step, ledger) = if steps.boundaries() >= 1 || calls.is_empty() {
-            (Some("optimizer step".to_string()), Some(steps))
-        } else {
-            let (id, ledger) = calls
-                .into_iter()
-                .max_by_key(|(id, l)| (l.boundaries(), std::cmp::Reverse(*id)))?;
-            let name = functions
-                .get(id as usize)
-                .map(|(q, _, _)| q.clone())
-                .unwrap_or_default();
-            (Some(format!("call of {name}")), Some(ledger))
-        };
+        let (step, ledger) = super::growth::steps_of(t, &functions, 1).unzip();
         let steps_so_far = ledger.map_or(0, |l| l.boundaries());
         let label = |namer: &mut Namer, site: u32| {
             let at = namer.site_at(site);
@@ -65,7 +57,7 @@ pub fn state(config: &RunConfig, seconds: f64) -> Option<LiveState> {
             })
             .collect();
         growing.sort_by_key(|g| std::cmp::Reverse(g.bytes_per_step * g.steps as i64));
-        Some(LiveState {
+        LiveState {
             pid: std::process::id(),
             script: config.script_label(),
             device: match config.source.cuda_index() {
@@ -79,9 +71,8 @@ pub fn state(config: &RunConfig, seconds: f64) -> Option<LiveState> {
             history: t.history(HISTORY),
             top_sites,
             growing,
-            step: step.filter(|_| steps_so_far > 0),
+            step,
             steps: steps_so_far,
-        })
+        }
     })
-    .flatten()
 }

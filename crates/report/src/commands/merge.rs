@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::model::merged::{rank_list, Merged};
 use crate::output::terminal;
 use crate::render::merged::RankDetail;
-use crate::render::{self, Format};
+use crate::render::Format;
 
 /// `stats`: the `--stat` columns written before the subcommand (`memprof --stat K merge`).
 pub fn merge(stats: &[String], args: MergeArgs) -> Result<i32> {
@@ -19,13 +19,9 @@ pub fn merge(stats: &[String], args: MergeArgs) -> Result<i32> {
         (Some(list), _) => RankDetail::These(chosen_ranks(list, &merged)?),
         (None, false) => RankDetail::Auto,
     };
-    let text = if format == Format::Html {
-        super::show::merged_text(&merged, format, None, args.output.as_deref())
-    } else {
-        // A file gets every column; the terminal a table fitted to it.
-        let width = args.output.is_none().then(terminal::width).flatten();
-        render::merged::render(&merged, format, width, &detail)
-    };
+    // A file gets every column; the terminal a table fitted to it.
+    let width = args.output.is_none().then(terminal::width).flatten();
+    let text = super::show::merged_text(&merged, format, width, args.output.as_deref(), &detail);
     files::deliver(&text, args.output.as_deref(), "merged report")?;
     Ok(0)
 }

@@ -25,24 +25,33 @@ pub fn show(stats: &[String], args: ShowArgs) -> Result<i32> {
         }
         match files::read_report(file)? {
             Saved::Run(p) => render::render_printed(&p, format, width, false),
-            Saved::Merged(m) => merged_text(&m, format, None, args.output.as_deref()),
+            Saved::Merged(m) => {
+                merged_text(&m, format, None, args.output.as_deref(), &RankDetail::Auto)
+            }
         }
     } else {
         let mut merged = merge::merge(files::read_rank_reports(&args.files)?)?;
         merge::keep_stats(&mut merged, &stats)?;
-        merged_text(&merged, format, width, args.output.as_deref())
+        merged_text(
+            &merged,
+            format,
+            width,
+            args.output.as_deref(),
+            &RankDetail::Auto,
+        )
     };
     files::deliver(&text, args.output.as_deref(), "report")?;
     Ok(0)
 }
 
 /// A merged report in `format`: the page for HTML (written to `output`'s folder, whose links
-/// lead to the ranks' reports), else the summary and tables.
+/// lead to the ranks' reports), else the summary (with `detail`'s ranks) and tables.
 pub fn merged_text(
     m: &Merged,
     format: Format,
     width: Option<usize>,
     output: Option<&std::path::Path>,
+    detail: &RankDetail,
 ) -> String {
     if format == Format::Html {
         let page_dir = output
@@ -50,6 +59,6 @@ pub fn merged_text(
             .filter(|d| !d.as_os_str().is_empty());
         render::html::merged::render(m, page_dir)
     } else {
-        render::merged::render(m, format, width, &RankDetail::Auto)
+        render::merged::render(m, format, width, detail)
     }
 }
