@@ -33,7 +33,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch')" 2>/dev/null; then
   echo "setup: installing torch==$torch into .venv (about 5 GB with its CUDA libraries)" >&2
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==$torch"
+  pip_install_lean .venv/bin/python "torch==$torch"
 fi
 if ! .venv/bin/python -c 'import numpy' 2>/dev/null; then
   echo "setup: installing numpy into .venv" >&2

@@ -29,3 +29,23 @@ make_venv() {
 manifest_tch() {
   grep -Po '^tch = \{ version = "\K[^"]+' Cargo.toml
 }
+
+# pip install into the venv of Python $1, one distribution at a time: pip resolves first
+# (--dry-run --report), then installs each name==version without its dependencies. A CUDA
+# torch's wheels (about 3 GB) would otherwise all lie downloaded beside what pip has already
+# unpacked until it ends, and CI's disk (its free space varies by machine) ran out there.
+pip_install_lean() {
+  local python=$1; shift
+  local report
+  report=$(mktemp "${TMPDIR:-/tmp}/memprof-pip-report.XXXXXX")
+  "$python" -m pip install --quiet --disable-pip-version-check --dry-run \
+    --report "$report" "$@"
+  "$python" -c '
+import json, sys
+for item in json.load(open(sys.argv[1]))["install"]:
+    print(item["metadata"]["name"] + "==" + item["metadata"]["version"])' "$report" |
+    while read -r requirement; do
+      "$python" -m pip install --quiet --disable-pip-version-check --no-deps "$requirement" </dev/null
+    done
+  rm -f "$report"
+}

@@ -7,6 +7,9 @@
 # The whole matrix and the sdist, outside CI: scripts/torch-versions-check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One full build: incremental compilation's caches would only cost disk (about 1 GB).
+export CARGO_INCREMENTAL=0
+echo "test: $(df -h --output=avail . | tail -1 | tr -d ' ') free on this disk at the start" >&2
 scripts/setup.sh debug
 # The HTML report's tests open it in real headless Chromium: Debian's package.
 if [ ! -x /usr/bin/chromium ]; then
@@ -33,5 +36,6 @@ lines=$(wc -l < README.md)
 [ "$lines" -le 300 ] || { echo "README.md has $lines lines; keep it to 300 (move reference to docs/)"; exit 1; }
 cargo test --locked --workspace
 # torch-memprof built as released (scripts/release.sh) and installed by name from that index into
-# venvs of the oldest, a middle and the newest supported Python and torch.
+# venvs of the oldest, a middle and the newest supported Python and torch (each about 5 GB).
+echo "test: $(df -h --output=avail . | tail -1 | tr -d ' ') free on this disk before the wheel check" >&2
 scripts/wheel-check.sh

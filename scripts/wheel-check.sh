@@ -40,7 +40,7 @@ for e in "${entries[@]}"; do
   venv=$check/py$py-torch$t
   echo "== Python $py, torch $t: pip install torch-memprof from $index" >&2
   make_venv "$python" "$venv"
-  "$venv/bin/python" -m pip install "${pip[@]}" "torch==$t" numpy 'pytest>=8' ipykernel nbclient nbformat
+  pip_install_lean "$venv/bin/python" "torch==$t" numpy 'pytest>=8' ipykernel nbclient nbformat
   before=$("$venv/bin/python" -m pip freeze --all | grep -iE '^(torch|nvidia|triton)' | sort)
   # By name, as a user types it, from the built index only.
   "$venv/bin/python" -m pip install "${pip[@]}" --index-url "$index" torch-memprof
