@@ -48,28 +48,70 @@ def train_step(model, optimizer, images, labels):
     return loss
 
 
-def resnet_setup():
+def resnet_setup(device="cuda", batch=32):
     import torchvision
     torch.manual_seed(0)
-    model = torchvision.models.resnet50(weights=None).cuda()
+    model = torchvision.models.resnet50(weights=None).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    images = torch.randn(32, 3, 224, 224, device="cuda")
-    labels = torch.randint(0, 1000, (32,), device="cuda")
+    images = torch.randn(batch, 3, 224, 224, device=device)
+    labels = torch.randint(0, 1000, (batch,), device=device)
     return model, optimizer, images, labels
 
 
-def timed(fn, warmup, repeats, sync=False):
+def gpt2_setup(device="cuda", batch=12, tiny=False):
+    """examples/gpt2_train.py's step as a function (nanoGPT's GPT-2 124M, bf16 autocast, fused
+    AdamW, gradient clipping, 1024 tokens), so that `-f train_step` targets the same step in
+    both cases."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    from gpt2_model import GPT, GPTConfig
+    torch.manual_seed(1337)
+    cuda = device.startswith("cuda")
+    # --tiny: the same code at a size a CPU runs in a moment (the benchmark scripts' own checks).
+    seq, vocab = (64, 512) if tiny else (1024, 50304)
+    config = GPTConfig(block_size=seq, vocab_size=vocab, n_layer=2 if tiny else 12,
+                       n_head=2 if tiny else 12, n_embd=64 if tiny else 768)
+    model = GPT(config)
+    model.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95),
+                                  weight_decay=0.1, fused=cuda)
+    x = torch.randint(0, vocab, (batch, seq), device=device)
+    y = torch.randint(0, vocab, (batch, seq), device=device)
+    autocast = torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16)
+    return model, optimizer, x, y, autocast
+
+
+def gpt2_train_step(model, optimizer, x, y, autocast):
+    with autocast:
+        _, loss = model(x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
+def timed(fn, warmup, repeats, sync=False, gpu_times=None):
+    """The wall time of each repeat after the warm-up; with sync, each on an idle GPU and
+    waited for, and (given the list gpu_times) the GPU's own time of each from CUDA events: the
+    span from the step's first work on the stream to its last."""
     for _ in range(warmup):
         fn()
     times = []
+    if sync:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(repeats):
         if sync:
             torch.cuda.synchronize()
         t = time.perf_counter()
+        if sync:
+            start.record()
         fn()
         if sync:
+            end.record()
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
+        if sync and gpu_times is not None:
+            gpu_times.append(start.elapsed_time(end) / 1e3)
     return times
 
 
@@ -96,9 +138,29 @@ def rss_bytes():
     return 0
 
 
+def cuda_readings(out, args, step):
+    """Times the step (wall and, on CUDA, the GPU's own time) and reads the device's memory."""
+    cuda = args.device.startswith("cuda")
+    gpu_times = []
+    out["times"] = timed(step, args.warmup, args.repeats, sync=cuda, gpu_times=gpu_times)
+    if not cuda:
+        return
+    out["gpu_times"] = gpu_times
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    out["gpu_used_bytes"] = total - free
+    out["memory_reserved"] = torch.cuda.memory_reserved()
+    out["memory_allocated"] = torch.cuda.memory_allocated()
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("case", choices=["loop", "resnet", "bottleneck", "untargeted"])
+    p.add_argument("case", choices=["loop", "resnet", "bottleneck", "untargeted", "gpt2"])
+    p.add_argument("--device", default="cuda", help="resnet, bottleneck, gpt2: where the model runs")
+    p.add_argument("--batch", type=int, default=None,
+                   help="resnet, bottleneck, gpt2: the batch (32 images, 12 sequences of 1024)")
+    p.add_argument("--tiny", action="store_true", help="gpt2: 2 layers of 64, 64 tokens")
+    p.add_argument("--warmup", type=int, default=5, help="steps before the timed repeats")
     p.add_argument("--profiler", default="none")
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--repeats", type=int, default=20)
@@ -119,8 +181,13 @@ def main():
         rare()  # called once, before the measured code; it is the target
         wrap(args.profiler, rare)
         out["times"] = timed(lambda: heavy(args.n), 1, args.repeats)
+    elif args.case == "gpt2":
+        setup = gpt2_setup(args.device, args.batch or 12, args.tiny)
+        step = lambda: gpt2_train_step(*setup)  # noqa: E731
+        wrap(args.profiler, gpt2_train_step)
+        cuda_readings(out, args, step)
     else:
-        model, optimizer, images, labels = resnet_setup()
+        model, optimizer, images, labels = resnet_setup(args.device, args.batch or 32)
         step = lambda: train_step(model, optimizer, images, labels)  # noqa: E731
         if args.profiler == "memtracker":
             # PyTorch's own per-module tracker (torch.distributed._tools), the baseline of
@@ -150,12 +217,7 @@ def main():
         else:
             import torchvision
             wrap(args.profiler, torchvision.models.resnet.Bottleneck.forward)
-        out["times"] = timed(step, 5, args.repeats, sync=True)
-        torch.cuda.synchronize()
-        free, total = torch.cuda.mem_get_info()
-        out["gpu_used_bytes"] = total - free
-        out["memory_reserved"] = torch.cuda.memory_reserved()
-        out["memory_allocated"] = torch.cuda.memory_allocated()
+        cuda_readings(out, args, step)
     out["rss_bytes"] = rss_bytes()
     sys.stdout.flush()
     print("BENCH " + json.dumps(out), flush=True)

@@ -1,0 +1,89 @@
+"""The table of benches/modes_cost.sh: per case, each variant's median step per process and its
+ratio to the unprofiled baseline's in the same round, wall time and GPU time (CUDA events), as
+median (min, max) over rounds, beside the control's (python against python: the noise floor)
+and each mode's goal (issue 53).
+
+    python3 benches/modes_table.py OUT_DIR CASE... -- VARIANT...
+
+reads OUT_DIR/CASE-VARIANT.txt (one `BENCH {"times": [...], "gpu_times": [...]}` line per
+process, one process per round); the variant `python` is the baseline.
+"""
+import json
+import os
+import statistics
+import sys
+
+CASES = {"resnet": "resnet50, batch 32, SGD momentum",
+         "gpt2": "GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024"}
+VARIANTS = {"python": "python3 (the baseline)", "control": "python3 again (the noise floor)",
+            "none": "memprof run", "f": "memprof run -f STEP", "modules": "memprof run --modules",
+            "tensors": "memprof run -f STEP --tensors",
+            "history": "memprof run -f STEP --history --warmup 5 --calls 3"}
+# The goals of issue 53 (the ratio's median over rounds).
+GOALS = {("resnet", "modules"): 1.05, ("gpt2", "modules"): 1.02, "none": 1.02, "f": 1.02,
+         "tensors": 1.25, "history": 1.02}
+
+
+def processes(out, case, variant, key):
+    """Each process's median step, in ms (None for a round whose process failed)."""
+    path = os.path.join(out, f"{case}-{variant}.txt")
+    if not os.path.exists(path):
+        return []
+    rows = [json.loads(line.split("BENCH ", 1)[1]) for line in open(path) if "BENCH " in line]
+    return [statistics.median(r[key]) * 1e3 if r.get(key) else None for r in rows]
+
+
+def spread(values, fmt="{:.3f}x"):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "n/a"
+    return (fmt + " (" + fmt + ", " + fmt + ")").format(
+        statistics.median(values), min(values), max(values))
+
+
+def ratios(values, base):
+    return [v / b for v, b in zip(values, base) if v is not None and b is not None]
+
+
+def main():
+    out = sys.argv[1]
+    split = sys.argv.index("--")
+    cases, variants = sys.argv[2:split], sys.argv[split + 1:]
+    print("| step | variant | ms per step (each process's median): median (min, max) "
+          "| wall ratio to python3, per round: median (min, max) | GPU-time ratio | goal |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    verdicts = []
+    for case in cases:
+        base = processes(out, case, "python", "times")
+        base_gpu = processes(out, case, "python", "gpu_times")
+        control = ratios(processes(out, case, "control", "times"), base)
+        for variant in variants:
+            wall = processes(out, case, variant, "times")
+            if not [w for w in wall if w is not None]:
+                print(f"| {CASES.get(case, case)} | {VARIANTS.get(variant, variant)} | failed | | | |")
+                verdicts.append((case, variant, False))
+                continue
+            r = ratios(wall, base)
+            g = ratios(processes(out, case, variant, "gpu_times"), base_gpu)
+            goal = GOALS.get((case, variant), GOALS.get(variant))
+            cell = ""
+            if goal and r:
+                met = statistics.median(r) <= goal
+                cell = f"≤{goal:.2f}x: {'met' if met else 'MISSED'}"
+                verdicts.append((case, variant, met))
+            if variant == "control":
+                cell = "the noise floor"
+            runs = f" ({len(r)} rounds)" if variant == variants[-1] else ""
+            print(f"| {CASES.get(case, case)} | {VARIANTS.get(variant, variant)} | "
+                  f"{spread(wall, '{:.2f}')} | {spread(r) if variant != 'python' else '1'}{runs} | "
+                  f"{spread(g) if g and variant != 'python' else ''} | {cell} |")
+        if control:
+            print(f"| {CASES.get(case, case)} | (control's spread beside every ratio above) | | "
+                  f"{spread(control)} | | |")
+    missed = [f"{c} {v}" for c, v, met in verdicts if not met]
+    print()
+    print("goals: " + ("all met" if not missed else "missed: " + ", ".join(missed)))
+
+
+if __name__ == "__main__":
+    main()
