@@ -544,3 +544,34 @@ fn a_program_sees_its_module_calls_as_without_memprof() {
         assert!(rows.contains(&("Sequential#2", "", phase, 1)), "{rows:?}");
     }
 }
+
+/// A forward with grad enabled and no backward (evaluation without no_grad): the graph and what
+/// it saved die with the step's output, under --modules as under python. A ReLU keeps its own
+/// output for backward; had the saved-tensors hook kept that output itself, output -> grad_fn
+/// -> saved -> output would be a cycle that nothing frees, 8 MiB a step here.
+#[test]
+fn forward_passes_without_backward_free_what_they_saved() {
+    let args = ["-f", "step", "growing_steps.py", "calls", "10"];
+    let (plain, without) = profile(&[], &args);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let mut with_modules = vec!["--modules"];
+    with_modules.extend(args);
+    let (r, with) = profile(&[], &with_modules);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, plain.stdout, "the program's output");
+    // The same allocations, so the same peak to the byte; only the kept slice grows.
+    assert_eq!(
+        with["peak"]["allocated_bytes"],
+        without["peak"]["allocated_bytes"]
+    );
+    let growing: Vec<&Value> = with["growth"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["source"])
+        .collect();
+    assert_eq!(growing, ["kept.append(out[:32].detach().clone())"]);
+    // Each step's ReLU saved its 512 x 4096 float32 output, counted as before.
+    let relu = entry(&with["modules"], "1", "forward");
+    assert_eq!(relu["saved_bytes"], 10 * 512 * 4096 * 4, "{relu:#}");
+}

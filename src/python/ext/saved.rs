@@ -102,7 +102,12 @@ pub fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
 }
 
 /// The pack hook: counts the tensor's storage, and keeps the tensor with its version, as
-/// autograd does without a hook (so that unpack can raise its in-place error).
+/// autograd does without a hook (so that unpack can raise its in-place error). What it keeps is
+/// `t.detach()`: the same storage and version counter without `t`'s graph. A node's own output
+/// kept as itself would hold the node (output -> grad_fn -> saved -> output), a cycle that no
+/// one frees when no backward runs (a forward with grad enabled, as in evaluation without
+/// no_grad): autograd keeps its own saved outputs without their grad_fn for that reason, and
+/// on unpack gives the tensor its place in the graph again, as it does here.
 #[pyfunction]
 fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let py = t.py();
@@ -115,6 +120,7 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         let v = t.getattr(pyo3::intern!(py, "_version"))?;
         return PyTuple::new(py, [t.clone(), v]);
     }
+    let kept = t.call_method0(pyo3::intern!(py, "detach"))?;
     if found == 1 {
         // A storage the pass skips or has counted needs no more; else the type check, outside
         // the borrow (it reads an attribute of the tensor).
@@ -134,7 +140,7 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
             }
         }
     }
-    PyTuple::new(py, [t.clone(), version.into_pyobject(py)?.into_any()])
+    PyTuple::new(py, [kept, version.into_pyobject(py)?.into_any()])
 }
 
 /// Whether a saved tensor is a parameter (of type `parameter`) or a view of one (autograd saves
