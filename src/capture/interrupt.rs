@@ -215,7 +215,7 @@ fn handler_now(signal: libc::c_int) -> Option<libc::sighandler_t> {
 /// Runs `f` (which starts a thread of memprof's) with SIGINT and SIGTERM blocked, so that the
 /// thread inherits the mask: the kernel then delivers the program's signals to its own threads
 /// (the main thread, mostly), whose blocking calls they must interrupt, as under python.
-fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+pub fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
     // SAFETY: sets and restores this thread's signal mask.
     unsafe {
         let mut block: libc::sigset_t = std::mem::zeroed();

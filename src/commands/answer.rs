@@ -18,41 +18,56 @@ use std::sync::Mutex;
 static SOCKET: Mutex<Option<PathBuf>> = Mutex::new(None);
 static ANSWERING: AtomicBool = AtomicBool::new(false);
 /// When the run began answering (the live view's clock).
-static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+static STARTED: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+/// The process that made the socket (a forked child inherits the statics, not the socket).
+static OWNER: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 
 /// Starts answering (a run that cannot make its socket runs on without it, saying nothing: the
 /// socket is a convenience, not the report).
 pub fn start(config: &RunConfig) {
-    let Ok(path) = socket::path_of(std::process::id()) else {
-        return;
-    };
+    if let Ok(path) = socket::path_of(std::process::id()) {
+        let _ = start_at(config, path);
+    }
+}
+
+/// Starts answering on the socket `path` (`memprof attach` names it: the program's environment
+/// may place the sockets' folder elsewhere than the command's).
+pub fn start_at(config: &RunConfig, path: PathBuf) -> std::io::Result<()> {
     let _ = std::fs::remove_file(&path);
-    let Ok(listener) = UnixListener::bind(&path) else {
-        return;
-    };
+    let listener = UnixListener::bind(&path)?;
     *SOCKET.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
-    let _ = STARTED.set(std::time::Instant::now());
+    *STARTED.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+    let _ = OWNER.set(std::process::id());
     ANSWERING.store(true, Ordering::SeqCst);
     let config = config.clone();
-    let _ = std::thread::Builder::new()
-        .name("memprof-answer".into())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if !ANSWERING.load(Ordering::SeqCst) {
-                    break;
+    // Signals blocked: the program's SIGINT must land on its own threads, where it interrupts
+    // a blocking call (a `time.sleep`) as under python, never on this one.
+    let _ = crate::capture::interrupt::with_signals_blocked(|| {
+        std::thread::Builder::new()
+            .name("memprof-answer".into())
+            .spawn(move || {
+                for stream in listener.incoming().flatten() {
+                    if !ANSWERING.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    answer(stream, &config);
                 }
-                answer(stream, &config);
-            }
-        });
+            })
+    });
+    Ok(())
 }
 
 /// Stops answering and removes the socket (the process that made it only: a forked child
 /// shares the path and leaves it).
 pub fn stop() {
     ANSWERING.store(false, Ordering::SeqCst);
-    if let Some(path) = SOCKET.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        if socket::path_of(std::process::id()).ok().as_ref() == Some(&path) {
-            let _ = std::fs::remove_file(path);
+    let path = SOCKET.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let (Some(path), Some(pid)) = (path, OWNER.get()) {
+        if *pid == std::process::id() {
+            // The listening thread waits in accept: one connection lets it see the end (an
+            // attached session stops while its program runs on).
+            let _ = UnixStream::connect(&path);
+            let _ = std::fs::remove_file(&path);
         }
     }
 }
@@ -63,7 +78,8 @@ fn answer(stream: UnixStream, config: &RunConfig) {
         return;
     }
     if line.trim() == "live" {
-        let seconds = STARTED.get().map_or(0.0, |t| t.elapsed().as_secs_f64());
+        let started = *STARTED.lock().unwrap_or_else(|e| e.into_inner());
+        let seconds = started.map_or(0.0, |t| t.elapsed().as_secs_f64());
         return match session::live::state(config, seconds) {
             Some(state) => reply(stream, &serde_json::to_string(&state).unwrap_or_default()),
             None => reply(stream, "error: no numbers yet\n"),

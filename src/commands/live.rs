@@ -38,25 +38,28 @@ pub fn start(config: &RunConfig) -> Result<Option<Live>> {
     let config = config.clone();
     let done = Arc::clone(&finished);
     let started = Instant::now();
-    let view = std::thread::Builder::new()
-        .name("memprof-live".into())
-        .spawn(move || {
-            let mut pty = pty;
-            let tty = pty.terminal();
-            let ended = match tty {
-                Ok(tty) => live_view::show(
-                    || session::live::state(&config, started.elapsed().as_secs_f64()),
-                    tty,
-                    Some(&mut pty.master),
-                    || done.load(Ordering::SeqCst),
-                ),
-                Err(e) => Err(e),
-            };
-            pty.give_back();
-            if ended.as_ref().is_ok_and(|e| *e == Ended::Closed) {
-                crate::output::note("the live view closed; the program runs on");
-            }
-        })?;
+    // Signals blocked, as every thread of memprof's: the program's own threads take them.
+    let view = crate::capture::interrupt::with_signals_blocked(|| {
+        std::thread::Builder::new()
+            .name("memprof-live".into())
+            .spawn(move || {
+                let mut pty = pty;
+                let tty = pty.terminal();
+                let ended = match tty {
+                    Ok(tty) => live_view::show(
+                        || session::live::state(&config, started.elapsed().as_secs_f64()),
+                        tty,
+                        Some(&mut pty.master),
+                        || done.load(Ordering::SeqCst),
+                    ),
+                    Err(e) => Err(e),
+                };
+                pty.give_back();
+                if ended.as_ref().is_ok_and(|e| *e == Ended::Closed) {
+                    crate::output::note("the live view closed; the program runs on");
+                }
+            })
+    })?;
     Ok(Some(Live { finished, view }))
 }
 
