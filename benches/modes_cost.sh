@@ -10,13 +10,17 @@
 #   tensors  memprof run -f STEP --tensors (an inventory at the end of every step)
 #   history  memprof run -f STEP --history FILE --warmup 5 --calls 3 (as docs/history.md has it)
 # ROUNDS interleaved rounds (default 9), the variants' order shuffled in each round (seeded by
-# the round), every process pinned to the same cores (CORES, default 2-9) and the same GPU;
-# each process times STEPS steps after 5 of warm-up and reports its median step, wall (the step
-# waited for) and GPU (CUDA events around it). Per round, each variant's ratio to the
-# baseline's; the table gives median (min, max) over rounds beside the control's, and each
-# mode's goal. CASES picks (default "resnet gpt2"), VARIANTS too. One device call per case fits
-# in the 10 minutes a call may run:
-#   run(command="CASES=resnet benches/modes_cost.sh", carry=[".device"])
+# the round), every process pinned to the same cores and the same GPU; each process times STEPS
+# steps after WARMUP and reports its median step, wall (the step waited for) and GPU (CUDA
+# events around it). Per round, each variant's ratio to the baseline's; the table gives median
+# (min, max) over rounds beside the control's, and each mode's goal. CASES picks (default
+# "resnet gpt2"), VARIANTS too.
+# A process takes about 15 s (start-up, torch, the model, 35 steps), so 9 rounds of 7 variants
+# take 16 minutes on one GPU: GPUS="0 1 2 3" runs the rounds on each GPU at once, each GPU with
+# its own cores (CORES_PER_GPU, default 8, from core 2) and its own rounds (a round's ratios are
+# within one GPU, never across), so a 4-GPU machine runs 12 rounds in the time of 3:
+#   run(command="GPUS='0 1 2 3' ROUNDS=12 benches/modes_cost.sh", kind="nvidia-h100-x4",
+#       carry=[".device"])
 # On a machine without a GPU (the script's own check, GPT-2's code at 2 layers of 64):
 # DEVICE=cpu CASES=gpt2 TINY=1 STEPS=3 ROUNDS=2 MEMPROF=target/debug/memprof
 # PYTHON=.venv/bin/python benches/modes_cost.sh
@@ -28,8 +32,8 @@ variants=${VARIANTS:-python control none f modules tensors history}
 steps=${STEPS:-30}
 warmup=${WARMUP:-5}
 device=${DEVICE:-cuda}
-out=${OUT:-/tmp/memprof-modes-cost}
-mkdir -p "$out" && rm -f "$out"/*.txt "$out"/*.log
+out=/tmp/memprof-modes-cost
+rm -rf "$out" && mkdir -p "$out"
 if [ -z "${PYTHON:-}" ]; then
   # The GPU machine: the wheel (.device/wheel) installed into its venv, as a user has it.
   venv=/opt/torch/.venv
@@ -45,42 +49,65 @@ fi
 python=$PYTHON memprof=$MEMPROF
 # memprof run finds the python of the venv first on PATH.
 export PATH=$(dirname "$python"):$PATH
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 # Where the GPU machine's own torch libraries would otherwise be found first.
 unset LD_LIBRARY_PATH VIRTUAL_ENV
-# The same cores for every process (not core 0, where interrupts land, where there are enough).
-pin=()
-cores=${CORES:-$([ "$(nproc)" -ge 10 ] && echo 2-9 || echo "0-$(($(nproc) - 1))")}
-command -v taskset >/dev/null && pin=(taskset -c "$cores")
+gpus=(${GPUS:-0})
+per_gpu=${CORES_PER_GPU:-8}
 batch=(); [ -z "${BATCH:-}" ] || batch=(--batch "$BATCH")
 [ -z "${TINY:-}" ] || batch+=(--tiny)
-{ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+# Each GPU's cores: the same for every process on that GPU (not core 0, where interrupts land,
+# where there are enough); on a small machine, all of them.
+cores_of() {
+  local i=$1
+  if [ "$(nproc)" -ge $((2 + per_gpu * ${#gpus[@]})) ]; then
+    echo "$((2 + i * per_gpu))-$((1 + (i + 1) * per_gpu))"
+  else
+    echo "0-$(($(nproc) - 1))"
+  fi
+}
+{ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader
   date -u; "$python" --version; echo "memprof: $("$memprof" --version | head -1) ($memprof)"
-  echo "rounds $rounds, $steps steps after $warmup of warm-up per process, pinned: ${pin[*]:-no}"; } |
+  echo "rounds $rounds over GPUs ${gpus[*]}, $steps steps after $warmup of warm-up per process"; } |
   tee "$out/machine.txt"
-one() { # case, variant: one process; its BENCH line goes to $out/case-variant.txt
-  local c=$1 v=$2 fn=train_step
+one() { # dir, gpu, cores, case, variant: one process; its BENCH line goes to dir/case-variant.txt
+  local dir=$1 gpu=$2 cores=$3 c=$4 v=$5 fn=train_step
   [ "$c" = gpt2 ] && fn=gpt2_train_step
   local w=(benches/workloads.py "$c" --device "$device" --warmup "$warmup" --repeats "$steps" "${batch[@]}")
   local cmd
   case $v in
     python|control) cmd=("$python" "${w[@]}") ;;
-    none) cmd=("$memprof" run -o "$out/$c-$v.json" "${w[@]}") ;;
-    f) cmd=("$memprof" run -f "$fn" -o "$out/$c-$v.json" "${w[@]}") ;;
-    modules) cmd=("$memprof" run --modules -o "$out/$c-$v.json" "${w[@]}") ;;
-    tensors) cmd=("$memprof" run -f "$fn" --tensors -o "$out/$c-$v.json" "${w[@]}") ;;
-    history) cmd=("$memprof" run -f "$fn" --history "$out/$c.pickle" --warmup 5 --calls 3
-                  -o "$out/$c-$v.json" "${w[@]}") ;;
+    none) cmd=("$memprof" run -o "$dir/$c-$v.json" "${w[@]}") ;;
+    f) cmd=("$memprof" run -f "$fn" -o "$dir/$c-$v.json" "${w[@]}") ;;
+    modules) cmd=("$memprof" run --modules -o "$dir/$c-$v.json" "${w[@]}") ;;
+    tensors) cmd=("$memprof" run -f "$fn" --tensors -o "$dir/$c-$v.json" "${w[@]}") ;;
+    history) cmd=("$memprof" run -f "$fn" --history "$dir/$c.pickle" --warmup 5 --calls 3
+                  -o "$dir/$c-$v.json" "${w[@]}") ;;
     *) echo "modes_cost: unknown variant $v" >&2; exit 2 ;;
   esac
-  "${pin[@]}" "${cmd[@]}" >"$out/$c-$v.log" 2>&1 || echo "$c $v failed: $(tail -3 "$out/$c-$v.log")"
-  grep -h '^BENCH' "$out/$c-$v.log" >>"$out/$c-$v.txt"
+  local pin=()
+  command -v taskset >/dev/null && pin=(taskset -c "$cores")
+  CUDA_VISIBLE_DEVICES=$gpu "${pin[@]}" "${cmd[@]}" >"$dir/$c-$v.log" 2>&1 ||
+    echo "gpu $gpu: $c $v failed: $(tail -3 "$dir/$c-$v.log")"
+  grep -h '^BENCH' "$dir/$c-$v.log" >>"$dir/$c-$v.txt"
 }
-for round in $(seq "$rounds"); do
-  for c in $cases; do
-    order=$("$python" -c 'import random, sys; v = sys.argv[2:]; random.Random(int(sys.argv[1])).shuffle(v); print(*v)' "$round" $variants)
-    echo "round $round $c: $order"
-    for v in $order; do one "$c" "$v"; done
+worker() { # the rounds of GPU number i (rounds i+1, i+1+n, ...)
+  local i=$1 gpu=${gpus[$1]} dir=$out/gpu${gpus[$1]} cores
+  cores=$(cores_of "$i")
+  mkdir -p "$dir"
+  for round in $(seq $((i + 1)) ${#gpus[@]} "$rounds"); do
+    for c in $cases; do
+      local order
+      order=$("$python" -c 'import random, sys; v = sys.argv[2:]; random.Random(int(sys.argv[1])).shuffle(v); print(*v)' "$round" $variants)
+      echo "round $round on GPU $gpu (cores $cores) $c: $order"
+      for v in $order; do one "$dir" "$gpu" "$cores" "$c" "$v"; done
+    done
   done
-done
+}
+for i in "${!gpus[@]}"; do worker "$i" & done
+wait
 "$python" benches/modes_table.py "$out" $cases -- $variants | tee "$out/table.md"
+# On the GPU machine, what comes back: the table and every process's log and numbers, packed.
+if [ -n "${OUT:-}" ]; then
+  cp "$out/table.md" "$out/machine.txt" "$OUT/" && tar czf "$OUT/modes-cost.tgz" -C "$out" .
+fi

@@ -5,8 +5,9 @@ and each mode's goal (issue 53).
 
     python3 benches/modes_table.py OUT_DIR CASE... -- VARIANT...
 
-reads OUT_DIR/CASE-VARIANT.txt (one `BENCH {"times": [...], "gpu_times": [...]}` line per
-process, one process per round); the variant `python` is the baseline.
+reads OUT_DIR/gpu*/CASE-VARIANT.txt (or OUT_DIR/CASE-VARIANT.txt): one `BENCH {"times": [...],
+"gpu_times": [...]}` line per process, one process per round of that GPU; the variant `python`
+is the baseline. A round's ratios are within its GPU; the rounds of every GPU are pooled.
 """
 import json
 import os
@@ -24,13 +25,32 @@ GOALS = {("resnet", "modules"): 1.05, ("gpt2", "modules"): 1.02, "none": 1.02, "
          "tensors": 1.25, "history": 1.02}
 
 
-def processes(out, case, variant, key):
+def folders(out):
+    """One folder per GPU that ran rounds (or the output folder itself)."""
+    gpus = sorted(os.path.join(out, d) for d in os.listdir(out) if d.startswith("gpu"))
+    return gpus or [out]
+
+
+def processes(folder, case, variant, key):
     """Each process's median step, in ms (None for a round whose process failed)."""
-    path = os.path.join(out, f"{case}-{variant}.txt")
+    path = os.path.join(folder, f"{case}-{variant}.txt")
     if not os.path.exists(path):
         return []
     rows = [json.loads(line.split("BENCH ", 1)[1]) for line in open(path) if "BENCH " in line]
     return [statistics.median(r[key]) * 1e3 if r.get(key) else None for r in rows]
+
+
+def pooled(out, case, variant, key, against=None):
+    """Every GPU's processes of `variant` (or, with `against`, their ratios to that variant's in
+    the same round of the same GPU), pooled."""
+    values = []
+    for folder in folders(out):
+        mine = processes(folder, case, variant, key)
+        if against is None:
+            values += mine
+        else:
+            values += ratios(mine, processes(folder, case, against, key))
+    return values
 
 
 def spread(values, fmt="{:.3f}x"):
@@ -54,17 +74,15 @@ def main():
     print("| --- | --- | --- | --- | --- | --- |")
     verdicts = []
     for case in cases:
-        base = processes(out, case, "python", "times")
-        base_gpu = processes(out, case, "python", "gpu_times")
-        control = ratios(processes(out, case, "control", "times"), base)
+        control = pooled(out, case, "control", "times", against="python")
         for variant in variants:
-            wall = processes(out, case, variant, "times")
+            wall = pooled(out, case, variant, "times")
             if not [w for w in wall if w is not None]:
                 print(f"| {CASES.get(case, case)} | {VARIANTS.get(variant, variant)} | failed | | | |")
                 verdicts.append((case, variant, False))
                 continue
-            r = ratios(wall, base)
-            g = ratios(processes(out, case, variant, "gpu_times"), base_gpu)
+            r = pooled(out, case, variant, "times", against="python")
+            g = pooled(out, case, variant, "gpu_times", against="python")
             goal = GOALS.get((case, variant), GOALS.get(variant))
             cell = ""
             if goal and r:

@@ -16,6 +16,9 @@ _memprof() {
             ",$1")
                 cmd="memprof"
                 ;;
+            memprof,attach)
+                cmd="memprof__subcmd__attach"
+                ;;
             memprof,completions)
                 cmd="memprof__subcmd__completions"
                 ;;
@@ -48,6 +51,9 @@ _memprof() {
                 ;;
             memprof,stats)
                 cmd="memprof__subcmd__stats"
+                ;;
+            memprof__subcmd__help,attach)
+                cmd="memprof__subcmd__help__subcmd__attach"
                 ;;
             memprof__subcmd__help,completions)
                 cmd="memprof__subcmd__help__subcmd__completions"
@@ -89,7 +95,7 @@ _memprof() {
 
     case "${cmd}" in
         memprof)
-            opts="-h -V --device --stat --help --version run show merge diff plot fit snapshot live stats completions help"
+            opts="-h -V --device --stat --help --version run show merge diff plot fit snapshot live attach stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -100,6 +106,52 @@ _memprof() {
                     return 0
                     ;;
                 --stat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memprof__subcmd__attach)
+            opts="-f -o -h -V --device --stat --function --modules --tensors --duration --live --format --output --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --device)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --stat)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --function)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -f)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --duration)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table yaml json html" -- "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -197,8 +249,22 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__help)
-            opts="run show merge diff plot fit snapshot live stats completions help"
+            opts="run show merge diff plot fit snapshot live attach stats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        memprof__subcmd__help__subcmd__attach)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -176,7 +176,9 @@ ALLOWED = {
     "report": {"analysis", "cli", "commands", "model", "output", "render"},
     "bin": set(),
     "commands": {"cli", "session", "analysis", "render", "output", "capture", "torch", "model"},
-    "inprocess": {"cli", "session", "render", "capture", "python", "torch", "model"},
+    # commands: the running program's socket (commands/answer.rs), which a session that
+    # `memprof attach` started serves as `memprof run` does.
+    "inprocess": {"cli", "commands", "session", "render", "capture", "python", "torch", "model"},
     "session": {"python", "capture", "analysis", "cli", "torch", "model", "output"},
     "cli": {"analysis", "render", "output", "model"},
     "python": {"capture", "torch", "model"},

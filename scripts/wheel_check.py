@@ -63,6 +63,7 @@ def main():
 
     check_peak_sites(memprof)
     check_snapshot(memprof)
+    check_attach(memprof)
 
     for ld in (None, "/nonexistent/lib"):
         extra = {} if ld is None else {"LD_LIBRARY_PATH": ld}
@@ -173,6 +174,23 @@ def check_snapshot(memprof):
     plain = run([str(memprof.parent / "python"), "growing_steps.py", "leak", "20"])
     check(program.returncode == 0 and out == plain.stdout,
           "the program ran on unchanged (its output as under python)", "%r vs %r" % (out, plain.stdout))
+
+
+def check_attach(memprof):
+    """`memprof attach PID` from the wheel: on these Pythons (before 3.14) the program is named
+    with its version and the fix, and runs on (the attach itself: scripts/attach-check.sh)."""
+    python = memprof.parent / "python"
+    program = subprocess.Popen([str(python), "-c", "import time, torch\nprint('ready', flush=True)\n"
+                                "while True: time.sleep(0.05)"], stdout=subprocess.PIPE, text=True)
+    program.stdout.readline()
+    r = run([str(memprof), "attach", str(program.pid)])
+    alive = program.poll() is None
+    program.kill()
+    program.wait()
+    check(r.returncode == 2 and "memprof attach needs Python 3.14 or later" in r.stderr
+          and "memprof run script.py ARGS" in r.stderr and alive,
+          "memprof attach PID of a python before 3.14: its version and the fix, the program untouched",
+          r.stderr[-500:])
 
 
 def check_peak_sites(memprof):

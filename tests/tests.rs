@@ -3,6 +3,7 @@
 //! CPU here and on `cuda:0` on the GPU machine (`MEMPROF_TEST_DEVICE=cuda`).
 mod common;
 
+mod attach;
 mod budgets;
 mod categories;
 mod compiled;

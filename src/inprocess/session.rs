@@ -35,14 +35,17 @@ pub struct Session {
 /// Starts measuring. `argv`: the command's options (`--device 1`, `--stat KEY`, `run`'s `-f
 /// NAME`, `--modules`, `--tensors`...), checked as the command checks them; `callables`:
 /// functions, methods or code objects to profile; `label`: what the report calls the program.
+/// `command`: what the report says measured it (default `memprof.profile` and the options;
+/// `memprof attach` names itself).
 #[pyfunction]
-#[pyo3(signature = (argv, callables, label, categories=true))]
+#[pyo3(signature = (argv, callables, label, categories=true, command=None))]
 pub fn start(
     py: Python<'_>,
     argv: Vec<String>,
     callables: Vec<Py<PyAny>>,
     label: String,
     categories: bool,
+    command: Option<Vec<String>>,
 ) -> PyResult<Session> {
     if RUNNING.swap(true, Ordering::SeqCst) {
         return Err(PyRuntimeError::new_err(
@@ -52,6 +55,12 @@ pub fn start(
     }
     bind_torch(py)
         .and_then(|()| begin(py, argv, callables, label, categories))
+        .map(|mut session| {
+            if let Some(command) = command {
+                session.config.command_line = command;
+            }
+            session
+        })
         .inspect_err(|_| end())
 }
 
@@ -232,6 +241,13 @@ impl Session {
         Ok(render::render(&finished.profile, Format::Json))
     }
 
+    /// Answers `memprof snapshot PID` and `memprof live PID` on the socket `path` with this
+    /// session's report so far, until the session stops (`memprof attach`).
+    fn serve(&self, path: String) -> PyResult<()> {
+        crate::commands::answer::start_at(&self.config, path.into())
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot listen on {e}")))
+    }
+
     /// A spawned child's session: on SIGTERM at the default action (a Pool's `terminate()`),
     /// the report so far goes to `path` as the child's, then the process dies of SIGTERM as
     /// python's would (src/python/py/children.py).
@@ -261,6 +277,7 @@ impl Drop for Session {
 /// The session is over: nothing of it stays on (no recorder, no tracker, no line hook), and
 /// another may start.
 fn end() {
+    crate::commands::answer::stop();
     capture::peak::stop();
     *capture::recorder::RECORDER
         .lock()

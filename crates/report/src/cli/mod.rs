@@ -83,6 +83,11 @@ pub enum Command {
     /// about once a second: memory now and at its peak, memory over time, the top sites, what
     /// grows; `q` closes it, the program runs on
     Live(LiveArgs),
+    /// Measure a running Python 3.14+ program that was started without memprof (its PID), from
+    /// now on, through sys.remote_exec (PEP 768): until Ctrl-C, --duration, `q` in --live or the
+    /// program's end, then its report; the program runs on, and snapshot and live read it
+    /// meanwhile
+    Attach(AttachArgs),
     /// List every stat key with what it means
     Stats,
     /// Print a shell completion script
@@ -256,6 +261,38 @@ pub struct SnapshotArgs {
     /// The process `memprof run` runs (each rank's under torchrun)
     #[arg(value_name = "PID")]
     pub pid: u32,
+    /// Report format (default: from -o's extension, `.json`, `.yaml`/`.yml`, `.html`; else
+    /// table)
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Write the report to this file (atomically) instead of standard output
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    #[command(flatten)]
+    pub measure: GlobalOptions,
+    /// The program's process (a Python 3.14 or later, with torch and torch-memprof installed
+    /// in its environment)
+    #[arg(value_name = "PID")]
+    pub pid: u32,
+    /// Function to profile line by line from now on (repeatable), as `memprof run -f` names it
+    #[arg(short = 'f', long = "function", value_name = "TARGET")]
+    pub functions: Vec<String>,
+    /// Also profile every torch.nn.Module call from now on (`memprof run --modules`)
+    #[arg(long)]
+    pub modules: bool,
+    /// At the end of each targeted call, list the live tensors (`memprof run --tensors`)
+    #[arg(long)]
+    pub tensors: bool,
+    /// Detach after this many seconds [default: at Ctrl-C, or when the program ends]
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Show the live view while attached; `q` detaches
+    #[arg(long, conflicts_with = "duration")]
+    pub live: bool,
     /// Report format (default: from -o's extension, `.json`, `.yaml`/`.yml`, `.html`; else
     /// table)
     #[arg(long, value_enum)]

@@ -10,14 +10,28 @@ use std::cell::Cell;
 use std::os::fd::AsFd;
 
 pub fn live(args: LiveArgs) -> Result<i32> {
+    need_terminal("memprof live")?;
+    let pid = args.pid;
+    if view(pid)? {
+        output::note(&format!("process {pid} has ended its run"));
+    }
+    Ok(0)
+}
+
+/// An error unless standard input and output are a terminal (`what` draws there).
+pub fn need_terminal(what: &str) -> Result<()> {
     // SAFETY: isatty only reads the descriptors' state.
     if unsafe { libc::isatty(1) == 0 || libc::isatty(0) == 0 } {
-        return Err(Error::usage(
-            "memprof live draws in a terminal, and standard input or output is not one",
-        )
+        return Err(Error::usage(format!(
+            "{what} draws in a terminal, and standard input or output is not one"
+        ))
         .hint("for the report of a running program in a file or a pipe: memprof snapshot PID"));
     }
-    let pid = args.pid;
+    Ok(())
+}
+
+/// The live view of `pid` until `q` or its run's end (then true).
+pub fn view(pid: u32) -> Result<bool> {
     // The first answer says whether the PID is one memprof runs (an error otherwise); a run
     // just started has its socket and its numbers within seconds.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -46,10 +60,7 @@ pub fn live(args: LiveArgs) -> Result<i32> {
     };
     let tty = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     live_view::show(source, tty, None, || gone.get())?;
-    if gone.get() {
-        output::note(&format!("process {pid} has ended its run"));
-    }
-    Ok(0)
+    Ok(gone.get())
 }
 
 /// Whether `pid` runs memprof (its command line names it): a run starting up, worth waiting for.

@@ -1,13 +1,15 @@
 //! The subcommands that only read report files, one file each: `show`, `merge`, `diff`, `plot`,
 //! `fit` (an allocation trace), `snapshot` and `live` (a running program's report and live view,
-//! through its socket; the view itself, live_view.rs, also draws `memprof run --live`), `stats`,
+//! through its socket; the view itself, live_view.rs, also draws `memprof run --live`), `attach`
+//! (a running Python 3.14 program measured from now on, through sys.remote_exec), `stats`,
 //! `completions`; `run` is given by the caller (the native core's, or the binary's hand-over to
 //! it). The only place that reads report files (files.rs). Uses `cli`, `analysis`, `render`,
 //! `output`, `model`.
+mod attach;
 mod diff;
 pub mod files;
 mod fit;
-mod live;
+pub(crate) mod live;
 pub mod live_view;
 mod merge;
 pub mod plot;
@@ -31,6 +33,7 @@ pub fn dispatch(cli: Cli, run: impl FnOnce(&GlobalOptions, RunArgs) -> Result<i3
         Command::Fit(args) => fit::fit(args),
         Command::Snapshot(args) => snapshot::snapshot(args),
         Command::Live(args) => live::live(args),
+        Command::Attach(args) => attach::attach(&cli.global.with(&args.measure), args),
         Command::Stats => {
             crate::output::print(&stats::listing());
             Ok(0)
@@ -48,7 +51,7 @@ pub fn dispatch(cli: Cli, run: impl FnOnce(&GlobalOptions, RunArgs) -> Result<i3
 /// silence (after the subcommand, clap refuses them itself).
 fn unused_options(cli: &Cli) -> Result<()> {
     let (name, reads_stats) = match &cli.command {
-        Command::Run(_) | Command::Completions { .. } => return Ok(()),
+        Command::Run(_) | Command::Attach(_) | Command::Completions { .. } => return Ok(()),
         Command::Show(_) => ("show", true),
         Command::Merge(_) => ("merge", true),
         Command::Diff(_) => ("diff", false),

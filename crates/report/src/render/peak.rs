@@ -90,16 +90,26 @@ pub const FUNCTION_ROWS: usize = 5;
 /// The least of the sites' text worth keeping on a terminal before columns make way.
 const MIN_PEAK_SOURCE: usize = 24;
 
+/// How the run that made a report is run again, for the next command it suggests.
+pub enum Rerun<'a> {
+    /// `memprof run` of this script (its label).
+    Script(&'a str),
+    /// An in-process session (`memprof.profile`, the magics, the pytest plugin).
+    InProcess,
+    /// `memprof attach` of this process.
+    Attach(u32),
+}
+
 /// Writes `peak` under `title`; at most `rows` sites, the rest summed in one row; the table cut
-/// to `width` when given (a terminal). `script`: the script's label, for the next command (None:
-/// not offered).
+/// to `width` when given (a terminal). `rerun`: how the next command is written (None: not
+/// offered).
 pub fn render(
     out: &mut String,
     title: &str,
     peak: &Peak,
     rows: usize,
     width: Option<usize>,
-    script: Option<&str>,
+    rerun: Option<Rerun>,
 ) {
     // The CPU has no reserve: its record's reserved bytes are the allocated ones.
     let reserved = if peak.reserved_bytes > peak.allocated_bytes {
@@ -217,8 +227,8 @@ pub fn render(
             String::new(),
             String::new(),
             "(live from before)".into(),
-            "allocated before measuring started (an earlier cell's or test's tensors), or on a \
-             thread without memprof's reporter"
+            "allocated before measuring started (an earlier cell's or test's tensors, what a \
+             program held when memprof attached), or on a thread without memprof's reporter"
                 .into(),
         );
     }
@@ -278,7 +288,7 @@ pub fn render(
         );
     }
     let offers = !peak.next_targets.is_empty() || peak.next_modules;
-    if let (Some(script), true) = (script, offers) {
+    if let (Some(rerun), true) = (rerun, offers) {
         let mut flags: Vec<String> = peak
             .next_targets
             .iter()
@@ -293,8 +303,7 @@ pub fn render(
         if peak.next_modules {
             flags.insert(0, "--modules".into());
         }
-        if script.starts_with('<') {
-            // An in-process session (`memprof.profile`, the magics, the pytest plugin).
+        if let Rerun::InProcess = rerun {
             let mut names: Vec<String> =
                 peak.next_targets.iter().map(|t| format!("{t:?}")).collect();
             if peak.next_modules {
@@ -306,7 +315,13 @@ pub fn render(
                 names.join(", "),
                 flags.join(" ")
             );
-        } else {
+        } else if let Rerun::Attach(pid) = rerun {
+            let _ = writeln!(
+                out,
+                "\nline by line, next: memprof attach {} {pid}",
+                flags.join(" ")
+            );
+        } else if let Rerun::Script(script) = rerun {
             let _ = writeln!(
                 out,
                 "\nline by line, next: memprof run {} {script}",

@@ -102,14 +102,18 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
     }
     if let Some(peak) = &p.peak {
         let width = fit.map(|f| f.width);
-        super::peak::render(
-            &mut out,
-            "Peak",
-            peak,
-            usize::MAX,
-            width,
-            m.script.as_deref(),
-        );
+        let rerun = if m.command_line.get(1).is_some_and(|c| c == "attach") {
+            Some(super::peak::Rerun::Attach(m.process.pid))
+        } else {
+            m.script.as_deref().map(|s| {
+                if s.starts_with('<') {
+                    super::peak::Rerun::InProcess
+                } else {
+                    super::peak::Rerun::Script(s)
+                }
+            })
+        };
+        super::peak::render(&mut out, "Peak", peak, usize::MAX, width, rerun);
     }
     if let Some(growth) = &p.growth {
         super::growth::render(&mut out, growth);
