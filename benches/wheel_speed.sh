@@ -5,7 +5,8 @@
 #   1. untargeted call-heavy Python (benches/workloads.py untargeted: 200k small calls per repeat,
 #      7 repeats per process, pinned to one core) under the venv's python, under the wheel's
 #      `memprof run` with nothing targeted, and with a rarely called function targeted
-#      (`-f rare`): interleaved, ROUNDS rounds (default 7); each round's ratio to python's;
+#      (`-f rare`), and python again (the control: its spread is the noise floor): interleaved,
+#      ROUNDS rounds (default 9); each round's ratio to python's;
 #   2. the pytest plugin left on: a suite of 200 small torch tests, plain and with
 #      `--memprof-limit 1GiB` (every test measured), interleaved ROUNDS rounds;
 #   3. start-up of the commands that only read files: `memprof show --help` (and merge, diff,
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 venv=$(cd "$1" && pwd)
 py=$venv/bin/python
 memprof=$venv/bin/memprof
-rounds=${ROUNDS:-7}
+rounds=${ROUNDS:-9}
 runs=${RUNS:-21}
 pin=$(command -v taskset >/dev/null && echo "taskset -c ${CORE:-1}" || true)
 out=${OUT:-$(mktemp -d)}/wheel_speed
@@ -44,6 +45,7 @@ print("BENCH {\"times\": [%f]}" % (time.perf_counter() - t))
 }
 for r in $(seq "$rounds"); do
   $pin "$py" "$w" untargeted --n 200000 --repeats 7 | grep '^BENCH' >>"$out/calls-python.txt"
+  $pin "$py" "$w" untargeted --n 200000 --repeats 7 | grep '^BENCH' >>"$out/calls-control.txt"
   $pin "$memprof" run -o "$out/r.json" "$w" untargeted --n 200000 --repeats 7 2>/dev/null |
     grep '^BENCH' >>"$out/calls-none.txt"
   $pin "$memprof" run -f rare -o "$out/r.json" "$w" untargeted --n 200000 --repeats 7 2>/dev/null |
@@ -60,7 +62,7 @@ done
 echo
 echo "1 and 2: $rounds interleaved rounds"
 "$py" benches/rounds_table.py "$out" "calls=untargeted calls (200k per repeat, median of 7)" \
-  "python=python;none=memprof run, no target;rare=memprof run -f rare;hooked=python under a no-op frame-evaluation hook (3.11)"
+  "python=python;control=python again (the noise floor);none=memprof run, no target;rare=memprof run -f rare;hooked=python under a no-op frame-evaluation hook (3.11)"
 "$py" benches/rounds_table.py "$out" "suite=pytest, 200 small torch tests (ms per suite)" \
   "python=plain;limit=--memprof-limit 1GiB (every test measured)" | tail -n +3
 echo
