@@ -48,6 +48,12 @@ def install(script_path):
         d = _package_dir(name)
         if d:
             tools += _spellings(d)
+    # The files of the wheel's command that runs the script (pip's console script,
+    # torch_memprof.py, runpy under `python -m memprof`): their frames lead to the script's and
+    # are no context of the program's own (memprof/_launcher.py notes them).
+    launcher = sys.modules.get("memprof._launcher")
+    for f in getattr(launcher, "COMMAND_FILES", ()):
+        tools += [p.rstrip(os.sep) for p in _spellings(f)]
     library = []
     for key in ("stdlib", "platstdlib"):
         d = sysconfig.get_paths().get(key)

@@ -46,12 +46,29 @@ def main():
         )
         return USAGE
     if subcommand(args) == "run":
+        global COMMAND_FILES
+        COMMAND_FILES = _files_on_the_stack()
         # The interpreter as `python script.py` starts: not this command's folder first on
         # sys.path (memprof puts the script's there), and a `__main__` of the script's own.
         if not sys.flags.safe_path and sys.path:
             del sys.path[0]
         sys.modules["__main__"] = fresh_main(sys.modules["__main__"])
     native.cli(args, long_version(native))  # exits with the command's exit code
+
+
+# The files of the frames that run `memprof run` here (pip's console script, torch_memprof.py,
+# this one, runpy's for `-m memprof`): the script runs above them, and its allocations' sites
+# must not name them as the program's context (src/python/py/peak.py reads this).
+COMMAND_FILES = ()
+
+
+def _files_on_the_stack():
+    files, frame = [], sys._getframe()
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith("<"):
+            files.append(frame.f_code.co_filename)
+        frame = frame.f_back
+    return tuple(files)
 
 
 def fresh_main(launcher_main):
