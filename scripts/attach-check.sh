@@ -64,7 +64,8 @@ if command -v tmux >/dev/null; then
   for _ in $(seq 60); do
     sleep 0.5
     screen=$(tmux capture-pane -p -t "$session" 2>&1 || true)
-    if [[ "$screen" == *"allocated"* && "$screen" == *"growing_steps.py"* ]]; then drawn=$screen; break; fi
+    # Drawn, and some steps measured (the header names the step), before `q`.
+    if [[ "$screen" == *"allocated"* && "$screen" == *"optimizer step "[3-9]* ]]; then drawn=$screen; break; fi
   done
   if [ -n "$drawn" ]; then echo "ok     the live view drawn while attached"; else echo "FAIL   no live view: $screen"; status=1; fi
   tmux send-keys -t "$session" q

@@ -80,6 +80,14 @@ with tempfile.TemporaryDirectory() as d:
     check("what was live before the attach is its own row (the model, Adam's state)",
           (rep.get("peak") or {}).get("unseen_bytes", 0) > 0, rep.get("peak"))
 
+# The table's next command is an attach's, with this PID.
+p, first = program(*STEPS)
+r = attach(p.pid, "--duration", "2")
+finish(p, first)
+check("the table suggests `memprof attach -f ... PID` for the lines",
+      r.returncode == 0 and "line by line, next: memprof attach -f step %d" % p.pid in r.stdout,
+      r.stdout[-1500:])
+
 # 2. -f and --modules; Ctrl-C detaches; a snapshot meanwhile; a second attach refused.
 p, first = program("calls", "60", "--say", "--pace", "0.05")
 a = subprocess.Popen([MEMPROF, "attach", "-f", "step", "--modules", str(p.pid)],

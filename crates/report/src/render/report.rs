@@ -120,7 +120,11 @@ pub fn render_fitted(p: &Profile, fit: Option<Fit>) -> String {
     }
     super::children::render(&mut out, &p.children);
     if p.functions.is_empty() && p.modules.is_none() && p.oom.is_none() && p.peak.is_none() {
-        let _ = writeln!(out, "\nno targeted function ran");
+        let _ = writeln!(
+            out,
+            "\nnothing to show: no targeted function ran, and nothing was allocated on the \
+             measured device"
+        );
     }
     if let Some(inventories) = &p.tensors {
         super::tensors::render(&mut out, inventories);
