@@ -7,14 +7,24 @@ use std::time::{Duration, Instant};
 
 /// Starts `script` with `loop` targeted and waits until it prints "ready".
 fn start(extra: &[&str], script: &std::path::Path) -> std::process::Child {
-    let mut child = memprof()
-        .args(["--device", "cpu", "run", "-f", "loop"])
+    use std::os::unix::process::CommandExt;
+    let mut cmd = memprof();
+    cmd.args(["--device", "cpu", "run", "-f", "loop"])
         .args(extra)
         .arg(script)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    // A terminal's Ctrl-C reaches a program whose SIGINT is at its default action; the tests
+    // may run as a background job, which inherits SIGINT ignored (and memprof, as python,
+    // keeps an ignored SIGINT ignored: the conformance suite checks that).
+    // SAFETY: signal() is async-signal-safe, as pre_exec's closure must be.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     out.read_line(&mut first).unwrap();
