@@ -16,6 +16,9 @@ import sys
 
 CASES = {"resnet": "resnet50, batch 32, SGD momentum",
          "gpt2": "GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024"}
+if os.environ.get("TINY"):
+    # benches/modes_cost.sh's own check on a CPU (TINY=1): the same code, far smaller.
+    CASES["gpt2"] = "GPT-2's code at 2 layers of 64, 64 tokens (--tiny)"
 VARIANTS = {"python": "python3 (the baseline)", "control": "python3 again (the noise floor)",
             "none": "memprof run", "f": "memprof run -f STEP", "modules": "memprof run --modules",
             "tensors": "memprof run -f STEP --tensors",
