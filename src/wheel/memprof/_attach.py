@@ -55,7 +55,6 @@ def start(request_path):
 def stop(request_path):
     """Stops measuring: the report goes to the request's report file, then the status says
     `stopped`."""
-    global _attached
     request = json.load(open(request_path))
     if _attached is None:
         _write(request["status"], "error: memprof is not attached to this process\n")

@@ -133,23 +133,9 @@ pub fn attach(global: &GlobalOptions, args: AttachArgs) -> Result<i32> {
 
 /// The options of the session in the program, as `memprof run` takes them.
 fn session_argv(global: &GlobalOptions, args: &AttachArgs) -> Vec<String> {
-    let mut argv = Vec::new();
-    if let Some(device) = &global.device {
-        argv.extend(["--device".to_string(), device.clone()]);
-    }
-    for stat in &global.stats {
-        argv.extend(["--stat".to_string(), stat.clone()]);
-    }
+    let mut argv = measure_flags(global);
     argv.push("run".into());
-    for f in &args.functions {
-        argv.extend(["-f".to_string(), f.clone()]);
-    }
-    if args.modules {
-        argv.push("--modules".into());
-    }
-    if args.tensors {
-        argv.push("--tensors".into());
-    }
+    argv.extend(target_flags(args));
     argv
 }
 
@@ -157,10 +143,8 @@ fn session_argv(global: &GlobalOptions, args: &AttachArgs) -> Vec<String> {
 /// the one a user typed, but under the wheel's command, whose process is python's.
 fn command_line(global: &GlobalOptions, args: &AttachArgs) -> Vec<String> {
     let mut line = vec!["memprof".to_string(), "attach".to_string()];
-    let measuring = session_argv(global, args);
-    let run = measuring.iter().position(|a| a == "run").unwrap_or(0);
-    line.extend(measuring[..run].iter().cloned());
-    line.extend(measuring[run + 1..].iter().cloned());
+    line.extend(measure_flags(global));
+    line.extend(target_flags(args));
     if let Some(seconds) = args.duration {
         line.extend(["--duration".to_string(), seconds.to_string()]);
     }
@@ -169,6 +153,33 @@ fn command_line(global: &GlobalOptions, args: &AttachArgs) -> Vec<String> {
     }
     line.push(args.pid.to_string());
     line
+}
+
+/// `--device` and `--stat`, as given.
+fn measure_flags(global: &GlobalOptions) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(device) = &global.device {
+        flags.extend(["--device".to_string(), device.clone()]);
+    }
+    for stat in &global.stats {
+        flags.extend(["--stat".to_string(), stat.clone()]);
+    }
+    flags
+}
+
+/// What to measure: `-f`, `--modules`, `--tensors`, as given.
+fn target_flags(args: &AttachArgs) -> Vec<String> {
+    let mut flags = Vec::new();
+    for f in &args.functions {
+        flags.extend(["-f".to_string(), f.clone()]);
+    }
+    if args.modules {
+        flags.push("--modules".into());
+    }
+    if args.tensors {
+        flags.push("--tensors".into());
+    }
+    flags
 }
 
 /// What the report calls the program: its command line, as ps shows it.
@@ -315,7 +326,8 @@ fn wait_for_status(
     let began = Instant::now();
     let mut told = false;
     loop {
-        if let Some(text) = exchange.status_text() {
+        let status = exchange.status_text();
+        if let Some(text) = &status {
             let text = text.trim().to_string();
             if let Some(why) = text.strip_prefix("error: ") {
                 exchange.remove();
@@ -336,7 +348,7 @@ fn wait_for_status(
                 return Ok(Status::Stopped(text));
             }
         }
-        if !alive(pid) && exchange.status_text().is_none_or(|s| s.trim() == "started") {
+        if !alive(pid) && status.is_none_or(|s| s.trim() == "started") {
             exchange.remove();
             return Err(Error::usage(format!(
                 "process {pid} ended{}",

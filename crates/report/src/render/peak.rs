@@ -303,30 +303,34 @@ pub fn render(
         if peak.next_modules {
             flags.insert(0, "--modules".into());
         }
-        if let Rerun::InProcess = rerun {
-            let mut names: Vec<String> =
-                peak.next_targets.iter().map(|t| format!("{t:?}")).collect();
-            if peak.next_modules {
-                names.push("modules=True".into());
+        match rerun {
+            Rerun::InProcess => {
+                let mut names: Vec<String> =
+                    peak.next_targets.iter().map(|t| format!("{t:?}")).collect();
+                if peak.next_modules {
+                    names.push("modules=True".into());
+                }
+                let _ = writeln!(
+                    out,
+                    "\nline by line, next: memprof.profile({}) (or %memprof {})",
+                    names.join(", "),
+                    flags.join(" ")
+                );
             }
-            let _ = writeln!(
-                out,
-                "\nline by line, next: memprof.profile({}) (or %memprof {})",
-                names.join(", "),
-                flags.join(" ")
-            );
-        } else if let Rerun::Attach(pid) = rerun {
-            let _ = writeln!(
-                out,
-                "\nline by line, next: memprof attach {} {pid}",
-                flags.join(" ")
-            );
-        } else if let Rerun::Script(script) = rerun {
-            let _ = writeln!(
-                out,
-                "\nline by line, next: memprof run {} {script}",
-                flags.join(" ")
-            );
+            Rerun::Attach(pid) => {
+                let _ = writeln!(
+                    out,
+                    "\nline by line, next: memprof attach {} {pid}",
+                    flags.join(" ")
+                );
+            }
+            Rerun::Script(script) => {
+                let _ = writeln!(
+                    out,
+                    "\nline by line, next: memprof run {} {script}",
+                    flags.join(" ")
+                );
+            }
         }
     }
 }
