@@ -234,3 +234,83 @@ fn tied_weights_and_views_count_once() {
     assert_eq!(buf["tensors"], 3);
     assert_eq!(category(inv, "other"), 64 * 128 * 4);
 }
+
+/// inventory_steps.py's inventories (the first call's and the latest), taken as memprof takes
+/// them and again with a walk of every object at every call (`MEMPROF_TENSORS_WALK=always`).
+fn inventories_both_ways(steps: &str, keep_at: &str) -> (Vec<Value>, Vec<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let take = |walk: &str| {
+        let out = dir.path().join(format!("report{walk}.json"));
+        let r = finish(
+            memprof()
+                .env("MEMPROF_TENSORS_WALK", walk)
+                .args(["--device", device_flag(), "run", "-f", "train_step", "--tensors"])
+                .args(["--format", "json", "-o", out.to_str().unwrap()])
+                .args(["inventory_steps.py", steps, keep_at])
+                .output()
+                .expect("memprof starts"),
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        read_json(&out)["tensors"].as_array().unwrap().clone()
+    };
+    (take(""), take("always"))
+}
+
+/// The inventories without their `walked`, which says how each was taken.
+fn contents(invs: &[Value]) -> Vec<Value> {
+    invs.iter()
+        .map(|i| {
+            let mut i = i.clone();
+            i.as_object_mut().unwrap().remove("walked");
+            i
+        })
+        .collect()
+}
+
+const KEPT_BYTES: i64 = 32 * 256 * 4;
+
+fn kept_row(inv: &Value) -> &Value {
+    inv["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| {
+            t["created_at"]
+                .as_str()
+                .is_some_and(|c| c.ends_with("inventory_steps.py:23 (train_step)"))
+        })
+        .unwrap_or_else(|| panic!("the kept copy is not listed: {inv:#}"))
+}
+
+#[test]
+fn later_inventories_walk_no_objects_and_say_what_a_walk_would() {
+    // The copy is kept at call 3: that call's inventory walks (a block no name holds is new);
+    // call 6's walks nothing, and still lists the copy, which only a walk could find.
+    let (invs, walked) = inventories_both_ways("6", "3");
+    let calls: Vec<u64> = invs.iter().map(|i| i["call"].as_u64().unwrap()).collect();
+    assert_eq!(calls, [1, 6]);
+    assert_eq!(invs[0]["walked"], true);
+    assert_eq!(invs[1]["walked"], false, "{:#}", invs[1]);
+    assert_eq!(walked[1]["walked"], true);
+    let kept = kept_row(&invs[1]);
+    assert_eq!(kept["bytes"], KEPT_BYTES);
+    assert!(kept["storages"].is_null(), "one storage: {kept:#}");
+    assert!(kept["name"].is_null(), "{kept:#}");
+    assert_eq!(contents(&invs), contents(&walked));
+    // The steady part named without a walk: the weights, their gradients and momentum.
+    let params = (256 * 256 + 256) * 4;
+    assert_eq!(category(&invs[1], "parameters"), params);
+    assert_eq!(category(&invs[1], "gradients"), params);
+    assert_eq!(category(&invs[1], "optimizer_state"), params);
+}
+
+#[test]
+fn a_tensor_kept_where_no_name_reaches_makes_the_inventory_walk() {
+    let (invs, walked) = inventories_both_ways("4", "2,4");
+    assert_eq!(invs[1]["call"], 4);
+    assert_eq!(invs[1]["walked"], true, "{:#}", invs[1]);
+    let kept = kept_row(&invs[1]);
+    assert_eq!(kept["bytes"], 2 * KEPT_BYTES);
+    assert_eq!(kept["storages"], 2);
+    assert_eq!(contents(&invs), contents(&walked));
+}

@@ -744,6 +744,13 @@ impl Tracker {
             .collect()
     }
 
+    /// Every live block: (address, allocation serial). `--tensors`' inventory compares them
+    /// with its previous look's, to walk the program's objects only when a block it cannot name
+    /// otherwise is new.
+    pub fn live_blocks(&self) -> Vec<(u64, u64)> {
+        self.live.iter().map(|(ptr, b)| (*ptr, b.serial)).collect()
+    }
+
     /// The serial of the latest allocation (a backward pass notes it when it starts).
     pub fn serial(&self) -> u64 {
         self.serial

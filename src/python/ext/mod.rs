@@ -273,6 +273,12 @@ fn allocated_now() -> i64 {
     recorder::with(|r| r.allocated_now()).unwrap_or(0)
 }
 
+/// The live blocks of the profiled device: (address, allocation serial).
+#[pyfunction]
+fn live_blocks() -> Vec<(u64, u64)> {
+    crate::capture::peak::with(|t| t.live_blocks()).unwrap_or_default()
+}
+
 /// Where the live block at `ptr` was allocated, if by a targeted line: (qualname, file, line).
 #[pyfunction]
 fn created_at(ptr: usize) -> Option<(String, String, u32)> {
@@ -309,6 +315,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(stop_recording, &m)?)?;
     m.add_function(wrap_pyfunction!(schedule_verdict, &m)?)?;
     m.add_function(wrap_pyfunction!(allocated_now, &m)?)?;
+    m.add_function(wrap_pyfunction!(live_blocks, &m)?)?;
     m.add_function(wrap_pyfunction!(created_at, &m)?)?;
     m.add_function(wrap_pyfunction!(inventory::set_inventory, &m)?)?;
     m.add_function(wrap_pyfunction!(crate::python::sites::sites_start, &m)?)?;

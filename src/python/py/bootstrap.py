@@ -654,6 +654,8 @@ def device_name(index):
 _options = None  # the run's Options, set by install
 _inventories = []
 _MAX_EXCEPTION_INVENTORIES = 8
+# The session's inventories (inventory.py's Inventories: what its latest walk found).
+_inventory_state = None
 
 
 def _install_reports(options):
@@ -759,7 +761,11 @@ def _announce_collectives():
 def _inventory(qualname, call, raised, traceback):
     """A targeted call ended: the tensor inventory, kept for the first and the latest call of each
     function and for the first few exceptions."""
+    global _inventory_state
     import _memprof_inventory
+
+    if _inventory_state is None:
+        _inventory_state = _memprof_inventory.Inventories()
 
     frames = []
     try:
@@ -776,7 +782,7 @@ def _inventory(qualname, call, raised, traceback):
         traceback = traceback.tb_next
     label = f"{'an exception left' if raised else 'end of'} {qualname} (call {call})"
     try:
-        inv = _memprof_inventory.take(
+        inv = _inventory_state.take(
             _options.device_type, _memprof.measured_device(), label, frames
         )
     finally:
@@ -793,6 +799,12 @@ def _inventory(qualname, call, raised, traceback):
         _inventories[_inventories.index(same[-1])] = inv
     else:
         _inventories.append(inv)
+
+
+def _finished_inventories():
+    import _memprof_inventory
+
+    return [_memprof_inventory.finish(i) for i in _inventories]
 
 
 def report(device_index):
@@ -817,7 +829,7 @@ def report(device_index):
         history = _memprof_history.finish(_memprof.targeted_functions())
     return json.dumps({
         "modules": modules,
-        "inventories": _inventories if _options.tensors else None,
+        "inventories": _finished_inventories() if _options.tensors else None,
         "oom": _memprof_oom.report(),
         "history": history,
         "target_warnings": target_warnings() + other_devices(device_index),

@@ -476,6 +476,12 @@ pub struct Inventory {
     pub unlisted_storages: u64,
     /// Objects that failed while inspected (vanished, or raised).
     pub skipped_objects: u64,
+    /// Whether this inventory walked all the program's objects; false: it named the storages
+    /// from the models, optimizers and frames the latest walk found, and carried that walk's
+    /// findings for the blocks the allocator says are unchanged since. Absent in reports from
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walked: Option<bool>,
     /// The largest storages, largest first.
     pub tensors: Vec<InventoryTensor>,
 }
@@ -502,7 +508,9 @@ pub struct InventoryTensor {
     /// Of the first tensor seen on the storage.
     pub shape: Vec<i64>,
     pub dtype: String,
-    /// Tensors sharing the storage (views); of all of them for a row of several storages.
+    /// Tensors sharing the storage (views), the program's and autograd's (c10's use count of
+    /// the storage, where torch exposes it; else the Python tensors a walk found); of all of
+    /// them for a row of several storages.
     pub tensors: u64,
     /// Storages in this row: alike ones (the same category, shape, dtype and creation, unnamed or
     /// items of one container, `cache[…]`) are one row, `bytes` their sum.
