@@ -9,14 +9,16 @@
 #   modules  memprof run --modules
 #   tensors  memprof run -f STEP --tensors (an inventory at the end of every step)
 #   history  memprof run -f STEP --history FILE --warmup 5 --calls 3 (as docs/history.md has it)
+#   live     memprof run --live, on a pseudo-terminal of its own (benches/on_a_pty.py), the view
+#            drawn once a second all along
 # ROUNDS interleaved rounds (default 9), the variants' order shuffled in each round (seeded by
 # the round), every process pinned to the same cores and the same GPU; each process times STEPS
 # steps after WARMUP and reports its median step, wall (the step waited for) and GPU (CUDA
 # events around it). Per round, each variant's ratio to the baseline's; the table gives median
 # (min, max) over rounds beside the control's, and each mode's goal. CASES picks (default
 # "resnet gpt2"), VARIANTS too.
-# A process takes about 15 s (start-up, torch, the model, 35 steps), so 9 rounds of 7 variants
-# take 16 minutes on one GPU: GPUS="0 1 2 3" runs the rounds on each GPU at once, each GPU with
+# A process takes about 15 s (start-up, torch, the model, 35 steps), so 9 rounds of 8 variants
+# take 18 minutes on one GPU: GPUS="0 1 2 3" runs the rounds on each GPU at once, each GPU with
 # its own cores (CORES_PER_GPU, default 8, from core 2) and its own rounds (a round's ratios are
 # within one GPU, never across), so a 4-GPU machine runs 12 rounds in the time of 3:
 #   run(command="GPUS='0 1 2 3' ROUNDS=12 benches/modes_cost.sh", kind="nvidia-h100-x4",
@@ -28,7 +30,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-9}
 cases=${CASES:-resnet gpt2}
-variants=${VARIANTS:-python control none f modules tensors history}
+variants=${VARIANTS:-python control none f modules tensors history live}
 steps=${STEPS:-30}
 warmup=${WARMUP:-5}
 device=${DEVICE:-cuda}
@@ -83,6 +85,8 @@ one() { # dir, gpu, cores, case, variant: one process; its BENCH line goes to di
     tensors) cmd=("$memprof" run -f "$fn" --tensors -o "$dir/$c-$v.json" "${w[@]}") ;;
     history) cmd=("$memprof" run -f "$fn" --history "$dir/$c.pickle" --warmup 5 --calls 3
                   -o "$dir/$c-$v.json" "${w[@]}") ;;
+    live) cmd=("$python" benches/on_a_pty.py "$dir/$c-$v.screen" "$memprof" run --live
+               -o "$dir/$c-$v.json" "${w[@]}" --bench-out "$dir/$c-$v.bench") ;;
     *) echo "modes_cost: unknown variant $v" >&2; exit 2 ;;
   esac
   local pin=()
@@ -90,6 +94,7 @@ one() { # dir, gpu, cores, case, variant: one process; its BENCH line goes to di
   CUDA_VISIBLE_DEVICES=$gpu "${pin[@]}" "${cmd[@]}" >"$dir/$c-$v.log" 2>&1 ||
     echo "gpu $gpu: $c $v failed: $(tail -3 "$dir/$c-$v.log")"
   grep -h '^BENCH' "$dir/$c-$v.log" >>"$dir/$c-$v.txt"
+  if [ -f "$dir/$c-$v.bench" ]; then cat "$dir/$c-$v.bench" >>"$dir/$c-$v.txt"; rm "$dir/$c-$v.bench"; fi
 }
 worker() { # the rounds of GPU number i (rounds i+1, i+1+n, ...)
   local i=$1 gpu=${gpus[$1]} dir=$out/gpu${gpus[$1]} cores

@@ -164,6 +164,9 @@ def main():
     p.add_argument("--profiler", default="none")
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--bench-out", default=None,
+                   help="also append the BENCH line to this file (for a run whose output is a "
+                        "terminal's, as under `memprof run --live`)")
     p.add_argument("--monitor-unwind", action="store_true",
                    help="diagnosis: what memprof's one global event (PY_UNWIND) costs plain python")
     args = p.parse_args()
@@ -221,6 +224,9 @@ def main():
     out["rss_bytes"] = rss_bytes()
     sys.stdout.flush()
     print("BENCH " + json.dumps(out), flush=True)
+    if args.bench_out:
+        with open(args.bench_out, "a") as f:
+            print("BENCH " + json.dumps(out), file=f)
 
 
 if __name__ == "__main__":
