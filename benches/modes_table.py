@@ -3,6 +3,15 @@ ratio to the unprofiled baseline's in the same round, wall time and GPU time (CU
 median (min, max) over rounds, beside the control's (python against python: the noise floor)
 and each mode's goal (issue 53).
 
+On the shared GPU machines the step time of one process shifts by up to 30% for seconds at a
+time (the same python3 run reads 21 ms and 29 ms), so the per-round ratios spread by ±20% and
+their median moves by several percent from one set of rounds to the next. The verdict is taken
+from a statistic of the fast end instead, where that noise, which only ever slows a step, has
+least hold (Chen and Revels, "Robust benchmarking in noisy environments", 2016): the ratio of
+the 5th percentiles of all the steps of all the variant's processes and of all the baseline's
+(`p5 ratio`), with a 90% interval from resampling the processes (2000 resamples, seeded); the
+control's beside it shows what it reads when nothing differs.
+
     python3 benches/modes_table.py OUT_DIR CASE... -- VARIANT...
 
 reads OUT_DIR/gpu*/CASE-VARIANT.txt (or OUT_DIR/CASE-VARIANT.txt): one `BENCH {"times": [...],
@@ -11,6 +20,7 @@ is the baseline. A round's ratios are within its GPU; the rounds of every GPU ar
 """
 import json
 import os
+import random
 import statistics
 import sys
 
@@ -57,6 +67,34 @@ def pooled(out, case, variant, key, against=None):
     return values
 
 
+def steps(out, case, variant):
+    """Every process's step times (ms), every GPU's processes pooled: a list per process."""
+    runs = []
+    for folder in folders(out):
+        path = os.path.join(folder, f"{case}-{variant}.txt")
+        if os.path.exists(path):
+            for line in open(path):
+                if "BENCH " in line:
+                    times = json.loads(line.split("BENCH ", 1)[1]).get("times")
+                    if times:
+                        runs.append([t * 1e3 for t in times])
+    return runs
+
+
+def p5(runs):
+    pooled = sorted(t for run in runs for t in run)
+    return pooled[len(pooled) // 20]
+
+
+def p5_ratio(runs, base, resamples=2000):
+    """The ratio of the pooled 5th percentiles, and its 90% interval from resampling the
+    processes of both (seeded: the same data gives the same interval)."""
+    rng = random.Random(53)
+    draws = sorted(p5(rng.choices(runs, k=len(runs))) / p5(rng.choices(base, k=len(base)))
+                   for _ in range(resamples))
+    return p5(runs) / p5(base), draws[resamples // 20], draws[resamples - 1 - resamples // 20]
+
+
 def spread(values, fmt="{:.3f}x"):
     values = [v for v in values if v is not None]
     if not values:
@@ -74,34 +112,41 @@ def main():
     split = sys.argv.index("--")
     cases, variants = sys.argv[2:split], sys.argv[split + 1:]
     print("| step | variant | ms per step (each process's median): median (min, max) "
-          "| wall ratio to python3, per round: median (min, max) | GPU-time ratio | goal |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          "| wall ratio to python3, per round: median (min, max) | GPU-time ratio "
+          "| p5 ratio [90% interval] | goal |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     verdicts = []
     for case in cases:
         control = pooled(out, case, "control", "times", against="python")
         for variant in variants:
             wall = pooled(out, case, variant, "times")
             if not [w for w in wall if w is not None]:
-                print(f"| {CASES.get(case, case)} | {VARIANTS.get(variant, variant)} | failed | | | |")
+                print(f"| {CASES.get(case, case)} | {VARIANTS.get(variant, variant)} | failed | | | | |")
                 verdicts.append((case, variant, False))
                 continue
             r = pooled(out, case, variant, "times", against="python")
             g = pooled(out, case, variant, "gpu_times", against="python")
             goal = GOALS.get((case, variant), GOALS.get(variant))
+            robust = ""
+            base_runs, runs = steps(out, case, "python"), steps(out, case, variant)
+            if variant != "python" and base_runs and runs:
+                ratio, low, high = p5_ratio(runs, base_runs)
+                robust = f"{ratio:.3f}x [{low:.3f}, {high:.3f}]"
             cell = ""
-            if goal and r:
-                met = statistics.median(r) <= goal
-                cell = f"≤{goal:.2f}x: {'met' if met else 'MISSED'}"
+            if goal and robust:
+                met = ratio <= goal
+                sure = high <= goal if met else low > goal
+                cell = f"≤{goal:.2f}x: {'met' if met else 'MISSED'}" + ("" if sure else " (within its interval)")
                 verdicts.append((case, variant, met))
             if variant == "control":
                 cell = "the noise floor"
             runs = f" ({len(r)} rounds)" if variant == variants[-1] else ""
             print(f"| {CASES.get(case, case)} | {VARIANTS.get(variant, variant)} | "
                   f"{spread(wall, '{:.2f}')} | {spread(r) if variant != 'python' else '1'}{runs} | "
-                  f"{spread(g) if g and variant != 'python' else ''} | {cell} |")
+                  f"{spread(g) if g and variant != 'python' else ''} | {robust} | {cell} |")
         if control:
             print(f"| {CASES.get(case, case)} | (control's spread beside every ratio above) | | "
-                  f"{spread(control)} | | |")
+                  f"{spread(control)} | | | |")
     missed = [f"{c} {v}" for c, v, met in verdicts if not met]
     print()
     print("goals: " + ("all met" if not missed else "missed: " + ", ".join(missed)))

@@ -116,6 +116,8 @@ shim_functions! {
     /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
     fn mp_tally_take(which: c_int, out: *mut i64);
     fn mp_adopt_cpu_storages(impls: *const u64, n: usize) -> i64;
+    /// Whether a tensor has a grad_fn (grad_hooks.cpp): 1 or 0, -1 an error.
+    fn mp_has_grad_fn(tensor_impl: *mut c_void) -> c_int;
     /// A saved tensor's version and storage (saved_info.cpp): 1 counted on `device_index`'s
     /// device, 0 not, -1 an error.
     fn mp_saved_info(

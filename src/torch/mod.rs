@@ -24,6 +24,16 @@ pub unsafe fn grad_hook(tensor_impl: usize, token: u64, kind: c_int) -> bool {
     unsafe { ffi::mp_grad_hook(tensor_impl as *mut std::ffi::c_void, token, kind) == 1 }
 }
 
+/// Whether the tensor whose TensorImpl is at `tensor_impl` has no node in the autograd graph
+/// (no grad_fn), so that keeping it keeps no node alive.
+///
+/// # Safety
+/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
+pub unsafe fn holds_no_node(tensor_impl: usize) -> bool {
+    // SAFETY: per the contract above; the shim catches every C++ exception.
+    unsafe { ffi::mp_has_grad_fn(tensor_impl as *mut std::ffi::c_void) == 0 }
+}
+
 /// What the shim reads of the tensor whose TensorImpl is at `tensor_impl`: its answer (-1, 0 or
 /// 1, see saved_info.cpp), version, storage address and bytes.
 ///

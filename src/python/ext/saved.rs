@@ -102,12 +102,15 @@ pub fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
 }
 
 /// The pack hook: counts the tensor's storage, and keeps the tensor with its version, as
-/// autograd does without a hook (so that unpack can raise its in-place error). What it keeps is
-/// `t.detach()`: the same storage and version counter without `t`'s graph. A node's own output
-/// kept as itself would hold the node (output -> grad_fn -> saved -> output), a cycle that no
-/// one frees when no backward runs (a forward with grad enabled, as in evaluation without
-/// no_grad): autograd keeps its own saved outputs without their grad_fn for that reason, and
-/// on unpack gives the tensor its place in the graph again, as it does here.
+/// autograd does without a hook (so that unpack can raise its in-place error). A tensor with a
+/// grad_fn is kept as `t.detach()`: the same storage and version counter without `t`'s graph. A
+/// node's own output kept as itself would hold the node (output -> grad_fn -> saved -> output),
+/// a cycle that no one frees when no backward runs (a forward with grad enabled, as in
+/// evaluation without no_grad): autograd keeps its own saved outputs without their grad_fn for
+/// that reason, and on unpack gives the tensor its place in the graph again, as it does here.
+/// A tensor without one (a weight, a buffer, the batch, an op's non-differentiable output such
+/// as batch norm's saved mean: most of what a convolutional network saves) holds no node and is
+/// kept as itself, as autograd keeps it, without the cost of a detach.
 #[pyfunction]
 fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let py = t.py();
@@ -120,7 +123,12 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         let v = t.getattr(pyo3::intern!(py, "_version"))?;
         return PyTuple::new(py, [t.clone(), v]);
     }
-    let kept = t.call_method0(pyo3::intern!(py, "detach"))?;
+    // SAFETY: as above.
+    let kept = if unsafe { crate::torch::holds_no_node(impl_ptr) } {
+        t.clone()
+    } else {
+        t.call_method0(pyo3::intern!(py, "detach"))?
+    };
     if found == 1 {
         // A storage the pass skips or has counted needs no more; else the type check, outside
         // the borrow (it reads an attribute of the tensor).

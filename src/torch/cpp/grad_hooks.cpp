@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <cstdint>
 #include <memory>
@@ -63,6 +64,19 @@ int mp_grad_hook(void* impl, uint64_t token, int kind) {
     if (!node) return 0;
     node->add_pre_hook(std::make_unique<MemprofGradHook>(token, kind));
     return 1;
+  } catch (...) {
+    return -1;
+  }
+}
+
+/// Whether the tensor whose TensorImpl is `impl` has a node in the graph (its grad_fn, read from
+/// the field: a view's is not regenerated): 1 or 0, -1 on error. A tensor without one (a
+/// parameter, a buffer, an input, an op's non-differentiable output) holds no node.
+int mp_has_grad_fn(void* impl) {
+  try {
+    auto* meta = static_cast<c10::TensorImpl*>(impl)->autograd_meta();
+    if (meta == nullptr) return 0;
+    return static_cast<torch::autograd::AutogradMeta*>(meta)->grad_fn_ ? 1 : 0;
   } catch (...) {
     return -1;
   }
