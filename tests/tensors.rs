@@ -244,7 +244,14 @@ fn inventories_both_ways(steps: &str, keep_at: &str) -> (Vec<Value>, Vec<Value>)
         let r = finish(
             memprof()
                 .env("MEMPROF_TENSORS_WALK", walk)
-                .args(["--device", device_flag(), "run", "-f", "train_step", "--tensors"])
+                .args([
+                    "--device",
+                    device_flag(),
+                    "run",
+                    "-f",
+                    "train_step",
+                    "--tensors",
+                ])
                 .args(["--format", "json", "-o", out.to_str().unwrap()])
                 .args(["inventory_steps.py", steps, keep_at])
                 .output()
