@@ -112,7 +112,6 @@ class Inventories:
         # Weak references to the models' roots and the optimizers the latest walk found.
         self.roots = []
         self.optimizers = []
-        self.walks = 0
 
     def take(self, device_type, device_index, label, frames):
         torch = sys.modules.get("torch")
@@ -120,14 +119,15 @@ class Inventories:
             return None
         live = _memprof.live_blocks()
         # Without c10's use counts (torch before they were exposed) only a walk counts a
-        # storage's tensors.
-        walk = self.blocks is None or ALWAYS_WALK or not hasattr(torch._C, "_storage_Use_Count")
+        # storage's tensors; without live blocks (none, or no tracker to list them) nothing
+        # says what is new.
+        walk = (self.blocks is None or ALWAYS_WALK or not live
+                or not hasattr(torch._C, "_storage_Use_Count"))
         found = None if walk else self._named(
             torch, device_type, device_index, frames, live
         )
         if found is None:
             storages, skipped, roots, optimizers = _walk(torch, device_type, device_index, frames)
-            self.walks += 1
             self.roots = _weak(roots)
             self.optimizers = _weak(optimizers)
             del roots, optimizers
