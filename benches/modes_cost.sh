@@ -93,8 +93,12 @@ one() { # dir, gpu, cores, case, variant: one process; its BENCH line goes to di
   command -v taskset >/dev/null && pin=(taskset -c "$cores")
   CUDA_VISIBLE_DEVICES=$gpu "${pin[@]}" "${cmd[@]}" >"$dir/$c-$v.log" 2>&1 ||
     echo "gpu $gpu: $c $v failed: $(tail -3 "$dir/$c-$v.log")"
-  grep -h '^BENCH' "$dir/$c-$v.log" >>"$dir/$c-$v.txt"
-  if [ -f "$dir/$c-$v.bench" ]; then cat "$dir/$c-$v.bench" >>"$dir/$c-$v.txt"; rm "$dir/$c-$v.bench"; fi
+  local line
+  line=$(grep -h '^BENCH' "$dir/$c-$v.log" "$dir/$c-$v.bench" 2>/dev/null | head -1)
+  rm -f "$dir/$c-$v.bench"
+  # One line per round, `BENCH {}` for a process that failed: the table pairs the variants'
+  # processes by their place in these files, round by round.
+  echo "${line:-BENCH {\}}" >>"$dir/$c-$v.txt"
 }
 worker() { # the rounds of GPU number i (rounds i+1, i+1+n, ...)
   local i=$1 gpu=${gpus[$1]} dir=$out/gpu${gpus[$1]} cores
