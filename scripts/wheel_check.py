@@ -62,6 +62,7 @@ def main():
               "the venv's torch", report["metadata"]["torch_version"])
 
     check_peak_sites(memprof)
+    check_tensors(memprof, python)
     check_snapshot(memprof)
     check_attach(memprof)
 
@@ -147,6 +148,27 @@ def main():
 
     print("wheel-check: %s" % ("PASSED" if not failures else "FAILED: " + ", ".join(failures)))
     return 1 if failures else 0
+
+
+def check_tensors(memprof, python):
+    """`--tensors` through the wheel: the copy inventory_steps.py keeps at call 3 of 6 where no
+    name reaches it is listed at call 6 (32 KiB), without a walk of every object where the
+    venv's torch has c10's use counts."""
+    out = "/tmp/memprof-wheel-tensors.json"
+    r = run([str(memprof), "run", "-f", "train_step", "--tensors", "--format", "json", "-o", out,
+             "inventory_steps.py", "6", "3"])
+    check(r.returncode == 0, "memprof run -f train_step --tensors inventory_steps.py (exit 0)",
+          r.stderr[-2000:])
+    if r.returncode != 0:
+        return
+    last = json.load(open(out))["tensors"][-1]
+    kept = [t["bytes"] for t in last["tensors"]
+            if (t.get("created_at") or "").endswith("inventory_steps.py:23 (train_step)")]
+    has = run([str(python), "-c", "import torch; print(hasattr(torch._C, '_storage_Use_Count'))"])
+    walked = has.stdout.strip() != "True"
+    check(last["call"] == 6 and kept == [32 * KiB] and last.get("walked") == walked,
+          "--tensors: call 6 lists the copy kept at call 3 (32 KiB), walked=%s" % walked,
+          json.dumps({"call": last["call"], "kept": kept, "walked": last.get("walked")}))
 
 
 def check_snapshot(memprof):
