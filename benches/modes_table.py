@@ -34,7 +34,7 @@ VARIANTS = {"python": "python3 (the baseline)", "control": "python3 again (the n
             "tensors": "memprof run -f STEP --tensors",
             "history": "memprof run -f STEP --history --warmup 5 --calls 3",
             "live": "memprof run --live (on a terminal of its own)"}
-# The goals of issues 53 and 50 (`live`): the ratio's median over rounds.
+# The goals of issues 53 and 50 (`live`), against the p5 ratio.
 GOALS = {("resnet", "modules"): 1.05, ("gpt2", "modules"): 1.02, "none": 1.02, "f": 1.02,
          "tensors": 1.25, "history": 1.02, "live": 1.03}
 
@@ -45,13 +45,18 @@ def folders(out):
     return gpus or [out]
 
 
-def processes(folder, case, variant, key):
-    """Each process's median step, in ms (None for a round whose process failed)."""
+def bench_rows(folder, case, variant):
+    """The BENCH lines of one GPU's processes of `variant`, one per round ({} where it failed)."""
     path = os.path.join(folder, f"{case}-{variant}.txt")
     if not os.path.exists(path):
         return []
-    rows = [json.loads(line.split("BENCH ", 1)[1]) for line in open(path) if "BENCH " in line]
-    return [statistics.median(r[key]) * 1e3 if r.get(key) else None for r in rows]
+    return [json.loads(line.split("BENCH ", 1)[1]) for line in open(path) if "BENCH " in line]
+
+
+def processes(folder, case, variant, key):
+    """Each process's median step, in ms (None for a round whose process failed)."""
+    return [statistics.median(r[key]) * 1e3 if r.get(key) else None
+            for r in bench_rows(folder, case, variant)]
 
 
 def pooled(out, case, variant, key, against=None):
@@ -69,21 +74,13 @@ def pooled(out, case, variant, key, against=None):
 
 def steps(out, case, variant):
     """Every process's step times (ms), every GPU's processes pooled: a list per process."""
-    runs = []
-    for folder in folders(out):
-        path = os.path.join(folder, f"{case}-{variant}.txt")
-        if os.path.exists(path):
-            for line in open(path):
-                if "BENCH " in line:
-                    times = json.loads(line.split("BENCH ", 1)[1]).get("times")
-                    if times:
-                        runs.append([t * 1e3 for t in times])
-    return runs
+    return [[t * 1e3 for t in r["times"]]
+            for folder in folders(out) for r in bench_rows(folder, case, variant) if r.get("times")]
 
 
 def p5(runs):
-    pooled = sorted(t for run in runs for t in run)
-    return pooled[len(pooled) // 20]
+    times = sorted(t for run in runs for t in run)
+    return times[len(times) // 20]
 
 
 def p5_ratio(runs, base, resamples=2000):
@@ -118,6 +115,7 @@ def main():
     verdicts = []
     for case in cases:
         control = pooled(out, case, "control", "times", against="python")
+        base_runs = steps(out, case, "python")
         for variant in variants:
             wall = pooled(out, case, variant, "times")
             if not [w for w in wall if w is not None]:
@@ -128,7 +126,7 @@ def main():
             g = pooled(out, case, variant, "gpu_times", against="python")
             goal = GOALS.get((case, variant), GOALS.get(variant))
             robust = ""
-            base_runs, runs = steps(out, case, "python"), steps(out, case, variant)
+            runs = steps(out, case, variant)
             if variant != "python" and base_runs and runs:
                 ratio, low, high = p5_ratio(runs, base_runs)
                 robust = f"{ratio:.3f}x [{low:.3f}, {high:.3f}]"
@@ -140,9 +138,9 @@ def main():
                 verdicts.append((case, variant, met))
             if variant == "control":
                 cell = "the noise floor"
-            runs = f" ({len(r)} rounds)" if variant == variants[-1] else ""
+            rounds = f" ({len(r)} rounds)" if variant == variants[-1] else ""
             print(f"| {CASES.get(case, case)} | {VARIANTS.get(variant, variant)} | "
-                  f"{spread(wall, '{:.2f}')} | {spread(r) if variant != 'python' else '1'}{runs} | "
+                  f"{spread(wall, '{:.2f}')} | {spread(r) if variant != 'python' else '1'}{rounds} | "
                   f"{spread(g) if g and variant != 'python' else ''} | {robust} | {cell} |")
         if control:
             print(f"| {CASES.get(case, case)} | (control's spread beside every ratio above) | | "

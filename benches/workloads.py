@@ -223,10 +223,11 @@ def main():
         cuda_readings(out, args, step)
     out["rss_bytes"] = rss_bytes()
     sys.stdout.flush()
-    print("BENCH " + json.dumps(out), flush=True)
+    line = "BENCH " + json.dumps(out)
+    print(line, flush=True)
     if args.bench_out:
         with open(args.bench_out, "a") as f:
-            print("BENCH " + json.dumps(out), file=f)
+            print(line, file=f)
 
 
 if __name__ == "__main__":

@@ -104,7 +104,7 @@ class Inventories:
 
     def __init__(self):
         # Address -> allocation serial of every live block at the previous inventory, and the
-        # storages it found: address -> (bytes, shape, dtype, tensors, full size).
+        # storages it found (address -> _Storage, read only: each inventory makes its own).
         self.blocks = None
         self.carried = {}
         # Storages of the previous inventory that are no allocator block.
@@ -134,9 +134,7 @@ class Inventories:
         else:
             storages, skipped = found
         self.blocks = dict(live)
-        self.carried = {
-            ptr: (st.bytes, st.shape, st.dtype, st.tensors, st.full) for ptr, st in storages.items()
-        }
+        self.carried = storages
         self.unallocated = {ptr for ptr, st in storages.items() if ptr not in self.blocks and st.bytes}
         # Only the first and the latest call's inventories are kept: what can change later (the
         # allocator's total, where the unnamed blocks were made) is read now, the rest of the
@@ -167,9 +165,9 @@ class Inventories:
                 return None
             was = carried.get(ptr)
             if was is not None:
-                nbytes, shape, dtype, tensors, full = was
-                s = storages[ptr] = _Storage(ptr, nbytes, shape, dtype)
-                s.tensors, s.full = tensors, full
+                # Its size and what the walk saw of it; its names and category anew.
+                s = storages[ptr] = _Storage(ptr, was.bytes, was.shape, was.dtype)
+                s.tensors, s.full = was.tensors, was.full
         return storages, namer.skipped
 
 
@@ -187,12 +185,7 @@ def roles(torch, device_type, device_index):
     """[(storage data_ptr, category)] of every storage on the device that a tensor in memory
     holds: the category the models and optimizers name it by (parameters, buffers, gradients,
     optimizer_state), else "other" (held by a tensor the program can reach)."""
-    objects = gc.get_objects()
-    try:
-        storages = _collect(torch, objects, device_type, device_index, ())[0]
-    finally:
-        objects.clear()
-        del objects
+    storages = _walk(torch, device_type, device_index, ())[0]
     return [(s.ptr, s.category) for s in storages.values()]
 
 
