@@ -38,15 +38,9 @@ out=/tmp/memprof-modes-cost
 rm -rf "$out" && mkdir -p "$out"
 if [ -z "${PYTHON:-}" ]; then
   # The GPU machine: the wheel (.device/wheel) installed into its venv, as a user has it.
-  venv=/opt/torch/.venv
-  export PATH=$venv/bin:$PATH
-  if command -v uv >/dev/null; then
-    uv pip install --quiet --python "$venv/bin/python" --no-deps .device/wheel/*.whl
-  else
-    /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-deps \
-      --break-system-packages .device/wheel/*.whl
-  fi
-  PYTHON=$venv/bin/python MEMPROF=${MEMPROF:-$venv/bin/memprof}
+  . benches/device_wheel.sh
+  export PATH=$device_venv/bin:$PATH
+  PYTHON=$device_venv/bin/python MEMPROF=${MEMPROF:-$device_venv/bin/memprof}
 fi
 python=$PYTHON memprof=$MEMPROF
 # memprof run finds the python of the venv first on PATH.

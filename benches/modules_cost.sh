@@ -24,15 +24,8 @@ export LD_LIBRARY_PATH=/opt/torch/.venv/lib/python3.12/site-packages/torch/lib
   for b in "$before" "$after"; do echo "$b: $("$b" --version)"; done; } | tee "$out/machine.txt"
 wheel_memprof=
 if [ "${WHEEL:-0}" = 1 ]; then
-  # Into the machine's venv, as scripts/gpu-wheel-check.sh installs it (uv's venv has no pip).
-  venv=/opt/torch/.venv
-  if command -v uv >/dev/null; then
-    uv pip install --quiet --python "$venv/bin/python" --no-deps .device/wheel/*.whl
-  else
-    /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --no-deps \
-      --break-system-packages .device/wheel/*.whl
-  fi
-  wheel_memprof=$venv/bin/memprof
+  . benches/device_wheel.sh
+  wheel_memprof=$device_venv/bin/memprof
 fi
 one() { # name, then the command: appends the process's BENCH line to $out/name.txt
   local name=$1; shift

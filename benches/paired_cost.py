@@ -1,0 +1,122 @@
+"""What memprof's modes cost a training step, measured inside one process (issue 53's method,
+second half): blocks of steps with a `memprof.profile` session running alternate with blocks
+without, in an order shuffled per round, so that both sides of every ratio ran on the same cores,
+the same GPU, the same clocks and the same neighbours, seconds apart.
+
+    python3 benches/paired_cost.py resnet|gpt2 [--device cuda] [--rounds 16] [--steps 6]
+        [--variants none,f,modules,tensors] [--seed N]
+
+Why: on the shared GPU hosts the step of a CPU-bound workload (resnet50, batch 32) moves by
+±20% from process to process (20.5 to 26 ms for python3 alone in one set), and sets of
+processes taken minutes apart moved memprof's ratio from 1.00x to 1.14x while its code did not
+change. Across processes (benches/modes_cost.sh) that noise is what is measured; within one
+process it cancels.
+
+Each round runs one block of `--steps` steps per variant: `base` and `control` unprofiled (their
+ratio is the noise floor), `none` under `memprof.profile()` (no flags: the peak tracker and the
+site of every allocation), `f` under `memprof.profile(STEP)` (the step's lines), `modules`
+under `memprof.profile(modules=True)`, `tensors` under `memprof.profile(STEP, tensors=True)` (an
+inventory when each step ends). A session starts before its block's first step and stops after
+the last, outside the timed steps; each block's first step is not counted (a session's first
+call does one-time work: wrapping the modules, the first inventory's walk of every object).
+What stays in the process between sessions is memprof's allocation reporter in libtorch's
+profiler slot (installed once per process), which then returns at once: its cost is in the
+process-level method (benches/modes_cost.sh), not in these ratios.
+
+Prints one BENCH line: every counted step's time per variant, in seconds, and each round's
+order. benches/paired_table.py makes the table from the lines of several processes.
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
+
+import workloads  # noqa: E402
+
+VARIANTS = ("none", "f", "modules", "tensors")
+
+
+def session(memprof, variant, step_fn):
+    """The profile session a block of `variant` runs under (None: unprofiled)."""
+    if variant in ("base", "control"):
+        return None
+    if variant == "none":
+        return memprof.profile()
+    if variant == "f":
+        return memprof.profile(step_fn)
+    if variant == "modules":
+        return memprof.profile(modules=True)
+    if variant == "tensors":
+        return memprof.profile(step_fn, tensors=True)
+    raise SystemExit(f"paired_cost: unknown variant {variant!r} (one of {', '.join(VARIANTS)})")
+
+
+def block(step, steps, cuda):
+    """Times `steps` steps, each waited for; the first is left out."""
+    times = []
+    for i in range(steps):
+        if cuda:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+        if i > 0:
+            times.append(time.perf_counter() - t)
+    return times
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=["resnet", "gpt2"])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--tiny", action="store_true", help="gpt2 at 2 layers of 64 (a CPU check)")
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--rounds", type=int, default=16)
+    p.add_argument("--steps", type=int, default=6, help="steps per block, the first not counted")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    import memprof
+
+    cuda = args.device.startswith("cuda")
+    if args.case == "gpt2":
+        setup = workloads.gpt2_setup(args.device, args.batch or 12, args.tiny)
+        step_fn = workloads.gpt2_train_step
+    else:
+        setup = workloads.resnet_setup(args.device, args.batch or 32)
+        step_fn = workloads.train_step
+
+    def step():
+        step_fn(*setup)
+
+    for _ in range(args.warmup):
+        step()
+    variants = ["base", "control"] + [v for v in args.variants.split(",") if v]
+    times = {v: [] for v in variants}
+    orders = []
+    rng = random.Random(args.seed)
+    for _ in range(args.rounds):
+        order = variants[:]
+        rng.shuffle(order)
+        orders.append(order)
+        for v in order:
+            s = session(memprof, v, step_fn)
+            if s is None:
+                times[v].append(block(step, args.steps, cuda))
+                continue
+            with s:
+                times[v].append(block(step, args.steps, cuda))
+    out = {"case": args.case, "device": args.device, "steps": args.steps,
+           "blocks": times, "orders": orders}
+    print("BENCH " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

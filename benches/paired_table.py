@@ -1,0 +1,88 @@
+"""The table of benches/paired_cost.py's processes (issue 53's in-process method).
+
+    python3 benches/paired_table.py FILE...   # files holding paired_cost.py's BENCH lines
+
+Per round of a process, each variant's ratio: the median of its block's steps over the median of
+the `base` block's in the same round (seconds apart, in the same process). The table gives, per
+case and variant, the median of those ratios over every round of every process, its 90% interval
+from resampling the rounds (2000 draws, seeded), the per-process medians' range, and the goal
+(issues 50 and 53); `control` (a second unprofiled block) is the noise floor.
+"""
+import json
+import os
+import random
+import statistics
+import sys
+
+LABELS = {"control": "unprofiled again (the noise floor)",
+          "none": "memprof.profile() (no flags)",
+          "f": "memprof.profile(STEP) (-f)",
+          "modules": "memprof.profile(modules=True) (--modules)",
+          "tensors": "memprof.profile(STEP, tensors=True) (--tensors)"}
+CASES = {"resnet": "resnet50, batch 32, SGD momentum",
+         "gpt2": "GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024"}
+if os.environ.get("TINY"):
+    # benches/paired_cost.sh's own check on a CPU (TINY=1): the same code, far smaller.
+    CASES["gpt2"] = "GPT-2's code at 2 layers of 64, 64 tokens (--tiny)"
+GOALS = {("resnet", "modules"): 1.05, ("gpt2", "modules"): 1.02, "none": 1.02, "f": 1.02,
+         "tensors": 1.25}
+
+
+def rows(paths):
+    for path in paths:
+        for line in open(path):
+            if line.startswith("BENCH "):
+                yield json.loads(line[len("BENCH "):])
+
+
+def round_ratios(process, variant):
+    """Per round: the median step of `variant`'s block over the `base` block's."""
+    blocks, base = process["blocks"][variant], process["blocks"]["base"]
+    return [statistics.median(v) / statistics.median(b) for v, b in zip(blocks, base) if v and b]
+
+
+def interval(values, resamples=2000):
+    rng = random.Random(53)
+    draws = sorted(statistics.median(rng.choices(values, k=len(values)))
+                   for _ in range(resamples))
+    return draws[resamples // 20], draws[resamples - 1 - resamples // 20]
+
+
+def main():
+    processes = list(rows(sys.argv[1:]))
+    print("| step | variant | ms per step, unprofiled blocks: median (min, max) "
+          "| ratio per round: median [90% interval] | per-process medians: min, max "
+          "| rounds | goal |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    missed = []
+    for case in dict.fromkeys(p["case"] for p in processes):
+        mine = [p for p in processes if p["case"] == case]
+        base = [statistics.median(b) * 1e3 for p in mine for b in p["blocks"]["base"] if b]
+        variants = [v for v in mine[0]["blocks"] if v != "base"]
+        for v in variants:
+            per_process = [round_ratios(p, v) for p in mine]
+            all_rounds = [r for rs in per_process for r in rs]
+            if not all_rounds:
+                continue
+            ratio = statistics.median(all_rounds)
+            low, high = interval(all_rounds)
+            medians = [statistics.median(rs) for rs in per_process if rs]
+            goal = GOALS.get((case, v), GOALS.get(v))
+            verdict = "the noise floor" if v == "control" else ""
+            if goal:
+                met = ratio <= goal
+                sure = high <= goal if met else low > goal
+                verdict = f"≤{goal:.2f}x: {'met' if met else 'MISSED'}" + \
+                    ("" if sure else " (within its interval)")
+                if not met:
+                    missed.append(f"{case} {v}")
+            ms = f"{statistics.median(base):.2f} ({min(base):.2f}, {max(base):.2f})"
+            print(f"| {CASES.get(case, case)} | {LABELS.get(v, v)} | {ms} "
+                  f"| {ratio:.3f}x [{low:.3f}, {high:.3f}] "
+                  f"| {min(medians):.3f}x, {max(medians):.3f}x | {len(all_rounds)} | {verdict} |")
+    print()
+    print("goals: " + ("all met" if not missed else "missed: " + ", ".join(missed)))
+
+
+if __name__ == "__main__":
+    main()
