@@ -254,20 +254,31 @@ struct Watch {
     active: u32,
 }
 
+/// A site's counts beside its live bytes.
+#[derive(Clone, Copy, Debug, Default)]
+struct SiteCounts {
+    /// Live blocks.
+    blocks: u64,
+    /// Allocations over the run.
+    allocations: u64,
+    /// Bytes allocated over the run, and of them by backward passes.
+    allocated: i64,
+    backward_allocated: i64,
+}
+
 /// The tracker of one device.
 pub struct Tracker {
     live: IntMap<u64, Block>,
+    /// Live bytes per site (the growth ledgers read it as a slice).
     site_bytes: Vec<i64>,
-    site_blocks: Vec<u64>,
-    site_allocations: Vec<u64>,
-    /// Bytes allocated per site over the run, and of them by backward passes.
-    site_allocated: Vec<i64>,
+    /// The rest of each site's counts, side by side: an allocation touches one cache line for
+    /// them, not four (the allocator's events arrive between kernels' launches, cache cold).
+    site_counts: Vec<SiteCounts>,
     /// (allocations, bytes, of which in a CUDA graph's pool) per tag of compiled graphs' lines
     /// (`count_tagged`).
     tagged: Vec<(u64, i64, i64)>,
     /// Replays of CUDA graphs (`note_graph_replay`): they allocate nothing.
     graph_replays: u64,
-    site_backward_allocated: Vec<i64>,
     /// Live bytes per site and known role.
     site_roles: IntMap<(u32, Role), i64>,
     /// Σ live bytes seen: the total on the CPU (with `unseen_live`), where libtorch passes none.
@@ -399,12 +410,9 @@ impl Default for Tracker {
         Tracker {
             live: IntMap::default(),
             site_bytes: Vec::new(),
-            site_blocks: Vec::new(),
-            site_allocations: Vec::new(),
-            site_allocated: Vec::new(),
+            site_counts: Vec::new(),
             tagged: Vec::new(),
             graph_replays: 0,
-            site_backward_allocated: Vec::new(),
             site_roles: IntMap::default(),
             seen_total: 0,
             seen_max: 0,
@@ -510,10 +518,7 @@ impl Tracker {
         let i = site as usize;
         if i >= self.site_bytes.len() {
             self.site_bytes.resize(i + 1, 0);
-            self.site_blocks.resize(i + 1, 0);
-            self.site_allocations.resize(i + 1, 0);
-            self.site_allocated.resize(i + 1, 0);
-            self.site_backward_allocated.resize(i + 1, 0);
+            self.site_counts.resize(i + 1, SiteCounts::default());
         }
         // A block the tracker still holds at this address was freed where it could not see.
         if self.live.contains_key(&ptr) {
@@ -546,12 +551,14 @@ impl Tracker {
             });
         }
         self.site_bytes[i] += bytes;
-        self.site_blocks[i] += 1;
-        self.site_allocations[i] += 1;
-        self.site_allocated[i] += bytes;
+        let counts = &mut self.site_counts[i];
+        counts.blocks += 1;
+        counts.allocations += 1;
+        counts.allocated += bytes;
         if in_backward {
-            self.site_backward_allocated[i] += bytes;
+            counts.backward_allocated += bytes;
         }
+        let site_allocations = counts.allocations;
         self.seen_total += bytes;
         self.seen_max = self.seen_max.max(self.seen_total);
         let cpu_total = self.seen_total + self.unseen_live;
@@ -577,7 +584,7 @@ impl Tracker {
                 site,
                 in_backward,
                 allocation: self.serial,
-                site_allocations: self.site_allocations[i],
+                site_allocations,
                 seconds: self.started.elapsed().as_secs_f64(),
             });
             w.dirty = true;
@@ -701,7 +708,7 @@ impl Tracker {
     fn forget(&mut self, block: Block) {
         let i = block.site as usize;
         self.site_bytes[i] -= block.bytes;
-        self.site_blocks[i] -= 1;
+        self.site_counts[i].blocks -= 1;
         self.seen_total -= block.bytes;
         if block.role != Role::Other {
             *self.site_roles.entry((block.site, block.role)).or_default() -= block.bytes;
@@ -711,12 +718,12 @@ impl Tracker {
     /// What `site` allocated over the run: (allocations, bytes, of those bytes by backward
     /// passes).
     pub fn site_totals(&self, site: u32) -> (u64, i64, i64) {
-        let i = site as usize;
-        (
-            self.site_allocations.get(i).copied().unwrap_or(0),
-            self.site_allocated.get(i).copied().unwrap_or(0),
-            self.site_backward_allocated.get(i).copied().unwrap_or(0),
-        )
+        let c = self
+            .site_counts
+            .get(site as usize)
+            .copied()
+            .unwrap_or_default();
+        (c.allocations, c.allocated, c.backward_allocated)
     }
 
     /// An allocation of `bytes` made by a compiled graph's line that carries `tag` (`in_pool`:
@@ -931,10 +938,10 @@ impl Tracker {
         let sites = self
             .site_bytes
             .iter()
-            .zip(&self.site_blocks)
+            .zip(self.site_counts.iter().map(|c| c.blocks))
             .enumerate()
-            .filter(|(_, (&bytes, &blocks))| bytes != 0 || blocks != 0)
-            .map(|(site, (&bytes, &blocks))| SiteShare {
+            .filter(|(_, (&bytes, blocks))| bytes != 0 || *blocks != 0)
+            .map(|(site, (&bytes, blocks))| SiteShare {
                 site: site as u32,
                 bytes,
                 blocks,

@@ -86,6 +86,13 @@ impl Open {
     }
 }
 
+/// The open point's change of one site, beside the number of the point that last touched it.
+#[derive(Clone, Copy, Debug, Default)]
+struct SiteSlot {
+    change: i64,
+    touched_in: u32,
+}
+
 /// The recorder.
 pub struct Timeline {
     points: Vec<Point>,
@@ -93,10 +100,9 @@ pub struct Timeline {
     width: u64,
     open: Open,
     /// The open point's change per site (dense by site id), and the sites it touched.
-    site_change: Vec<i64>,
-    touched_in: Vec<u32>,
+    site_slots: Vec<SiteSlot>,
     touched: Vec<u32>,
-    /// The open point's number (+1), which `touched_in` compares with.
+    /// The open point's number (+1), which a slot's `touched_in` compares with.
     epoch: u32,
     site_changes: usize,
     marks: Vec<Mark>,
@@ -114,8 +120,7 @@ impl Default for Timeline {
             points: Vec::new(),
             width: 1,
             open: Open::new(0, 0, 0),
-            site_change: Vec::new(),
-            touched_in: Vec::new(),
+            site_slots: Vec::new(),
             touched: Vec::new(),
             epoch: 1,
             site_changes: 0,
@@ -213,15 +218,15 @@ impl Timeline {
 
     fn change_site(&mut self, site: u32, bytes: i64) {
         let i = site as usize;
-        if i >= self.site_change.len() {
-            self.site_change.resize(i + 1, 0);
-            self.touched_in.resize(i + 1, 0);
+        if i >= self.site_slots.len() {
+            self.site_slots.resize(i + 1, SiteSlot::default());
         }
-        if self.touched_in[i] != self.epoch {
-            self.touched_in[i] = self.epoch;
+        let slot = &mut self.site_slots[i];
+        if slot.touched_in != self.epoch {
+            slot.touched_in = self.epoch;
             self.touched.push(site);
         }
-        self.site_change[i] += bytes;
+        slot.change += bytes;
     }
 
     /// reserved_bytes.all.current now (the allocated bytes on the CPU).
@@ -240,13 +245,28 @@ impl Timeline {
 
     /// The point that holds the allocation `serial` (the first whose allocations reach it).
     fn point_of(&self, serial: u64) -> usize {
-        self.points.partition_point(|p| p.allocations < serial)
+        // Most blocks freed are recent: back from the newest point, in doubling strides, to
+        // one made before `serial`, then a binary search after it (a point is a few cache lines:
+        // a search of the whole list is a miss at each probe).
+        let mut end = self.points.len();
+        let mut stride = 1;
+        while end > 0 {
+            let at = end.saturating_sub(stride);
+            if self.points[at].allocations < serial {
+                return at
+                    + 1
+                    + self.points[at + 1..end].partition_point(|p| p.allocations < serial);
+            }
+            end = at;
+            stride *= 2;
+        }
+        0
     }
 
     fn close(&mut self, seconds: f64) {
         let mut sites = Vec::with_capacity(self.touched.len());
         for site in self.touched.drain(..) {
-            let change = std::mem::take(&mut self.site_change[site as usize]);
+            let change = std::mem::take(&mut self.site_slots[site as usize].change);
             if change != 0 {
                 sites.push((site, change));
             }
@@ -310,8 +330,7 @@ impl Timeline {
             points: self.points.clone(),
             width: self.width,
             open: self.open,
-            site_change: self.site_change.clone(),
-            touched_in: self.touched_in.clone(),
+            site_slots: self.site_slots.clone(),
             touched: self.touched.clone(),
             epoch: self.epoch,
             site_changes: self.site_changes,

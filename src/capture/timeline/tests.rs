@@ -198,3 +198,19 @@ fn each_role_sits_at_its_index_in_all() {
         assert_eq!(role.index(), i, "{role:?}");
     }
 }
+
+#[test]
+fn the_point_a_serial_was_born_in_is_found_from_the_newest_as_a_search_of_all_finds_it() {
+    let mut t = Timeline::default();
+    let (mut total, mut serial) = (0, 0);
+    // Points of one event, then merged ones of two, four...: uneven starts.
+    for i in 0..5000 {
+        alloc(&mut t, &mut total, &mut serial, (i % 7) as u32, 64);
+    }
+    assert!(t.points.len() > 100);
+    for s in 0..=serial + 2 {
+        let all = t.points.partition_point(|p| p.allocations < s);
+        assert_eq!(t.point_of(s), all, "serial {s}");
+    }
+    assert_eq!(Timeline::default().point_of(5), 0);
+}
