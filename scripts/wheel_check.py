@@ -237,6 +237,19 @@ def check_peak_sites(memprof):
         contexts = [s["context"] for s in peak["sites"] if s.get("context")]
         check(not any("torch_memprof" in (c.get("file") or "") for c in contexts),
               "no site's context is the wheel's command (torch_memprof.py)", contexts)
+    # Blocks made again from the same frames, and by code objects made anew that may take a
+    # freed one's address (src/python/sites/memo.rs remembers walks: on 3.12+ only, where a
+    # code watcher says when to forget them).
+    r = run([str(memprof), "run", "-o", str(out), "peak_same_frames.py"])
+    check(r.returncode == 0, "memprof run peak_same_frames.py (exit 0)", r.stderr[-2000:])
+    if r.returncode == 0:
+        peak = json.loads(out.read_text())["peak"]
+        got = sorted((s["line"], s["bytes"], s["blocks"], (s.get("context") or {}).get("line"))
+                     for s in peak["sites"])
+        want = sorted([(11, 6 * MiB, 6, 15), (11, 9 * MiB, 3, 19)]
+                      + [(30 + 100 * i, (i + 1) * MiB, 1, 37) for i in range(6)])
+        check(got == want, "each block at its own line and caller, however often its frames "
+              "recur or its code is made anew (peak_same_frames.py)", got)
     r = run([str(memprof), "run", "-o", str(out), str(ROOT / "examples" / "gpt2_train.py"),
              "--layers", "2", "--embd", "128", "--heads", "4", "--batch", "4", "--seq", "128",
              "--vocab", "4096", "--steps", "2"])

@@ -364,3 +364,45 @@ fn merge_names_a_rank_without_a_peak_instead_of_imbalance_zero() {
         table.stdout
     );
 }
+
+#[test]
+fn blocks_made_again_from_the_same_frames_or_by_code_made_anew_keep_their_own_lines() {
+    let (r, report) = profile(&[], &["peak_same_frames.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (peak, mut got) = sites(&report);
+    got.sort();
+    let m = |file: &str, line, function: &str, bytes, blocks| {
+        (file.to_string(), line, function.to_string(), bytes, blocks)
+    };
+    assert_eq!(
+        got,
+        vec![
+            // One line, two callers: each caller's blocks at their own context.
+            m("peak_same_frames.py", 11, "make", 6 * MIB, 6),
+            m("peak_same_frames.py", 11, "make", 9 * MIB, 3),
+            // The function's line in each of its codes (lines 100 apart), never an earlier
+            // code's whose address it took.
+            m("peak_same_frames.py", 30, "fresh", MIB, 1),
+            m("peak_same_frames.py", 130, "fresh", 2 * MIB, 1),
+            m("peak_same_frames.py", 230, "fresh", 3 * MIB, 1),
+            m("peak_same_frames.py", 330, "fresh", 4 * MIB, 1),
+            m("peak_same_frames.py", 430, "fresh", 5 * MIB, 1),
+            m("peak_same_frames.py", 530, "fresh", 6 * MIB, 1),
+        ]
+    );
+    let contexts: Vec<(i64, u64)> = peak["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["line"] == 11)
+        .map(|s| {
+            (
+                s["bytes"].as_i64().unwrap(),
+                s["context"]["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(contexts.contains(&(6 * MIB, 15)), "{contexts:?}");
+    assert!(contexts.contains(&(9 * MIB, 19)), "{contexts:?}");
+    assert_eq!(peak["allocated_bytes"], 36 * MIB);
+}

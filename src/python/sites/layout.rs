@@ -158,6 +158,8 @@ fn known_layout() -> Option<&'static Layout> {
 /// One frame as read: its code object and the byte offset of its last instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawFrame {
+    /// The frame's own address (the same for every call made at that depth of that stack).
+    pub frame: usize,
     pub code: usize,
     pub offset: i32,
 }
@@ -215,6 +217,7 @@ pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFra
                 // An incomplete frame (set up, not started) points before its first instruction.
                 if instr >= start
                     && !visit(RawFrame {
+                        frame,
                         code,
                         offset: (instr - start) as i32,
                     })

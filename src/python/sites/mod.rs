@@ -3,7 +3,8 @@
 //! context): the innermost frame of the user's own code when the site is a library's
 //! (a transformers `modeling_*.py` line reached from `trainer.train()`), else the site's nearest
 //! caller outside torch (a helper's caller). Read natively on the allocation path (`layout`), with
-//! each code object classified once and each (site, context) instruction pair cached; strings
+//! each code object classified once, each (site, context) instruction pair cached, and the chains
+//! of frames each thread's walks went through remembered (`memo`); strings
 //! are copied when a site is first seen, so the table outlives the code objects. Registered with
 //! `capture::peak` as its resolver; `backward` gives autograd's threads the line that runs the
 //! backward; `compiled` maps the lines of torch.compile's generated code back to the source
@@ -11,6 +12,7 @@
 mod backward;
 mod compiled;
 pub mod layout;
+mod memo;
 
 use crate::capture::int_hash::IntMap;
 use crate::capture::peak;
@@ -277,14 +279,25 @@ impl Table {
     /// the tag of the innermost compiled graph's line among them (0: none), and whether a module
     /// call's frame was among those walked (up to the site's context).
     /// A compiled graph's frame counts as the source frames its line stands for, in their place.
-    fn resolve(&mut self, frames: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> peak::Found {
+    /// With `noting`, also the chain of frames walked, for `memo` (None where it cannot stand
+    /// for the site: a compiled graph's frame on it, or no context found).
+    fn resolve(
+        &mut self,
+        frames: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool),
+        noting: bool,
+    ) -> (peak::Found, Option<memo::Chain>) {
         let mut pick = Pick::default();
+        let mut walked = memo::Chain::default();
+        let mut notable = noting;
         // The innermost compiled instruction (its generation and offset) and its line's tag.
         let mut innermost: Option<((u32, i32), u32)> = None;
         let mut in_module = false;
         frames(&mut |f| {
             let (class, generation, function, module_call) = self.code(f.code);
             in_module |= module_call;
+            if notable {
+                walked.frames.push((f.frame, f.code));
+            }
             if class != Class::Compiled {
                 // The compiled region's own function, as dynamo runs it (the part before a
                 // graph break and the resumed rest alike): its frames stand at the call of the
@@ -295,8 +308,17 @@ impl Table {
                     }
                     pick.compiled_root = None;
                 }
-                return pick.offer(class, (generation, f.offset, 0), || Frame::Real(f));
+                let had_site = pick.site.is_some();
+                let more = pick.offer(class, (generation, f.offset, 0), || Frame::Real(f));
+                if !had_site && pick.site.is_some() {
+                    walked.site = walked.frames.len().saturating_sub(1);
+                    walked.site_generation = generation;
+                } else if !more {
+                    walked.context_generation = generation;
+                }
+                return more;
             }
+            notable = false;
             let (chain, tag) = self.compiled_chain(f, generation);
             if innermost.is_none() {
                 innermost = Some(((generation, f.offset), tag));
@@ -319,13 +341,15 @@ impl Table {
             true
         });
         let (compiled_at, tag) = innermost.unwrap_or(((0, -1), 0));
+        walked.in_module = in_module;
+        let walked = (notable && pick.site.is_some() && pick.context.is_some()).then_some(walked);
         let found = |site: u32, tag: u32| peak::Found {
             site,
             tag,
             in_module,
         };
         let Some((f, class, site_key)) = pick.site else {
-            return found(peak::UNKNOWN_SITE, tag);
+            return (found(peak::UNKNOWN_SITE, tag), None);
         };
         let key = (
             site_key,
@@ -333,7 +357,7 @@ impl Table {
             compiled_at,
         );
         if let Some(&(id, tag)) = self.by_instruction.get(&key) {
-            return found(id, tag);
+            return (found(id, tag), walked);
         }
         let chain = match &f {
             Frame::Virtual(chain, _) => Some(chain.clone()),
@@ -372,7 +396,7 @@ impl Table {
             }
         }
         self.by_instruction.insert(key, (id, tag));
-        found(id, tag)
+        (found(id, tag), walked)
     }
 }
 
@@ -408,12 +432,42 @@ pub(crate) fn site_here() -> peak::Found {
     if tstate.is_null() {
         return NONE;
     }
-    let mut table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(table) = table.as_mut() else {
+    let epoch = memo::epoch();
+    if let Some(epoch) = epoch {
+        // The chain of a walk made before from these frames: its site's and context's
+        // instructions now name the site, where the table has seen them (the walk reads frames
+        // only, outside the table's lock).
+        // SAFETY: as above; the layout was checked at start.
+        if let Some(r) = memo::replay(epoch, |visit| unsafe { layout::walk(tstate, visit) }) {
+            let key = (
+                (r.site.0, r.site.1, 0),
+                (r.context.0, r.context.1, 0),
+                (0, -1),
+            );
+            let table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(&(site, tag)) = table.as_ref().and_then(|t| t.by_instruction.get(&key)) {
+                return peak::Found {
+                    site,
+                    tag,
+                    in_module: r.in_module,
+                };
+            }
+        }
+    }
+    let mut guard = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(table) = guard.as_mut() else {
         return NONE;
     };
     // SAFETY: as above; the layout was checked at start.
-    table.resolve(|visit| unsafe { layout::walk(tstate, visit) })
+    let (found, chain) = table.resolve(
+        |visit| unsafe { layout::walk(tstate, visit) },
+        epoch.is_some(),
+    );
+    drop(guard);
+    if let (Some(epoch), Some(chain)) = (epoch, chain) {
+        memo::note(epoch, chain);
+    }
+    found
 }
 
 /// Starts finding sites: the rules for files, checked against the public frame API first.
@@ -437,6 +491,9 @@ pub fn sites_start(
         ..Table::default()
     });
     READABLE.store(readable, Ordering::Relaxed);
+    // A new table: what the threads' chains name is another table's.
+    memo::invalidate();
+    memo::watch_code_objects();
     peak::set_resolver(site_here);
     readable
 }
@@ -456,6 +513,7 @@ pub fn register_compiled(path: String, entries: Vec<compiled::Entry>, tags: Vec<
     // The file's code objects may have been classified before the map came (its module's own
     // lines run while it loads); generations keep growing, so cached sites stay apart.
     table.codes.clear();
+    memo::invalidate();
 }
 
 /// What an optimizer's step says its tensors are: (storage data_ptr, 1 parameters, 3 optimizer

@@ -1,0 +1,158 @@
+//! The chains of frames that each thread's site walks went through, so that an allocation made
+//! again from the same stack (the same layer's op in the next step, the next op of a layer) finds
+//! its site by comparing frame and code addresses alone, without classifying every frame's code
+//! again: the full walk reads each code object and looks it up in the site table, cache misses
+//! that cost a GPU-bound training step more than the walk itself.
+//!
+//! A chain is valid while no code object has been created or destroyed since it was noted (a
+//! code watcher counts those, Python 3.12+: only then can an address that a frame runs stand for
+//! another code object) and the site table is the same one (`invalidate`). Chains through a
+//! compiled graph's frames, whose sites depend on the line, and walks that found no context are
+//! not noted.
+use super::layout::RawFrame;
+use std::cell::RefCell;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Advanced by every code object created or destroyed, every new site table and every compiled
+/// graph's line map (which changes how its file's frames are read).
+static EPOCH: AtomicU64 = AtomicU64::new(1);
+/// Whether the code watcher is on: without it a chain cannot be trusted, and none is noted.
+static WATCHING: AtomicBool = AtomicBool::new(false);
+/// Chains kept per thread, by their innermost frame.
+const SLOTS: usize = 64;
+
+/// Every chain noted so far is stale.
+pub fn invalidate() {
+    EPOCH.fetch_add(1, Ordering::AcqRel);
+}
+
+extern "C" fn on_code_event(_event: c_int, _code: *mut c_void) -> c_int {
+    invalidate();
+    0
+}
+
+/// Watches code objects' creation and destruction (once per process; the GIL held). Found at
+/// run time (`PyCode_AddWatcher`, Python 3.12+), so that one build serves every Python; on 3.11,
+/// or when the interpreter's watcher slots are taken, every walk is a full one.
+pub fn watch_code_objects() {
+    if WATCHING.load(Ordering::Acquire) {
+        return;
+    }
+    type Callback = extern "C" fn(c_int, *mut c_void) -> c_int;
+    type AddWatcher = unsafe extern "C" fn(Callback) -> c_int;
+    // SAFETY: looks a symbol up in the process; PyCode_AddWatcher has this signature where it
+    // exists (3.12+), and is called with the GIL held, as it requires.
+    unsafe {
+        let found = libc::dlsym(libc::RTLD_DEFAULT, c"PyCode_AddWatcher".as_ptr());
+        if found.is_null() {
+            return;
+        }
+        let add: AddWatcher = std::mem::transmute::<*mut c_void, AddWatcher>(found);
+        if add(on_code_event) >= 0 {
+            WATCHING.store(true, Ordering::Release);
+        } else {
+            pyo3::ffi::PyErr_Clear();
+        }
+    }
+}
+
+/// The epoch a walk starting now belongs to (None: no chain is trusted).
+pub fn epoch() -> Option<u64> {
+    WATCHING
+        .load(Ordering::Acquire)
+        .then(|| EPOCH.load(Ordering::Acquire))
+}
+
+/// A walk's outcome, to be noted: the frames it went through up to its context, innermost
+/// first, and what the site table made of them.
+#[derive(Clone, Debug, Default)]
+pub struct Chain {
+    epoch: u64,
+    /// (frame address, code address) of each frame walked, the context's last.
+    pub frames: Vec<(usize, usize)>,
+    /// The site's index in `frames`.
+    pub site: usize,
+    pub site_generation: u32,
+    pub context_generation: u32,
+    pub in_module: bool,
+}
+
+/// What a chain found again gives: the instructions of its site and context frames now, with
+/// their codes' generations (the site table's cache key), and whether a module call is on it.
+pub struct Replayed {
+    pub site: (u32, i32),
+    pub context: (u32, i32),
+    pub in_module: bool,
+}
+
+thread_local! {
+    static CHAINS: RefCell<Vec<Chain>> = const { RefCell::new(Vec::new()) };
+}
+
+fn slot(frame: RawFrame) -> usize {
+    (frame.frame ^ frame.code.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58
+}
+
+/// The noted chain that the thread's frames (`walk` gives them, innermost first) follow now, if
+/// one does.
+pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> Option<Replayed> {
+    CHAINS.with(|chains| {
+        let chains = chains.borrow();
+        let mut chain: Option<&Chain> = None;
+        let mut at = 0;
+        let (mut site, mut context) = (0, 0);
+        let mut whole = false;
+        walk(&mut |f| {
+            let c = match chain {
+                Some(c) => c,
+                None => match chains.get(slot(f)) {
+                    Some(c) if c.epoch == epoch && !c.frames.is_empty() => {
+                        chain = Some(c);
+                        c
+                    }
+                    _ => return false,
+                },
+            };
+            if c.frames[at] != (f.frame, f.code) {
+                return false;
+            }
+            if at == c.site {
+                site = f.offset;
+            }
+            at += 1;
+            if at == c.frames.len() {
+                context = f.offset;
+                whole = true;
+                return false;
+            }
+            true
+        });
+        let c = chain.filter(|_| whole)?;
+        Some(Replayed {
+            site: (c.site_generation, site),
+            context: (c.context_generation, context),
+            in_module: c.in_module,
+        })
+    })
+}
+
+/// Notes a full walk's chain (made in `epoch`), in the slot of its innermost frame.
+pub fn note(epoch: u64, mut chain: Chain) {
+    let Some(&(frame, code)) = chain.frames.first() else {
+        return;
+    };
+    chain.epoch = epoch;
+    let i = slot(RawFrame {
+        frame,
+        code,
+        offset: 0,
+    });
+    CHAINS.with(|chains| {
+        let mut chains = chains.borrow_mut();
+        if chains.len() < SLOTS {
+            chains.resize(SLOTS, Chain::default());
+        }
+        chains[i] = chain;
+    });
+}
