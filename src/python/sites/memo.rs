@@ -94,16 +94,26 @@ fn slot(frame: RawFrame) -> usize {
     (frame.frame ^ frame.code.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58
 }
 
+/// What the thread's frames say against the chains noted.
+pub enum Replay {
+    /// The thread runs no Python now (autograd's device threads): it has no site.
+    NoFrames,
+    /// No chain noted goes the way the frames go now: a full walk is needed.
+    Missed,
+    Found(Replayed),
+}
+
 /// The noted chain that the thread's frames (`walk` gives them, innermost first) follow now, if
 /// one does.
-pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> Option<Replayed> {
+pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> Replay {
     CHAINS.with(|chains| {
         let chains = chains.borrow();
         let mut chain: Option<&Chain> = None;
         let mut at = 0;
         let (mut site, mut context) = (0, 0);
-        let mut whole = false;
+        let (mut any, mut whole) = (false, false);
         walk(&mut |f| {
+            any = true;
             let c = match chain {
                 Some(c) => c,
                 None => match chains.get(slot(f)) {
@@ -128,12 +138,15 @@ pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -
             }
             true
         });
-        let c = chain.filter(|_| whole)?;
-        Some(Replayed {
-            site: (c.site_generation, site),
-            context: (c.context_generation, context),
-            in_module: c.in_module,
-        })
+        match chain.filter(|_| whole) {
+            Some(c) => Replay::Found(Replayed {
+                site: (c.site_generation, site),
+                context: (c.context_generation, context),
+                in_module: c.in_module,
+            }),
+            None if !any => Replay::NoFrames,
+            None => Replay::Missed,
+        }
     })
 }
 
