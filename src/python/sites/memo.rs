@@ -106,48 +106,52 @@ pub enum Replay {
 /// The noted chain that the thread's frames (`walk` gives them, innermost first) follow now, if
 /// one does.
 pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> Replay {
-    CHAINS.with(|chains| {
-        let chains = chains.borrow();
-        let mut chain: Option<&Chain> = None;
-        let mut at = 0;
-        let (mut site, mut context) = (0, 0);
-        let (mut any, mut whole) = (false, false);
-        walk(&mut |f| {
-            any = true;
-            let c = match chain {
-                Some(c) => c,
-                None => match chains.get(slot(f)) {
-                    Some(c) if c.epoch == epoch && !c.frames.is_empty() => {
-                        chain = Some(c);
-                        c
-                    }
-                    _ => return false,
-                },
-            };
-            if c.frames[at] != (f.frame, f.code) {
-                return false;
+    // `try_with`: a thread's last frees may come while its thread-locals are being destroyed
+    // (a full walk then, and nothing noted).
+    CHAINS
+        .try_with(|chains| {
+            let chains = chains.borrow();
+            let mut chain: Option<&Chain> = None;
+            let mut at = 0;
+            let (mut site, mut context) = (0, 0);
+            let (mut any, mut whole) = (false, false);
+            walk(&mut |f| {
+                any = true;
+                let c = match chain {
+                    Some(c) => c,
+                    None => match chains.get(slot(f)) {
+                        Some(c) if c.epoch == epoch && !c.frames.is_empty() => {
+                            chain = Some(c);
+                            c
+                        }
+                        _ => return false,
+                    },
+                };
+                if c.frames[at] != (f.frame, f.code) {
+                    return false;
+                }
+                if at == c.site {
+                    site = f.offset;
+                }
+                at += 1;
+                if at == c.frames.len() {
+                    context = f.offset;
+                    whole = true;
+                    return false;
+                }
+                true
+            });
+            match chain.filter(|_| whole) {
+                Some(c) => Replay::Found(Replayed {
+                    site: (c.site_generation, site),
+                    context: (c.context_generation, context),
+                    in_module: c.in_module,
+                }),
+                None if !any => Replay::NoFrames,
+                None => Replay::Missed,
             }
-            if at == c.site {
-                site = f.offset;
-            }
-            at += 1;
-            if at == c.frames.len() {
-                context = f.offset;
-                whole = true;
-                return false;
-            }
-            true
-        });
-        match chain.filter(|_| whole) {
-            Some(c) => Replay::Found(Replayed {
-                site: (c.site_generation, site),
-                context: (c.context_generation, context),
-                in_module: c.in_module,
-            }),
-            None if !any => Replay::NoFrames,
-            None => Replay::Missed,
-        }
-    })
+        })
+        .unwrap_or(Replay::Missed)
 }
 
 /// Notes a full walk's chain (made in `epoch`), in the slot of its innermost frame.
@@ -161,7 +165,7 @@ pub fn note(epoch: u64, mut chain: Chain) {
         code,
         offset: 0,
     });
-    CHAINS.with(|chains| {
+    let _ = CHAINS.try_with(|chains| {
         let mut chains = chains.borrow_mut();
         if chains.len() < SLOTS {
             chains.resize(SLOTS, Chain::default());
