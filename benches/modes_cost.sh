@@ -48,20 +48,9 @@ export PATH=$(dirname "$python"):$PATH
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 # Where the GPU machine's own torch libraries would otherwise be found first.
 unset LD_LIBRARY_PATH VIRTUAL_ENV
-gpus=(${GPUS:-0})
-per_gpu=${CORES_PER_GPU:-8}
+. benches/gpu_cores.sh
 batch=(); [ -z "${BATCH:-}" ] || batch=(--batch "$BATCH")
 [ -z "${TINY:-}" ] || batch+=(--tiny)
-# Each GPU's cores: the same for every process on that GPU (not core 0, where interrupts land,
-# where there are enough); on a small machine, all of them.
-cores_of() {
-  local i=$1
-  if [ "$(nproc)" -ge $((2 + per_gpu * ${#gpus[@]})) ]; then
-    echo "$((2 + i * per_gpu))-$((1 + (i + 1) * per_gpu))"
-  else
-    echo "0-$(($(nproc) - 1))"
-  fi
-}
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader
   date -u; "$python" --version; echo "memprof: $("$memprof" --version | head -1) ($memprof)"
   echo "rounds $rounds over GPUs ${gpus[*]}, $steps steps after $warmup of warm-up per process"; } |

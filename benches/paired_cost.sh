@@ -22,17 +22,8 @@ if [ -z "${PYTHON:-}" ]; then
 fi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 unset LD_LIBRARY_PATH VIRTUAL_ENV
-gpus=(${GPUS:-0})
-per_gpu=${CORES_PER_GPU:-8}
+. benches/gpu_cores.sh
 extra=(); [ -z "${TINY:-}" ] || extra=(--tiny)
-cores_of() {
-  local i=$1
-  if [ "$(nproc)" -ge $((2 + per_gpu * ${#gpus[@]})) ]; then
-    echo "$((2 + i * per_gpu))-$((1 + (i + 1) * per_gpu))"
-  else
-    echo "0-$(($(nproc) - 1))"
-  fi
-}
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
   date -u; "$PYTHON" --version; "$PYTHON" -c 'import memprof, sys; print("memprof", memprof.__file__)'
   echo "$procs processes per GPU per case over GPUs ${gpus[*]}; $rounds rounds of $steps steps per variant"; } |

@@ -34,6 +34,11 @@ fn sites(report: &Value) -> (&Value, Vec<SiteRow>) {
     (peak, sites)
 }
 
+/// A site row as `sites` gives it.
+fn m(file: &str, line: u64, function: &str, bytes: i64, blocks: u64) -> SiteRow {
+    (file.to_string(), line, function.to_string(), bytes, blocks)
+}
+
 fn site<'a>(peak: &'a Value, needle: &str) -> &'a Value {
     peak["sites"]
         .as_array()
@@ -48,9 +53,6 @@ fn with_no_flags_the_peak_is_split_by_the_lines_that_allocated_it_exactly() {
     let (r, report) = profile(&[], &["peak_sites.py"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let (peak, got) = sites(&report);
-    let m = |file: &str, line, function: &str, bytes, blocks| {
-        (file.to_string(), line, function.to_string(), bytes, blocks)
-    };
     assert_eq!(
         got,
         vec![
@@ -371,9 +373,6 @@ fn blocks_made_again_from_the_same_frames_or_by_code_made_anew_keep_their_own_li
     assert_eq!(r.code, 0, "{}", r.stderr);
     let (peak, mut got) = sites(&report);
     got.sort();
-    let m = |file: &str, line, function: &str, bytes, blocks| {
-        (file.to_string(), line, function.to_string(), bytes, blocks)
-    };
     assert_eq!(
         got,
         vec![
