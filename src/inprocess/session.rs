@@ -279,6 +279,7 @@ impl Drop for Session {
 fn end() {
     crate::commands::answer::stop();
     capture::peak::stop();
+    crate::python::sites::stop();
     *capture::recorder::RECORDER
         .lock()
         .unwrap_or_else(|e| e.into_inner()) = None;

@@ -12,13 +12,15 @@
 use super::layout::RawFrame;
 use std::cell::RefCell;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 /// Advanced by every code object created or destroyed, every new site table and every compiled
 /// graph's line map (which changes how its file's frames are read).
 static EPOCH: AtomicU64 = AtomicU64::new(1);
 /// Whether the code watcher is on: without it a chain cannot be trusted, and none is noted.
 static WATCHING: AtomicBool = AtomicBool::new(false);
+/// The watcher's id, for `unwatch_code_objects` (-1: none).
+static WATCHER: AtomicI32 = AtomicI32::new(-1);
 /// Chains kept per thread, by their innermost frame.
 const SLOTS: usize = 64;
 
@@ -49,10 +51,35 @@ pub fn watch_code_objects() {
             return;
         }
         let add: AddWatcher = std::mem::transmute::<*mut c_void, AddWatcher>(found);
-        if add(on_code_event) >= 0 {
+        let id = add(on_code_event);
+        if id >= 0 {
+            WATCHER.store(id, Ordering::Release);
             WATCHING.store(true, Ordering::Release);
         } else {
             pyo3::ffi::PyErr_Clear();
+        }
+    }
+}
+
+/// Takes the watcher off (an in-process session's end: nothing of memprof stays in the
+/// program); the chains noted are forgotten. The GIL held.
+pub fn unwatch_code_objects() {
+    let id = WATCHER.swap(-1, Ordering::AcqRel);
+    if id < 0 {
+        return;
+    }
+    WATCHING.store(false, Ordering::Release);
+    invalidate();
+    type ClearWatcher = unsafe extern "C" fn(c_int) -> c_int;
+    // SAFETY: PyCode_ClearWatcher exists where PyCode_AddWatcher gave `id` (3.12+), and is
+    // called with the GIL held.
+    unsafe {
+        let found = libc::dlsym(libc::RTLD_DEFAULT, c"PyCode_ClearWatcher".as_ptr());
+        if !found.is_null() {
+            let clear: ClearWatcher = std::mem::transmute::<*mut c_void, ClearWatcher>(found);
+            if clear(id) < 0 {
+                pyo3::ffi::PyErr_Clear();
+            }
         }
     }
 }

@@ -504,6 +504,12 @@ pub fn sites_start(
     readable
 }
 
+/// Sites are no longer read (an in-process session ended): the code watcher is taken off, so
+/// that nothing of memprof stays in the program. The table stays, for the report.
+pub fn stop() {
+    memo::unwatch_code_objects();
+}
+
 /// A compiled graph's generated file as inductor loaded it, with torch's map of its lines:
 /// (first line, the FX node's frames innermost first as (file, line, qualified name)); and with
 /// `--modules`, the tags of its lines as (first line, tag) (`Tracker::tagged_totals`).
