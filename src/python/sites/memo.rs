@@ -12,14 +12,13 @@
 use super::layout::RawFrame;
 use std::cell::RefCell;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// Advanced by every code object created or destroyed, every new site table and every compiled
 /// graph's line map (which changes how its file's frames are read).
 static EPOCH: AtomicU64 = AtomicU64::new(1);
-/// Whether the code watcher is on: without it a chain cannot be trusted, and none is noted.
-static WATCHING: AtomicBool = AtomicBool::new(false);
-/// The watcher's id, for `unwatch_code_objects` (-1: none).
+/// The code watcher's id (-1: none). Without a watcher a chain cannot be trusted, and none is
+/// noted.
 static WATCHER: AtomicI32 = AtomicI32::new(-1);
 /// Chains kept per thread, by their innermost frame.
 const SLOTS: usize = 64;
@@ -34,27 +33,33 @@ extern "C" fn on_code_event(_event: c_int, _code: *mut c_void) -> c_int {
     0
 }
 
-/// Watches code objects' creation and destruction (once per process; the GIL held). Found at
-/// run time (`PyCode_AddWatcher`, Python 3.12+), so that one build serves every Python; on 3.11,
-/// or when the interpreter's watcher slots are taken, every walk is a full one.
+/// A function of the C API of the interpreter this process runs, found at run time (so that
+/// one build serves every Python): None where this Python has none.
+fn python_function(name: &std::ffi::CStr) -> Option<*mut c_void> {
+    // SAFETY: looks a symbol up in the process.
+    let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    (!found.is_null()).then_some(found)
+}
+
+/// Watches code objects' creation and destruction (once per session; the GIL held):
+/// `PyCode_AddWatcher`, Python 3.12+; on 3.11, or when the interpreter's watcher slots are
+/// taken, every walk is a full one.
 pub fn watch_code_objects() {
-    if WATCHING.load(Ordering::Acquire) {
+    if WATCHER.load(Ordering::Acquire) >= 0 {
         return;
     }
+    let Some(found) = python_function(c"PyCode_AddWatcher") else {
+        return;
+    };
     type Callback = extern "C" fn(c_int, *mut c_void) -> c_int;
     type AddWatcher = unsafe extern "C" fn(Callback) -> c_int;
-    // SAFETY: looks a symbol up in the process; PyCode_AddWatcher has this signature where it
-    // exists (3.12+), and is called with the GIL held, as it requires.
+    // SAFETY: PyCode_AddWatcher has this signature where it exists, and is called with the GIL
+    // held, as it requires.
     unsafe {
-        let found = libc::dlsym(libc::RTLD_DEFAULT, c"PyCode_AddWatcher".as_ptr());
-        if found.is_null() {
-            return;
-        }
-        let add: AddWatcher = std::mem::transmute::<*mut c_void, AddWatcher>(found);
+        let add = std::mem::transmute::<*mut c_void, AddWatcher>(found);
         let id = add(on_code_event);
         if id >= 0 {
             WATCHER.store(id, Ordering::Release);
-            WATCHING.store(true, Ordering::Release);
         } else {
             pyo3::ffi::PyErr_Clear();
         }
@@ -68,27 +73,24 @@ pub fn unwatch_code_objects() {
     if id < 0 {
         return;
     }
-    WATCHING.store(false, Ordering::Release);
     invalidate();
+    // PyCode_ClearWatcher exists where PyCode_AddWatcher gave `id`.
+    let Some(found) = python_function(c"PyCode_ClearWatcher") else {
+        return;
+    };
     type ClearWatcher = unsafe extern "C" fn(c_int) -> c_int;
-    // SAFETY: PyCode_ClearWatcher exists where PyCode_AddWatcher gave `id` (3.12+), and is
-    // called with the GIL held.
+    // SAFETY: its signature; called with the GIL held.
     unsafe {
-        let found = libc::dlsym(libc::RTLD_DEFAULT, c"PyCode_ClearWatcher".as_ptr());
-        if !found.is_null() {
-            let clear: ClearWatcher = std::mem::transmute::<*mut c_void, ClearWatcher>(found);
-            if clear(id) < 0 {
-                pyo3::ffi::PyErr_Clear();
-            }
+        let clear = std::mem::transmute::<*mut c_void, ClearWatcher>(found);
+        if clear(id) < 0 {
+            pyo3::ffi::PyErr_Clear();
         }
     }
 }
 
 /// The epoch a walk starting now belongs to (None: no chain is trusted).
 pub fn epoch() -> Option<u64> {
-    WATCHING
-        .load(Ordering::Acquire)
-        .then(|| EPOCH.load(Ordering::Acquire))
+    (WATCHER.load(Ordering::Acquire) >= 0).then(|| EPOCH.load(Ordering::Acquire))
 }
 
 /// A walk's outcome, to be noted: the frames it went through up to its context, innermost
