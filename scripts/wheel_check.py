@@ -247,7 +247,8 @@ def check_peak_sites(memprof):
         got = sorted((s["line"], s["bytes"], s["blocks"], (s.get("context") or {}).get("line"))
                      for s in peak["sites"])
         want = sorted([(11, 6 * MiB, 6, 15), (11, 9 * MiB, 3, 19)]
-                      + [(30 + 100 * i, (i + 1) * MiB, 1, 37) for i in range(6)])
+                      + [(30 + 100 * i, (i + 1) * MiB, 1, 37) for i in range(6)]
+                      + [(47 + i, 3 * (i + 1) * MiB, 3, 56) for i in range(6)])
         check(got == want, "each block at its own line and caller, however often its frames "
               "recur or its code is made anew (peak_same_frames.py)", got)
     r = run([str(memprof), "run", "-o", str(out), str(ROOT / "examples" / "gpt2_train.py"),

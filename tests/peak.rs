@@ -382,6 +382,13 @@ fn blocks_made_again_from_the_same_frames_or_by_code_made_anew_keep_their_own_li
             // The function's line in each of its codes (lines 100 apart), never an earlier
             // code's whose address it took.
             m("peak_same_frames.py", 30, "fresh", MIB, 1),
+            // Six lines of one function run from the same frames three times: each its own.
+            m("peak_same_frames.py", 47, "six_lines", 3 * MIB, 3),
+            m("peak_same_frames.py", 48, "six_lines", 6 * MIB, 3),
+            m("peak_same_frames.py", 49, "six_lines", 9 * MIB, 3),
+            m("peak_same_frames.py", 50, "six_lines", 12 * MIB, 3),
+            m("peak_same_frames.py", 51, "six_lines", 15 * MIB, 3),
+            m("peak_same_frames.py", 52, "six_lines", 18 * MIB, 3),
             m("peak_same_frames.py", 130, "fresh", 2 * MIB, 1),
             m("peak_same_frames.py", 230, "fresh", 3 * MIB, 1),
             m("peak_same_frames.py", 330, "fresh", 4 * MIB, 1),
@@ -403,5 +410,5 @@ fn blocks_made_again_from_the_same_frames_or_by_code_made_anew_keep_their_own_li
         .collect();
     assert!(contexts.contains(&(6 * MIB, 15)), "{contexts:?}");
     assert!(contexts.contains(&(9 * MIB, 19)), "{contexts:?}");
-    assert_eq!(peak["allocated_bytes"], 36 * MIB);
+    assert_eq!(peak["allocated_bytes"], 99 * MIB);
 }
