@@ -31,19 +31,14 @@ pub struct Ledger {
 
 impl Ledger {
     /// A boundary: `levels` are the sites' live bytes now, by site id.
-    pub fn boundary<I>(&mut self, levels: I)
-    where
-        I: IntoIterator<Item = i64>,
-        I::IntoIter: ExactSizeIterator,
-    {
-        let levels = levels.into_iter();
+    pub fn boundary(&mut self, levels: &[i64]) {
         self.boundaries += 1;
         if self.last.len() < levels.len() {
             self.last.resize(levels.len(), 0);
             self.streaks.resize(levels.len(), Streak::default());
         }
         let baseline = self.boundaries == 1;
-        for (i, level) in levels.enumerate() {
+        for (i, &level) in levels.iter().enumerate() {
             let rise = level - self.last[i];
             self.last[i] = level;
             if baseline {
@@ -100,7 +95,7 @@ mod tests {
             if (1..3).contains(&step) {
                 levels[2] += 7;
             }
-            l.boundary(levels);
+            l.boundary(&levels);
         }
         assert_eq!(l.boundaries(), 10);
         let growing = l.growing(3);
@@ -122,13 +117,13 @@ mod tests {
     #[test]
     fn a_fall_ends_a_streak_and_a_new_site_starts_from_nothing() {
         let mut l = Ledger::default();
-        l.boundary([10]);
-        l.boundary([20]);
-        l.boundary([5]);
+        l.boundary(&[10]);
+        l.boundary(&[20]);
+        l.boundary(&[5]);
         assert!(l.growing(1).is_empty());
         // Site 1 appears after the baseline: its first live bytes count as a rise.
-        l.boundary([5, 8]);
-        l.boundary([5, 16]);
+        l.boundary(&[5, 8]);
+        l.boundary(&[5, 16]);
         assert_eq!(l.growing(2)[0].0, 1);
         assert_eq!(l.growing(2)[0].1.grown, 16);
     }

@@ -254,12 +254,9 @@ struct Watch {
     active: u32,
 }
 
-/// A site's live bytes and counts, side by side: an allocation or a free touches one cache line
-/// for them (the allocator's events arrive between kernels' launches, cache cold).
+/// A site's counts beside its live bytes.
 #[derive(Clone, Copy, Debug, Default)]
 struct SiteCounts {
-    /// Live bytes (the growth ledgers' levels).
-    bytes: i64,
     /// Live blocks.
     blocks: u64,
     /// Allocations over the run.
@@ -272,7 +269,10 @@ struct SiteCounts {
 /// The tracker of one device.
 pub struct Tracker {
     live: IntMap<u64, Block>,
-    /// Each site's live bytes and counts, by site id.
+    /// Live bytes per site (the growth ledgers read it as a slice).
+    site_bytes: Vec<i64>,
+    /// The rest of each site's counts, side by side: an allocation touches one cache line for
+    /// them, not four (the allocator's events arrive between kernels' launches, cache cold).
     site_counts: Vec<SiteCounts>,
     /// (allocations, bytes, of which in a CUDA graph's pool) per tag of compiled graphs' lines
     /// (`count_tagged`).
@@ -409,6 +409,7 @@ impl Default for Tracker {
     fn default() -> Self {
         Tracker {
             live: IntMap::default(),
+            site_bytes: Vec::new(),
             site_counts: Vec::new(),
             tagged: Vec::new(),
             graph_replays: 0,
@@ -515,7 +516,8 @@ impl Tracker {
         } = e;
         self.serial += 1;
         let i = site as usize;
-        if i >= self.site_counts.len() {
+        if i >= self.site_bytes.len() {
+            self.site_bytes.resize(i + 1, 0);
             self.site_counts.resize(i + 1, SiteCounts::default());
         }
         // A block the tracker still holds at this address was freed where it could not see.
@@ -548,8 +550,8 @@ impl Tracker {
                 stream,
             });
         }
+        self.site_bytes[i] += bytes;
         let counts = &mut self.site_counts[i];
-        counts.bytes += bytes;
         counts.blocks += 1;
         counts.allocations += 1;
         counts.allocated += bytes;
@@ -705,9 +707,8 @@ impl Tracker {
 
     fn forget(&mut self, block: Block) {
         let i = block.site as usize;
-        let counts = &mut self.site_counts[i];
-        counts.bytes -= block.bytes;
-        counts.blocks -= 1;
+        self.site_bytes[i] -= block.bytes;
+        self.site_counts[i].blocks -= 1;
         self.seen_total -= block.bytes;
         if block.role != Role::Other {
             *self.site_roles.entry((block.site, block.role)).or_default() -= block.bytes;
@@ -776,8 +777,7 @@ impl Tracker {
     pub fn optimizer_stepped(&mut self) {
         self.timeline
             .mark(MarkKind::Step, timeline::since(self.started));
-        self.steps
-            .boundary(self.site_counts.iter().map(|c| c.bytes));
+        self.steps.boundary(&self.site_bytes);
     }
 
     /// The sites' growth from step to step (optimizer steps), and from call to call of each
@@ -814,11 +814,11 @@ impl Tracker {
     /// The `n` sites holding the most live bytes now, the most first: (site, bytes).
     pub fn top_sites(&self, n: usize) -> Vec<(u32, i64)> {
         let mut sites: Vec<(u32, i64)> = self
-            .site_counts
+            .site_bytes
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.bytes > 0)
-            .map(|(i, c)| (i as u32, c.bytes))
+            .filter(|(_, b)| **b > 0)
+            .map(|(i, b)| (i as u32, *b))
             .collect();
         sites.sort_by_key(|(i, b)| (std::cmp::Reverse(*b), *i));
         sites.truncate(n);
@@ -827,7 +827,7 @@ impl Tracker {
 
     /// The live bytes of `site` now.
     pub fn site_live_bytes(&self, site: u32) -> i64 {
-        self.site_counts.get(site as usize).map_or(0, |c| c.bytes)
+        self.site_bytes.get(site as usize).copied().unwrap_or(0)
     }
 
     /// The timeline so far, with each block still live in its category (called after
@@ -936,14 +936,15 @@ impl Tracker {
     /// The live sites now.
     fn composition(&self) -> Composition {
         let sites = self
-            .site_counts
+            .site_bytes
             .iter()
+            .zip(self.site_counts.iter().map(|c| c.blocks))
             .enumerate()
-            .filter(|(_, c)| c.bytes != 0 || c.blocks != 0)
-            .map(|(site, c)| SiteShare {
+            .filter(|(_, (&bytes, blocks))| bytes != 0 || *blocks != 0)
+            .map(|(site, (&bytes, blocks))| SiteShare {
                 site: site as u32,
-                bytes: c.bytes,
-                blocks: c.blocks,
+                bytes,
+                blocks,
             })
             .collect();
         Composition {
@@ -997,10 +998,7 @@ impl Tracker {
     pub fn function_ended(&mut self, id: u64) {
         self.timeline
             .mark(MarkKind::CallEnd(id), timeline::since(self.started));
-        self.calls
-            .entry(id)
-            .or_default()
-            .boundary(self.site_counts.iter().map(|c| c.bytes));
+        self.calls.entry(id).or_default().boundary(&self.site_bytes);
         let settle = match self.functions.get_mut(&id) {
             Some(w) => {
                 w.active = w.active.saturating_sub(1);

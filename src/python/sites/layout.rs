@@ -179,46 +179,13 @@ unsafe fn read<T: Copy>(base: usize, offset: usize) -> T {
     unsafe { std::ptr::read((base + offset) as *const T) }
 }
 
-/// What a walk of a thread's frames reports to, innermost frame first.
-pub trait Visitor {
-    /// Whether `code`, the executable of the frame at `frame`, is a code object the visitor
-    /// already knows to be alive at that address (a chain of frames noted while no code object
-    /// was made or freed: `memo`), so that the walk need not read its type: on a GPU-bound step
-    /// each code object's header is a cache miss, one per frame of the chain.
-    fn known_code(&mut self, _frame: usize, _code: usize) -> bool {
-        false
-    }
-
-    /// The next frame that runs code; false ends the walk.
-    fn visit(&mut self, f: RawFrame) -> bool;
-}
-
-/// A closure as a visitor that knows no code object in advance.
-struct Each<F>(F);
-
-impl<F: FnMut(RawFrame) -> bool> Visitor for Each<F> {
-    fn visit(&mut self, f: RawFrame) -> bool {
-        (self.0)(f)
-    }
-}
-
 /// Calls `visit` with the thread's frames, innermost first, until it returns false; none when
 /// the thread runs no Python.
 ///
 /// # Safety
-/// As `walk_with`.
-pub unsafe fn walk(tstate: *mut ffi::PyThreadState, visit: impl FnMut(RawFrame) -> bool) {
-    // SAFETY: the caller's promise.
-    unsafe { walk_with(tstate, &mut Each(visit)) }
-}
-
-/// Gives `visitor` the thread's frames that run code, innermost first, until it says stop; none
-/// when the thread runs no Python.
-///
-/// # Safety
 /// The thread state must be the calling thread's (or one whose thread is blocked), and the
-/// layout checked; a code address the visitor says it knows must be a live code object.
-pub unsafe fn walk_with<V: Visitor + ?Sized>(tstate: *mut ffi::PyThreadState, visitor: &mut V) {
+/// layout checked.
+pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFrame) -> bool) {
     let Some(l) = known_layout() else {
         return;
     };
@@ -244,16 +211,12 @@ pub unsafe fn walk_with<V: Visitor + ?Sized>(tstate: *mut ffi::PyThreadState, vi
                 .is_some_and(|at| read::<u8>(frame, at) >= FIRST_SHIM_OWNER);
             let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
             // An entry frame's executable is None on 3.13+; only code objects have lines.
-            if !shim
-                && code != 0
-                && (visitor.known_code(frame, code)
-                    || read::<usize>(code, TYPE_OFFSET) == code_type)
-            {
+            if !shim && code != 0 && read::<usize>(code, TYPE_OFFSET) == code_type {
                 let instr: usize = read(frame, l.frame_instr);
                 let start = code + l.code_start;
                 // An incomplete frame (set up, not started) points before its first instruction.
                 if instr >= start
-                    && !visitor.visit(RawFrame {
+                    && !visit(RawFrame {
                         frame,
                         code,
                         offset: (instr - start) as i32,
@@ -266,39 +229,6 @@ pub unsafe fn walk_with<V: Visitor + ?Sized>(tstate: *mut ffi::PyThreadState, vi
         }
     }
 }
-
-/// Asks the processor to load the fields `walk_with` reads of the frames at `frames` now, all at
-/// once: a walk follows each frame's caller pointer, one cache miss after another, where frames
-/// known in advance (a chain `memo` noted) can be fetched in parallel. Only a hint: an address
-/// that is no longer a frame is not read.
-pub fn prefetch_frames(frames: impl Iterator<Item = usize>) {
-    let Some(l) = known_layout() else {
-        return;
-    };
-    let first = l.frame_code.min(l.frame_previous).min(l.frame_instr);
-    let last = l
-        .frame_code
-        .max(l.frame_previous)
-        .max(l.frame_instr)
-        .max(l.frame_owner.unwrap_or(0));
-    for frame in frames {
-        prefetch(frame.wrapping_add(first));
-        if (frame.wrapping_add(first) ^ frame.wrapping_add(last)) >= 64 {
-            prefetch(frame.wrapping_add(last));
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn prefetch(at: usize) {
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at as *const i8)
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn prefetch(_at: usize) {}
 
 /// `PyObject.ob_type` (after the reference count, on every version with the GIL).
 const TYPE_OFFSET: usize = 8;

@@ -9,7 +9,7 @@
 //! another code object) and the site table is the same one (`invalidate`). Chains through a
 //! compiled graph's frames, whose sites depend on the line, and walks that found no context are
 //! not noted.
-use super::layout::{self, RawFrame, Visitor};
+use super::layout::RawFrame;
 use std::cell::RefCell;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -93,10 +93,6 @@ pub fn epoch() -> Option<u64> {
     (WATCHER.load(Ordering::Acquire) >= 0).then(|| EPOCH.load(Ordering::Acquire))
 }
 
-/// How many sites a chain remembers it named: the lines of one function that reach the same
-/// innermost code (a block's three convolutions), each from the same caller's line.
-const NAMED: usize = 4;
-
 /// A walk's outcome, to be noted: the frames it went through up to its context, innermost
 /// first, and what the site table made of them.
 #[derive(Clone, Debug, Default)]
@@ -109,32 +105,22 @@ pub struct Chain {
     pub site_generation: u32,
     pub context_generation: u32,
     pub in_module: bool,
-    /// (site instruction, context instruction) -> (site id, its line's tag), as the site table
-    /// answered for this chain lately (`name`): found again without the table's lock. The
-    /// table never changes an answer it gave within an epoch.
-    named: [(i32, i32, u32, u32); NAMED],
-    /// Where the next answer goes (the oldest is replaced).
-    next_named: usize,
 }
 
 /// What a chain found again gives: the instructions of its site and context frames now, with
-/// their codes' generations (the site table's cache key), whether a module call is on it, and
-/// the site id and tag it named for them before, if it did.
+/// their codes' generations (the site table's cache key), and whether a module call is on it.
 pub struct Replayed {
     pub site: (u32, i32),
     pub context: (u32, i32),
     pub in_module: bool,
-    pub named: Option<(u32, u32)>,
-    /// The chain's slot, for `name`.
-    slot: usize,
 }
 
 thread_local! {
     static CHAINS: RefCell<Vec<Chain>> = const { RefCell::new(Vec::new()) };
 }
 
-fn slot(frame: usize, code: usize) -> usize {
-    (frame ^ code.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58
+fn slot(frame: RawFrame) -> usize {
+    (frame.frame ^ frame.code.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58
 }
 
 /// What the thread's frames say against the chains noted.
@@ -146,122 +132,55 @@ pub enum Replay {
     Found(Replayed),
 }
 
-/// Follows the thread's frames along the chain noted for its innermost one.
-struct Follow<'a> {
-    chains: &'a [Chain],
-    epoch: u64,
-    /// The chain being followed (chosen by the first frame), and how far.
-    chain: Option<(usize, &'a Chain)>,
-    at: usize,
-    site: i32,
-    context: i32,
-    /// Whether any frame was visited, and whether the chain was followed to its end.
-    any: bool,
-    whole: bool,
-}
-
-impl<'a> Follow<'a> {
-    /// The chain followed, or the one noted for a first frame at `frame` running `code`.
-    fn chain(&mut self, frame: usize, code: usize) -> Option<&'a Chain> {
-        if let Some((_, c)) = self.chain {
-            return Some(c);
-        }
-        let i = slot(frame, code);
-        let c = self.chains.get(i)?;
-        if c.epoch != self.epoch || c.frames.is_empty() {
-            return None;
-        }
-        self.chain = Some((i, c));
-        // The chain's outer frames are read one after another: fetched together first.
-        layout::prefetch_frames(c.frames[1..].iter().map(|&(frame, _)| frame));
-        Some(c)
-    }
-
-    /// Whether the frame at `frame` running `code` is the chain's next.
-    fn next_is(&mut self, frame: usize, code: usize) -> bool {
-        let at = self.at;
-        self.chain(frame, code)
-            .is_some_and(|c| c.frames.get(at) == Some(&(frame, code)))
-    }
-}
-
-impl Visitor for Follow<'_> {
-    fn known_code(&mut self, frame: usize, code: usize) -> bool {
-        // The chain's code objects are alive while its epoch lasts (a code object's end would
-        // have ended it): their types need no reading.
-        self.next_is(frame, code)
-    }
-
-    fn visit(&mut self, f: RawFrame) -> bool {
-        self.any = true;
-        if !self.next_is(f.frame, f.code) {
-            return false;
-        }
-        let Some((_, c)) = self.chain else {
-            return false;
-        };
-        if self.at == c.site {
-            self.site = f.offset;
-        }
-        self.at += 1;
-        if self.at == c.frames.len() {
-            self.context = f.offset;
-            self.whole = true;
-            return false;
-        }
-        true
-    }
-}
-
-/// The noted chain that the thread's frames (`walk` gives them to a visitor, innermost first)
-/// follow now, if one does.
-pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn Visitor)) -> Replay {
+/// The noted chain that the thread's frames (`walk` gives them, innermost first) follow now, if
+/// one does.
+pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -> Replay {
     // `try_with`: a thread's last frees may come while its thread-locals are being destroyed
     // (a full walk then, and nothing noted).
     CHAINS
         .try_with(|chains| {
             let chains = chains.borrow();
-            let mut follow = Follow {
-                chains: &chains,
-                epoch,
-                chain: None,
-                at: 0,
-                site: 0,
-                context: 0,
-                any: false,
-                whole: false,
-            };
-            walk(&mut follow);
-            match follow.chain.filter(|_| follow.whole) {
-                Some((slot, c)) => Replay::Found(Replayed {
-                    site: (c.site_generation, follow.site),
-                    context: (c.context_generation, follow.context),
+            let mut chain: Option<&Chain> = None;
+            let mut at = 0;
+            let (mut site, mut context) = (0, 0);
+            let (mut any, mut whole) = (false, false);
+            walk(&mut |f| {
+                any = true;
+                let c = match chain {
+                    Some(c) => c,
+                    None => match chains.get(slot(f)) {
+                        Some(c) if c.epoch == epoch && !c.frames.is_empty() => {
+                            chain = Some(c);
+                            c
+                        }
+                        _ => return false,
+                    },
+                };
+                if c.frames[at] != (f.frame, f.code) {
+                    return false;
+                }
+                if at == c.site {
+                    site = f.offset;
+                }
+                at += 1;
+                if at == c.frames.len() {
+                    context = f.offset;
+                    whole = true;
+                    return false;
+                }
+                true
+            });
+            match chain.filter(|_| whole) {
+                Some(c) => Replay::Found(Replayed {
+                    site: (c.site_generation, site),
+                    context: (c.context_generation, context),
                     in_module: c.in_module,
-                    named: c
-                        .named
-                        .iter()
-                        .find(|n| (n.0, n.1) == (follow.site, follow.context) && n.2 != 0)
-                        .map(|n| (n.2, n.3)),
-                    slot,
                 }),
-                None if !follow.any => Replay::NoFrames,
+                None if !any => Replay::NoFrames,
                 None => Replay::Missed,
             }
         })
         .unwrap_or(Replay::Missed)
-}
-
-/// The site table named the chain `replayed` came from (in `epoch`) `site` with `tag`, for the
-/// instructions it was found at.
-pub fn name(epoch: u64, replayed: &Replayed, site: u32, tag: u32) {
-    let _ = CHAINS.try_with(|chains| {
-        let mut chains = chains.borrow_mut();
-        let Some(c) = chains.get_mut(replayed.slot).filter(|c| c.epoch == epoch) else {
-            return;
-        };
-        c.named[c.next_named] = (replayed.site.1, replayed.context.1, site, tag);
-        c.next_named = (c.next_named + 1) % NAMED;
-    });
 }
 
 /// Notes a full walk's chain (made in `epoch`), in the slot of its innermost frame.
@@ -270,7 +189,11 @@ pub fn note(epoch: u64, mut chain: Chain) {
         return;
     };
     chain.epoch = epoch;
-    let i = slot(frame, code);
+    let i = slot(RawFrame {
+        frame,
+        code,
+        offset: 0,
+    });
     let _ = CHAINS.try_with(|chains| {
         let mut chains = chains.borrow_mut();
         if chains.len() < SLOTS {

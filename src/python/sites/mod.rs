@@ -438,36 +438,18 @@ pub(crate) fn site_here() -> peak::Found {
         // instructions now name the site, where the table has seen them (the walk reads frames
         // only, outside the table's lock).
         // SAFETY: as above; the layout was checked at start.
-        match memo::replay(epoch, |visitor| unsafe {
-            layout::walk_with(tstate, visitor)
-        }) {
+        match memo::replay(epoch, |visit| unsafe { layout::walk(tstate, visit) }) {
             // A thread that runs no Python now (autograd's device threads): no site, and no lock.
             memo::Replay::NoFrames => return NONE,
-            // Instructions the chain was named for before: no lock either.
-            memo::Replay::Found(memo::Replayed {
-                named: Some((site, tag)),
-                in_module,
-                ..
-            }) => {
-                return peak::Found {
-                    site,
-                    tag,
-                    in_module,
-                }
-            }
             memo::Replay::Found(r) => {
                 let key = (
                     (r.site.0, r.site.1, 0),
                     (r.context.0, r.context.1, 0),
                     (0, -1),
                 );
-                let named = TABLE
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .as_ref()
-                    .and_then(|t| t.by_instruction.get(&key).copied());
-                if let Some((site, tag)) = named {
-                    memo::name(epoch, &r, site, tag);
+                let table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(&(site, tag)) = table.as_ref().and_then(|t| t.by_instruction.get(&key))
+                {
                     return peak::Found {
                         site,
                         tag,
