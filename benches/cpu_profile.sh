@@ -13,8 +13,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . benches/device_wheel.sh
-# NATIVE: a build of the native core with its symbols (the wheel's are stripped), in place of the
-# wheel's (`build-for-device.sh --features wheel --lib` leaves one in target/device/release).
 if [ -n "${NATIVE:-}" ]; then
   cp "$NATIVE" "$(ls "$device_venv"/lib/python3.*/site-packages/memprof/_native*.so)" || exit 1
 fi
@@ -34,8 +32,9 @@ for v in python memprof; do
     taskset -c "$(cores_of 0)" "${cmd[@]}" >"$out/$v.log" 2>&1 || tail -5 "$out/$v.log"
   echo "== $v: $(grep -o '"times": \[[^]]*' "$out/$v.log" | cut -c1-200)"
   pf report -i "$out/$v.data" --no-children --sort dso -g none 2>/dev/null | grep -E '^#.*Samples|^ ' | head -26
-  pf report -i "$out/$v.data" --no-children --sort dso,sym -g none 2>/dev/null | grep '^ ' | head -30
-  pf report -i "$out/$v.data" --no-children --sort dso,sym -g none 2>/dev/null | grep '^ ' |
-    grep -E '_native|memprof_torch' | head -40
+  pf report -i "$out/$v.data" --no-children --sort dso,sym -g none 2>/dev/null | grep '^ ' \
+    >"$out/$v.functions.txt"
+  head -30 "$out/$v.functions.txt"
+  grep -E '_native|memprof_torch' "$out/$v.functions.txt" | head -40
 done
 [ -z "${OUT:-}" ] || cp "$out"/*.log "$OUT/"

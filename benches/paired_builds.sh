@@ -13,17 +13,9 @@ repeats=${REPEATS:-2}
 out=/tmp/memprof-paired-builds
 rm -rf "$out" && mkdir -p "$out"
 . benches/device_wheel.sh
-install_apart() { # a wheel, a folder
-  if command -v uv >/dev/null; then
-    uv pip install --quiet --python "$device_venv/bin/python" --no-deps --target "$2" "$1"
-  else
-    /usr/bin/python3 -m pip --python "$device_venv/bin/python" install --quiet --no-deps \
-      --target "$2" "$1"
-  fi
-}
 for b in $BUILDS; do
   label=${b%%=*} dir=${b#*=}
-  install_apart "$(ls "$dir"/*.whl | head -1)" "$out/$label/lib" || exit 1
+  install_wheel --target "$out/$label/lib" "$(ls "$dir"/*.whl | head -1)" || exit 1
 done
 for r in $(seq "$repeats"); do
   for b in $BUILDS; do
