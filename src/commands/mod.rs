@@ -4,3 +4,4 @@
 pub(crate) mod answer;
 mod live;
 pub mod run;
+mod simulated;

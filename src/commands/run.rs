@@ -27,6 +27,13 @@ pub fn run(global: &GlobalOptions, args: RunArgs) -> Result<i32> {
     super::live::stop(live);
     super::answer::stop();
     let finished = finished?;
+    if let Some(simulation) = &config.simulate {
+        return Ok(super::simulated::finish(
+            &config,
+            simulation,
+            finished.exit_code,
+        ));
+    }
     Ok(finish(&config, finished.profile, finished.exit_code))
 }
 

@@ -23,6 +23,7 @@ const PEAK: &str = include_str!("py/peak.py");
 const COMPILED: &str = include_str!("py/compiled.py");
 const COMPILED_MODULES: &str = include_str!("py/compiled_modules.py");
 const CHILDREN: &str = include_str!("py/children.py");
+const SIMULATE: &str = include_str!("py/simulate.py");
 
 /// What to run.
 pub struct Program {
@@ -74,6 +75,10 @@ pub struct Options {
     /// How the report names the program (`train.py`, `-m pkg.train`): a spawned child's
     /// report names it the same.
     pub script_label: String,
+    /// `--simulate-gpu`: the GPU model (`model::gpus::GpuModel` as JSON) the run stands in for,
+    /// and the file its simulated trace goes to (py/simulate.py).
+    pub simulate_gpu: Option<String>,
+    pub simulate_trace: Option<String>,
 }
 
 /// The Python and torch versions of the run, read as it starts (the torch version as its
@@ -330,7 +335,7 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
 
 /// memprof's Python files: (module name, file name shown in tracebacks, source), in the order
 /// they are loaded (the bootstrap imports the others by name).
-const PY_FILES: [(&str, &str, &str); 10] = [
+const PY_FILES: [(&str, &str, &str); 11] = [
     ("_memprof_imports", "<memprof imports>", IMPORTS),
     ("_memprof_modules", "<memprof modules>", MODULES),
     ("_memprof_inventory", "<memprof inventory>", INVENTORY),
@@ -344,6 +349,7 @@ const PY_FILES: [(&str, &str, &str); 10] = [
     ),
     ("_memprof_peak", "<memprof peak>", PEAK),
     ("_memprof_children", "<memprof children>", CHILDREN),
+    ("_memprof_simulate", "<memprof simulate>", SIMULATE),
     ("_memprof_bootstrap", "<memprof>", BOOTSTRAP),
 ];
 

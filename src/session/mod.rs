@@ -273,10 +273,19 @@ pub fn program(config: &RunConfig) -> Program {
                 .map(|p| p.to_string_lossy().into_owned()),
             history_max_entries: config.history_max_entries,
             in_process: false,
-            peak_categories: true,
+            // A simulated run's tensors are fake: nothing of the CPU's peak to name.
+            peak_categories: config.simulate.is_none(),
             follow_children: None,
             child_argv: children::child_argv(config),
             script_label: config.script_label(),
+            simulate_gpu: config
+                .simulate
+                .as_ref()
+                .and_then(|s| serde_json::to_string(s.gpu).ok()),
+            simulate_trace: config
+                .simulate
+                .as_ref()
+                .map(|s| s.trace.to_string_lossy().into_owned()),
         },
     }
 }

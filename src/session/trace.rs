@@ -105,6 +105,7 @@ pub fn write(path: &Path, profile: &Profile) -> Option<String> {
         events,
         truncated: log.truncated,
         sizes: Some(sizes),
+        simulated: None,
     };
     let text = serde_json::to_string(&trace).expect("traces serialise") + "\n";
     if let Err(e) = file::write_atomically(path, &text, file::Written::Trace) {

@@ -358,6 +358,13 @@ def install(specs, script_path, options):
     global _script_path
     _script_path = script_path
     _arm(specs)
+    if options.simulate_gpu is not None:
+        import json
+
+        import _memprof_simulate
+
+        _memprof_simulate.install(json.loads(options.simulate_gpu), options.simulate_trace,
+                                  _is_user_file)
     if not hasattr(builtins, "profile"):
         builtins.profile = _profile_decorator
     _report_before_os_exit()
@@ -827,6 +834,10 @@ def report(device_index):
         import _memprof_history
 
         history = _memprof_history.finish(_memprof.targeted_functions())
+    if _options.simulate_gpu is not None:
+        import _memprof_simulate
+
+        _memprof_simulate.finish(_torch_version())
     return json.dumps({
         "modules": modules,
         "inventories": _finished_inventories() if _options.tensors else None,
@@ -836,6 +847,11 @@ def report(device_index):
         "device_name": device_name(device_index),
         "tensor_roles": _tensor_roles(device_index),
     })
+
+
+def _torch_version():
+    torch = sys.modules.get("torch")
+    return getattr(torch, "__version__", None)
 
 
 def _tensor_roles(device_index):

@@ -210,7 +210,9 @@ def _after_step(optimizer, args, kwargs):
         def add(t, role):
             local = getattr(t, "_local_tensor", None)  # a DTensor's shard
             t = local if local is not None else t
-            if issubclass(type(t), Tensor) and not t.is_meta:
+            # A fake tensor (`--simulate-gpu`, FakeTensorMode) has no memory to name.
+            if issubclass(type(t), Tensor) and not t.is_meta and \
+                    type(t).__name__ != "FakeTensor":
                 roles.append((t.untyped_storage().data_ptr(), role))
 
         for group in optimizer.param_groups:

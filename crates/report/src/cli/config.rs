@@ -44,6 +44,9 @@ pub struct RunConfig {
     pub calls: Option<u64>,
     /// `--live`: the live view in the terminal while the program runs.
     pub live: bool,
+    /// `--simulate-gpu`: the GPU the run stands in for, and where its trace goes (`--trace`, or
+    /// a file in the temporary directory); the run's own `trace` is then None.
+    pub simulate: Option<Simulation>,
     /// memprof's command line, for the report.
     pub command_line: Vec<String>,
 }
@@ -158,10 +161,11 @@ impl RunConfig {
                     .hint("the default keeps the latest 100000 events"));
             }
         }
-        let trace = side_file(args.trace.as_deref(), &process, "json")?;
+        let mut trace = side_file(args.trace.as_deref(), &process, "json")?;
         if let Some(path) = &trace {
             file::check_writable(path, Written::Trace)?;
         }
+        let simulate = Simulation::plan(&args, trace.take_if(|_| args.simulate_gpu.is_some()))?;
         let plot = side_file(args.plot.as_deref(), &process, "svg")?;
         if let Some(path) = &plot {
             crate::render::plot::kind_of(path)?;
@@ -213,6 +217,7 @@ impl RunConfig {
             warmup: args.warmup,
             calls: args.calls,
             live: args.live,
+            simulate,
             command_line: std::env::args().collect(),
             program: Program {
                 script: args.script,
@@ -433,5 +438,52 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.len(), 2);
+    }
+}
+
+/// `--simulate-gpu NAME`: which GPU, and the trace the simulated run writes.
+#[derive(Clone, Debug)]
+pub struct Simulation {
+    pub gpu: &'static crate::model::gpus::GpuModel,
+    pub trace: PathBuf,
+    /// Whether the trace was asked for (`--trace`); else it is removed after the replay.
+    pub keep_trace: bool,
+}
+
+impl Simulation {
+    fn plan(args: &RunArgs, trace: Option<PathBuf>) -> Result<Option<Simulation>> {
+        use crate::model::gpus;
+        let Some(name) = args.simulate_gpu.as_deref() else {
+            return Ok(None);
+        };
+        let gpu = gpus::find(name).ok_or_else(|| {
+            Error::usage(format!(
+                "--simulate-gpu {name}: not a GPU memprof can simulate"
+            ))
+            .hint(format!("name one of {}", gpus::keys()))
+        })?;
+        let incompatible = [
+            (args.modules, "--modules"),
+            (args.tensors, "--tensors"),
+            (args.history.is_some(), "--history"),
+            (args.live, "--live"),
+            (args.suggest_checkpoints.is_some(), "--suggest-checkpoints"),
+            (args.collectives, "--collectives"),
+        ];
+        if let Some((_, flag)) = incompatible.iter().find(|(on, _)| *on) {
+            return Err(Error::usage(format!(
+                "--simulate-gpu runs the program without a device, and {flag} measures a real one"
+            ))
+            .hint(format!("leave out {flag}, or --simulate-gpu")));
+        }
+        let keep_trace = trace.is_some();
+        let trace = trace.unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("memprof-simulated-{}.json", std::process::id()))
+        });
+        Ok(Some(Simulation {
+            gpu,
+            trace,
+            keep_trace,
+        }))
     }
 }

@@ -177,6 +177,13 @@ pub struct RunArgs {
     /// `q` closes the view and the program runs on to its report
     #[arg(long)]
     pub live: bool,
+    /// Run the program without a GPU as if it ran on this one (H100, H200, A100-80GB,
+    /// A100-40GB, L4, RTX4090): CUDA tensors simulated, no kernels run, and the allocations the
+    /// CUDA caching allocator would have seen replayed on memprof's model of it: the predicted
+    /// peaks, whether it fits, the peak by line and category (--trace FILE keeps the trace for
+    /// `memprof fit`)
+    #[arg(long, value_name = "GPU")]
+    pub simulate_gpu: Option<String>,
     /// Under torchrun, each rank also hands its report to rank 0 through torchrun's own store,
     /// and rank 0 writes every rank's report on its node (by -o's name), no shared filesystem
     /// needed

@@ -2,7 +2,7 @@
 //! replayed on the allocator's model (analysis::allocator) on a device of SIZE with those
 //! settings; exit 5 when it runs out of memory there.
 use super::files;
-use crate::analysis::allocator::{self, scale, Event, Settings};
+use crate::analysis::allocator::{self, scale, Allocator, Event, Settings};
 use crate::cli::FitArgs;
 use crate::error::{exit_code, Error, Result};
 use crate::model::prediction::{
@@ -116,6 +116,7 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         }
         None => None,
     };
+    let settings_kept = settings.clone();
     let replay = allocator::replay(&replayed, memory as u64, settings).map_err(|e| {
         Error::usage(format!("'{name}': {e}")).hint("pass a trace written by memprof, whole")
     })?;
@@ -148,6 +149,11 @@ pub fn fit(args: FitArgs) -> Result<i32> {
         not_affine,
         unmatched,
         check,
+        simulated: first.simulated.clone(),
+        peak_live: match (&first.simulated, batch) {
+            (Some(_), None) => live_at_peak(first, &Allocator::new(memory as u64, settings_kept)),
+            _ => Vec::new(),
+        },
     };
     let width = args.output.is_none().then(terminal::width).flatten();
     files::deliver(
@@ -193,11 +199,62 @@ fn live_by_line(live: &[(u64, u64)], trace: &Trace) -> Vec<LiveAt> {
                 at: line.to_string(),
                 bytes: bytes as i64,
                 blocks: 1,
+                category: None,
             }),
         }
     }
     by_line.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.at.cmp(&b.at)));
     by_line
+}
+
+/// What was live when the allocated bytes peaked (each allocation as the allocator rounds it),
+/// by line and category, largest first: a simulated run's peak, explained.
+fn live_at_peak(trace: &Trace, model: &Allocator) -> Vec<LiveAt> {
+    let block = |e: &TraceEvent| model.round_size(e.size.unwrap_or(0));
+    let (mut now, mut peak, mut peak_at) = (0u64, 0u64, 0usize);
+    let mut sizes = std::collections::HashMap::new();
+    for (i, e) in trace.events.iter().enumerate() {
+        if let Some(id) = e.alloc {
+            let b = block(e);
+            sizes.insert(id, b);
+            now += b;
+            if now > peak {
+                (peak, peak_at) = (now, i);
+            }
+        } else if let Some(id) = e.free {
+            now -= sizes.remove(&id).unwrap_or(0);
+        }
+    }
+    let mut live = std::collections::BTreeMap::new();
+    for e in trace.events.iter().take(peak_at + 1) {
+        if let Some(id) = e.alloc {
+            live.insert(id, e);
+        } else if let Some(id) = e.free {
+            live.remove(&id);
+        }
+    }
+    let mut rows: Vec<LiveAt> = Vec::new();
+    for e in live.values() {
+        let at = e.at.as_deref().unwrap_or("unknown");
+        let category = e.category.clone();
+        match rows
+            .iter_mut()
+            .find(|r| r.at == at && r.category == category)
+        {
+            Some(r) => {
+                r.bytes += block(e) as i64;
+                r.blocks += 1;
+            }
+            None => rows.push(LiveAt {
+                at: at.to_string(),
+                bytes: block(e) as i64,
+                blocks: 1,
+                category,
+            }),
+        }
+    }
+    rows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.at.cmp(&b.at)));
+    rows
 }
 
 /// The largest batch --max-batch tries.

@@ -8,7 +8,7 @@
 mod attach;
 mod diff;
 pub mod files;
-mod fit;
+pub mod fit;
 pub(crate) mod live;
 pub mod live_view;
 mod merge;

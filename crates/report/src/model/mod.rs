@@ -6,6 +6,7 @@ pub mod children;
 pub mod compiled;
 pub mod device;
 pub mod diff;
+pub mod gpus;
 pub mod growth;
 pub mod live;
 pub mod merged;

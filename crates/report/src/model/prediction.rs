@@ -1,6 +1,6 @@
 //! `memprof fit`'s report: a trace replayed on a device of some size with some allocator
 //! settings (analysis::allocator), against what the traced run measured.
-use super::trace::Measured;
+use super::trace::{Measured, Simulated};
 use serde::{Deserialize, Serialize};
 
 pub const PREDICTION_SEMANTICS: &str = "The trace's allocations and frees replayed in order on \
@@ -44,6 +44,14 @@ pub struct Prediction {
     /// trace replayed itself (same memory, same settings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<FitCheck>,
+    /// A simulated run's trace (`memprof run --simulate-gpu`): the GPU, and the lines that read
+    /// placeholder values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<Simulated>,
+    /// For a simulated run: what was live at the allocated peak, by line and category, largest
+    /// first (each allocation's block as the model rounds it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peak_live: Vec<LiveAt>,
 }
 
 /// What the alignment of the traces left without a partner.
@@ -93,4 +101,7 @@ pub struct LiveAt {
     pub at: String,
     pub bytes: i64,
     pub blocks: u64,
+    /// What the allocations are (`activations`, ...), where the trace says (a simulated run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
 }

@@ -35,6 +35,25 @@ pub struct Trace {
     /// give them, where its trace entries could not be read: rounded, a kept remainder included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sizes: Option<String>,
+    /// Written by `memprof run --simulate-gpu`: no GPU ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<Simulated>,
+}
+
+/// What a simulated run (`--simulate-gpu`) says of itself.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Simulated {
+    /// The GPU it stood in for (`torch.cuda.get_device_name()`'s answer).
+    pub gpu: String,
+    /// The lines that read a simulated tensor's values, which were placeholders (zeros).
+    #[serde(default)]
+    pub placeholders: Vec<Placeholder>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct Placeholder {
+    pub at: String,
+    pub what: String,
 }
 
 impl TraceEvent {
@@ -123,4 +142,8 @@ pub struct TraceEvent {
     /// on the allocating thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
+    /// What the allocation is to the program (`parameters`, `activations`, ...), where the
+    /// trace knows it (a simulated run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
 }

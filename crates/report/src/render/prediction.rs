@@ -24,6 +24,14 @@ fn table(p: &Prediction) -> String {
         p.events,
         units::bytes(p.memory_bytes)
     );
+    if let Some(sim) = &p.simulated {
+        let _ = writeln!(
+            out,
+            "simulated: {} — the program ran without it, its CUDA tensors simulated; the \
+             allocations replayed on the caching allocator's model",
+            sim.gpu
+        );
+    }
     if let Some(batch) = p.batch {
         let traced: Vec<String> = p.traced_batches.iter().map(u64::to_string).collect();
         let _ = writeln!(
@@ -127,6 +135,7 @@ fn table(p: &Prediction) -> String {
             }
         }
     }
+    peak_live(&mut out, p);
     out.push('\n');
     let measured = p.measured.clone().unwrap_or_default();
     let has_measured = p.measured.is_some();
@@ -160,6 +169,18 @@ fn table(p: &Prediction) -> String {
         }
         out.push('\n');
     }
+    if let Some(sim) = &p.simulated {
+        if !sim.placeholders.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nvalues the program read, which a simulated tensor does not have (placeholders \
+                 were used; where one decided a size, the prediction is less sure):"
+            );
+        }
+        for place in &sim.placeholders {
+            let _ = writeln!(out, "  {}: {}", place.at, place.what);
+        }
+    }
     if let Some(outside) = measured.outside_allocator_bytes {
         let _ = writeln!(
             out,
@@ -169,4 +190,32 @@ fn table(p: &Prediction) -> String {
         );
     }
     out
+}
+
+/// A simulated run's allocated peak, by the line and category of what was live then.
+fn peak_live(out: &mut String, p: &Prediction) {
+    if p.peak_live.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "at the allocated peak, by line and category:");
+    for l in p.peak_live.iter().take(12) {
+        let _ = writeln!(
+            out,
+            "  {:>12} {:>6} block{}  {:<22} {}",
+            units::bytes(l.bytes),
+            l.blocks,
+            if l.blocks == 1 { " " } else { "s" },
+            l.category.as_deref().unwrap_or(""),
+            l.at
+        );
+    }
+    if p.peak_live.len() > 12 {
+        let rest: i64 = p.peak_live[12..].iter().map(|l| l.bytes).sum();
+        let _ = writeln!(
+            out,
+            "  {:>12} in {} more rows",
+            units::bytes(rest),
+            p.peak_live.len() - 12
+        );
+    }
 }
