@@ -33,6 +33,7 @@ mod running;
 mod schedule;
 mod second_hour;
 mod signals;
+mod simulate;
 mod snapshot;
 mod tensors;
 mod third_hour;

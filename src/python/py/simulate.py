@@ -46,6 +46,9 @@ class _State:
         self.freed_at_own_line = set()  # an op's or a line's intermediates
         self.in_module = set()  # allocated while an nn.Module was called
         self.site = {}  # allocation id -> its line
+        self.born_in_pass = {}  # allocation id -> backward passes begun before it
+        self.passes = 0
+        self.was_backward = False
         self.placeholders = {}  # "file:line" -> what was read there
         self.workspaces = set()  # threads ("program", "autograd") that have cuBLAS's workspace
 
@@ -96,16 +99,23 @@ def _label(path):
     return label
 
 
+def _block(nbytes):
+    """The bytes the caching allocator counts as allocated for a request: rounded up to 512
+    (what torch.cuda.memory_allocated() reads)."""
+    return max(512, (int(nbytes) + 511) // 512 * 512)
+
+
 def _allocate(nbytes, role=None):
     s = _state
     ident = s.next_id
     s.next_id += 1
     at, in_module = _site()
     s.events.append({"alloc": ident, "size": int(nbytes), "stream": 0, "at": at})
-    s.allocated += int(nbytes)
+    s.allocated += _block(nbytes)
     if s.allocated > s.peak:
         s.peak = s.allocated
     s.site[ident] = at
+    s.born_in_pass[ident] = _passes()
     if in_module:
         s.in_module.add(ident)
     if role is not None:
@@ -125,10 +135,12 @@ def _free(key):
         return
     del s.live[key]
     s.events.append({"free": entry[0]})
-    s.allocated -= entry[2]
+    s.allocated -= _block(entry[2])
     if _in_backward():
         s.freed_in_backward.add(entry[0])
-    elif _site()[0] == s.site.get(entry[0]):
+    elif s.born_in_pass.pop(entry[0], -1) == _passes() and _site()[0] == s.site.get(entry[0]):
+        # Its line's intermediate: freed there before another backward pass began (the same
+        # line run again in the next step frees the last step's result, which was held).
         s.freed_at_own_line.add(entry[0])
 
 
@@ -139,6 +151,17 @@ def _in_backward():
     """Whether a backward pass is running a node on this thread (what it allocates is
     autograd's)."""
     return _current_node is not None and _current_node() is not None
+
+
+def _passes():
+    """The backward passes begun so far (one begins where an event in a backward follows one
+    outside)."""
+    s = _state
+    now = _in_backward()
+    if now and not s.was_backward:
+        s.passes += 1
+    s.was_backward = now
+    return s.passes
 
 
 def _storage_key(t):

@@ -1,0 +1,288 @@
+//! `memprof run --simulate-gpu NAME` (issue 52): a program run without a GPU as if on one,
+//! through the real binary on real torch, on a loop whose every allocation is known
+//! (fixtures/simulated.py): what the program sees, the trace's allocations at their sizes,
+//! lines and categories, the predicted peak worked out by hand, a GPU too small, another batch
+//! size from two simulated traces, and the mistakes.
+use crate::common::*;
+use serde_json::Value;
+
+const WORKSPACE_SM90: i64 = 32 << 20;
+const WORKSPACE_SM80: i64 = 4096 * 1024 * 2 + 16 * 1024 * 8;
+/// 128 -> 512 -> 256: the weights and biases, in the order `.to("cuda")` moves them.
+const PARAMETERS: [i64; 4] = [512 * 128 * 4, 512 * 4, 256 * 512 * 4, 256 * 4];
+const PARAMETER_BYTES: i64 = 262144 + 2048 + 524288 + 1024;
+
+/// The line of fixtures/simulated.py that holds `needle`, as the trace names it.
+fn at(needle: &str) -> String {
+    let text = std::fs::read_to_string(fixture("simulated.py")).unwrap();
+    let n = text
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle}"));
+    format!("simulated.py:{}", n + 1)
+}
+
+/// `memprof run --simulate-gpu GPU --trace T --format json -o P simulated.py ARGS`: the run,
+/// its prediction and its trace.
+fn simulate(gpu: &str, args: &[&str], code: i32) -> (Run, Value, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let prediction = dir.path().join("prediction.json");
+    let r = finish(
+        memprof()
+            .args(["run", "--simulate-gpu", gpu, "--trace"])
+            .arg(&trace)
+            .args(["--format", "json", "-o"])
+            .arg(&prediction)
+            .arg("simulated.py")
+            .args(args)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, code, "{}\n{}", r.stdout, r.stderr);
+    (r, read_json(&prediction), read_json(&trace))
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{} was not written: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The trace's allocations: (size, line, category).
+fn allocations(trace: &Value) -> Vec<(i64, String, String)> {
+    trace["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e.get("alloc").is_some())
+        .map(|e| {
+            (
+                e["size"].as_i64().unwrap(),
+                e["at"].as_str().unwrap().to_string(),
+                e["category"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The allocated peak of a trace replayed by hand: each allocation's block is its size rounded
+/// up to 512 bytes.
+fn allocated_peak(trace: &Value) -> i64 {
+    let mut live = std::collections::HashMap::new();
+    let (mut now, mut peak) = (0i64, 0i64);
+    for e in trace["events"].as_array().unwrap() {
+        if let Some(id) = e.get("alloc") {
+            let block = (e["size"].as_i64().unwrap() + 511) / 512 * 512;
+            live.insert(id.as_i64().unwrap(), block.max(512));
+            now += block.max(512);
+            peak = peak.max(now);
+        } else {
+            now -= live.remove(&e["free"].as_i64().unwrap()).unwrap();
+        }
+    }
+    peak
+}
+
+#[test]
+fn a_simulated_h100_run_sees_the_gpu_and_predicts_the_peak_worked_out_by_hand() {
+    let (r, p, trace) = simulate("H100", &[], 0);
+    // The program sees one H100, its tensors on cuda:0, and its own memory readings.
+    let out: Vec<&str> = r.stderr.lines().chain(r.stdout.lines()).collect();
+    for line in [
+        "available True 1",
+        "device NVIDIA H100 80GB HBM3 85017493504 9 0",
+        "tensors cuda:0 True torch.Size([64, 256]) torch.float32",
+        "max_memory_allocated 69773312",
+        "loss 0.0",
+    ] {
+        assert!(out.contains(&line), "{line} not in {out:?}");
+    }
+    let all = allocations(&trace);
+    // The parameters, moved once each, at model.to's line.
+    let params: Vec<i64> = all
+        .iter()
+        .filter(|a| a.2 == "parameters")
+        .map(|a| a.0)
+        .collect();
+    assert_eq!(params, PARAMETERS);
+    assert!(all[..4].iter().all(|a| a.1 == at("model = nn.Sequential")));
+    assert_eq!(
+        all[4],
+        (64 * 128 * 4, at("x = torch.randn"), "inputs".into())
+    );
+    assert_eq!(
+        all[5],
+        (64 * 256 * 4, at("y = torch.randn"), "inputs".into())
+    );
+    // cuBLAS's workspace, H100's 32 MiB, once for the program's thread (the first forward's
+    // matrix product) and once for autograd's (the first backward's).
+    let workspaces: Vec<(i64, String)> = all
+        .iter()
+        .filter(|a| a.2 == "workspaces")
+        .map(|a| (a.0, a.1.clone()))
+        .collect();
+    assert_eq!(
+        workspaces,
+        [
+            (WORKSPACE_SM90, at("out = model(x)")),
+            (WORKSPACE_SM90, at("loss.backward()"))
+        ]
+    );
+    // SGD's momentum buffers, one per parameter, at the step that made them; the gradients,
+    // one per parameter in each of the two backward passes.
+    let state: Vec<i64> = all
+        .iter()
+        .filter(|a| a.2 == "optimizer state")
+        .map(|a| a.0)
+        .collect();
+    assert_eq!(state, PARAMETERS);
+    let grads = all.iter().filter(|a| a.2 == "gradients").count();
+    assert_eq!(grads, 8);
+    // The peak, in the second backward pass: both workspaces, the parameters, their gradients
+    // and momentum, an autograd temporary (the gradient into the ReLU, 64 x 512 floats), x, y,
+    // the output the program holds (64 x 256), the loss and its gradient's seed (512 B each).
+    let by_hand = 2 * WORKSPACE_SM90
+        + 3 * PARAMETER_BYTES
+        + 64 * 512 * 4
+        + 64 * 128 * 4
+        + 64 * 256 * 4
+        + 64 * 256 * 4
+        + 2 * 512;
+    assert_eq!(by_hand, 69773312);
+    assert_eq!(allocated_peak(&trace), by_hand);
+    assert_eq!(p["predicted"]["allocated_bytes.all.peak"], by_hand);
+    // Reserved: each workspace a 32 MiB segment of its own; every other block is at most 1 MiB,
+    // in the small pool's 2 MiB segments, and the 2.6 MiB of them at the peak need two.
+    assert_eq!(
+        p["predicted"]["reserved_bytes.all.peak"],
+        (32 + 32 + 2 + 2) << 20
+    );
+    assert_eq!(p["fits"], true);
+    assert_eq!(p["memory_bytes"], 85017493504i64 - 808255488);
+    assert_eq!(p["simulated"]["gpu"], "NVIDIA H100 80GB HBM3");
+    let places: Vec<&str> = p["simulated"]["placeholders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["at"].as_str().unwrap())
+        .collect();
+    assert_eq!(places, [at("loss.item()"), at("torch.isnan")]);
+    // The peak by line and category sums to it.
+    let rows = p["peak_live"].as_array().unwrap();
+    let sum: i64 = rows.iter().map(|r| r["bytes"].as_i64().unwrap()).sum();
+    assert_eq!(sum, by_hand);
+    assert!(rows.contains(&serde_json::json!({
+        "at": at("model = nn.Sequential"), "bytes": PARAMETER_BYTES, "blocks": 4,
+        "category": "parameters"})));
+}
+
+#[test]
+fn an_a100_has_its_own_workspace_and_a_30_gib_tensor_does_not_fit_an_l4() {
+    let (_, p, trace) = simulate("a100-40gb", &[], 0);
+    let workspaces: Vec<i64> = allocations(&trace)
+        .iter()
+        .filter(|a| a.2 == "workspaces")
+        .map(|a| a.0)
+        .collect();
+    assert_eq!(workspaces, [WORKSPACE_SM80, WORKSPACE_SM80]);
+    assert_eq!(p["simulated"]["gpu"], "NVIDIA A100-SXM4-40GB");
+    // 30 GiB in one tensor: an H100 holds it, an L4 does not (exit 5, as memprof fit's).
+    let (_, p, _) = simulate("H100", &["64", "big"], 0);
+    assert_eq!(p["fits"], true);
+    let (_, p, _) = simulate("L4", &["64", "big"], 5);
+    assert_eq!(p["fits"], false);
+    assert_eq!(p["out_of_memory"]["requested_bytes"], 30i64 << 30);
+    assert_eq!(p["out_of_memory"]["at"], at("big = torch.empty"));
+    // The table says so.
+    let r = finish(
+        memprof()
+            .args(["run", "--simulate-gpu", "L4", "simulated.py", "64", "big"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("simulated: NVIDIA L4") && r.stdout.contains("fits: no"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn two_simulated_batch_sizes_predict_a_third_as_simulating_it_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for batch in ["64", "128", "512"] {
+        let (_, _, trace) = simulate("H100", &[batch], 0);
+        let path = dir.path().join(format!("b{batch}.json"));
+        std::fs::write(&path, trace.to_string()).unwrap();
+        paths.push(path.to_string_lossy().into_owned());
+    }
+    let r = finish(
+        memprof()
+            .args([
+                "fit",
+                &paths[0],
+                &paths[1],
+                "--batches",
+                "64,128",
+                "--scale",
+                "512",
+            ])
+            .args(["--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let scaled = r.json();
+    let r = finish(
+        memprof()
+            .args(["fit", &paths[2], "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    let simulated = r.json();
+    for key in ["allocated_bytes.all.peak", "reserved_bytes.all.peak"] {
+        assert_eq!(
+            scaled["predicted"][key], simulated["predicted"][key],
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_gpu_and_modes_that_need_a_real_one_are_refused_before_the_program_runs() {
+    let r = finish(
+        memprof()
+            .args(["run", "--simulate-gpu", "H300", "simulated.py"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .contains("--simulate-gpu H300: not a GPU memprof can simulate")
+            && r.stderr
+                .contains("H100, H200, A100-80GB, A100-40GB, L4, RTX4090"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stdout.contains("available"),
+        "the program ran: {}",
+        r.stdout
+    );
+    let r = finish(
+        memprof()
+            .args(["run", "--simulate-gpu", "H100", "--modules", "simulated.py"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("--modules measures a real one"),
+        "{}",
+        r.stderr
+    );
+}
