@@ -34,12 +34,14 @@ def resnet50(batch, steps):
     torch.cuda.synchronize()
 
 
-def gpt2(batch, steps):
+def gpt2(batch, steps, compiled=False):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
     from gpt2_model import GPT, GPTConfig
 
     torch.manual_seed(1337)
     model = GPT(GPTConfig(block_size=1024, vocab_size=50304, n_layer=12, n_head=12, n_embd=768)).cuda()
+    if compiled:
+        model = torch.compile(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
     for _ in range(steps):
         x = torch.randint(0, 50304, (batch, 1024), device="cuda")
@@ -48,6 +50,36 @@ def gpt2(batch, steps):
             _, loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+
+
+def gpt2_compiled(batch, steps):
+    """gpt2's step with the model under torch.compile (inductor)."""
+    gpt2(batch, steps, compiled=True)
+
+
+def llama_lora(batch, steps):
+    """A Llama-style model from its config (HuggingFace transformers, about 150M parameters,
+    bf16 weights, SDPA attention), LoRA adapters on the attention projections (peft), AdamW on
+    the adapters, sequences of 512 tokens."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
+                         num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=8,
+                         max_position_embeddings=1024)
+    config._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(config).to("cuda", dtype=torch.bfloat16)
+    model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
+                                             target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    for _ in range(steps):
+        ids = torch.randint(0, 32000, (batch, 512), device="cuda")
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
@@ -69,7 +101,7 @@ def fragment(batch, steps):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("workload", choices=["resnet50", "gpt2", "fragment"])
+    p.add_argument("workload", choices=["resnet50", "gpt2", "gpt2_compiled", "llama_lora", "fragment"])
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--cap", type=int, default=None, help="bytes the allocator may reserve")
@@ -81,7 +113,8 @@ def main():
         torch.cuda.set_per_process_memory_fraction(args.cap / total)
     oom = None
     try:
-        {"resnet50": resnet50, "gpt2": gpt2, "fragment": fragment}[args.workload](args.batch, args.steps)
+        {"resnet50": resnet50, "gpt2": gpt2, "gpt2_compiled": gpt2_compiled, "llama_lora": llama_lora,
+         "fragment": fragment}[args.workload](args.batch, args.steps)
     except torch.OutOfMemoryError as e:
         oom = str(e).splitlines()[0][:200]
     stats = torch.cuda.memory_stats()

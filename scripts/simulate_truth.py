@@ -32,7 +32,7 @@ def site(frames):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("workload", choices=["gpt2", "resnet50"])
+    p.add_argument("workload", choices=["gpt2", "resnet50", "gpt2_compiled", "llama_lora"])
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("-o", "--output", required=True)

@@ -161,7 +161,7 @@ fn a_simulated_h100_run_sees_the_gpu_and_predicts_the_peak_worked_out_by_hand() 
     assert_eq!(p["fits"], true);
     assert_eq!(p["memory_bytes"], 85017493504i64 - 808255488);
     assert_eq!(p["simulated"]["gpu"], "NVIDIA H100 80GB HBM3");
-    let places: Vec<&str> = p["simulated"]["placeholders"]
+    let places: Vec<&str> = p["simulated"]["notes"]
         .as_array()
         .unwrap()
         .iter()

@@ -8,7 +8,7 @@
 # device="cuda", `.to("cuda")`, `.cuda()`), through a dispatch mode that stays on for the whole
 # run. Every op with a fake input runs under the fake mode, and each new storage among its
 # outputs is an allocation of its nbytes; it is freed when the last tensor on it is (a weakref on
-# each tensor). Values read back (`.item()`, `.cpu()`, printing) are placeholders (zeros) and
+# each tensor). Values read back (`.item()`, `.cpu()`, printing) are notes (zeros) and
 # each line that read one is named. torch.cuda's device queries answer as the named GPU; autograd
 # runs its backward on the calling thread (its device threads need a real device).
 #
@@ -49,8 +49,8 @@ class _State:
         self.born_in_pass = {}  # allocation id -> backward passes begun before it
         self.passes = 0
         self.was_backward = False
-        self.placeholders = {}  # "file:line" -> what was read there
-        self.workspaces = set()  # threads ("program", "autograd") that have cuBLAS's workspace
+        self.notes = {}  # ("file:line", what was read there) -> None, in order
+        self.workspaces = set()  # (thread, stream) handles that have cuBLAS's workspace
 
 
 _MODULE_CALL = os.path.join("torch", "nn", "modules", "module.py")
@@ -110,7 +110,7 @@ def _allocate(nbytes, role=None):
     ident = s.next_id
     s.next_id += 1
     at, in_module = _site()
-    s.events.append({"alloc": ident, "size": int(nbytes), "stream": 0, "at": at})
+    s.events.append({"alloc": ident, "size": int(nbytes), "stream": _stream_now(), "at": at})
     s.allocated += _block(nbytes)
     if s.allocated > s.peak:
         s.peak = s.allocated
@@ -184,7 +184,48 @@ def _track(t, role=None):
     elif role is not None:
         _state.role.setdefault(entry[0], role)
     entry[1] += 1
-    weakref.finalize(t, _free, key)
+    held = _held.get(id(t))
+    if held is None:
+        _held[id(t)] = (weakref.finalize(t, _release, id(t)), [key])
+    else:
+        held[1].append(key)
+
+
+# id(tensor) -> (its finalizer, the storages it counts on): one finalizer per tensor, so that
+# torch.utils.swap_tensors (module.to on a simulated model) can move them with the contents.
+_held = {}
+
+
+def _release(ident):
+    held = _held.pop(ident, None)
+    if held is not None:
+        for key in held[1]:
+            _free(key)
+
+
+def _install_swaps(torch):
+    """torch.utils.swap_tensors (module.to on a simulated model swaps each parameter in place)
+    refuses a tensor with weakrefs, and simulated tensors have them (the finalizer that frees
+    their storage, the fake mode's memo): a simulated parameter takes its new contents as
+    `.data` instead, the same object holding the new storage, as a swap would leave it."""
+    import torch.utils
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    swap = torch.utils.swap_tensors
+
+    def swap_or_take(t1, t2):
+        if not (isinstance(t1, FakeTensor) and isinstance(t2, FakeTensor)):
+            return swap(t1, t2)
+        with torch.no_grad():
+            t1.data = t2
+        held = _held.get(id(t1))
+        if held is not None:
+            old, held[1][:] = held[1][:], []
+            for key in old:
+                _free(key)
+        _track(t1)
+
+    torch.utils.swap_tensors = swap_or_take
 
 
 def _name_role(t, role):
@@ -217,9 +258,9 @@ def _sdpa_choice(torch, args, kwargs):
     return _SDPA_MATH
 
 
-def _note_placeholder(what):
+def _note(what):
     at, _ = _site()
-    _state.placeholders.setdefault(at, what)
+    _state.notes.setdefault((at, what), None)
 
 
 def install(gpu, trace_path, is_user_file):
@@ -228,7 +269,12 @@ def install(gpu, trace_path, is_user_file):
     _gpu, _trace_path, _is_user_file = gpu, trace_path, is_user_file
     _state = _State()
     import torch
-    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        FakeTensor,
+        FakeTensorMode,
+    )
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten, tree_map
@@ -278,7 +324,7 @@ def install(gpu, trace_path, is_user_file):
 
     def placeholder(t):
         """A simulated tensor's values, read on the CPU: zeros of its shape and dtype."""
-        _note_placeholder("values copied to the CPU: zeros were used")
+        _note("values copied to the CPU: zeros were used")
         return torch.zeros(tuple(t.shape), dtype=t.dtype)
 
     class SimulatedGpuFunctions(TorchFunctionMode):
@@ -286,6 +332,15 @@ def install(gpu, trace_path, is_user_file):
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if func in (torch.tensor, torch.as_tensor) and is_cuda(kwargs.get("device")):
+                # From Python data: made on the CPU, then copied to the simulated GPU (torch's
+                # constructor would initialise CUDA first).
+                kwargs = dict(kwargs)
+                device = kwargs.pop("device")
+                grad = kwargs.pop("requires_grad", False)
+                kwargs.pop("pin_memory", None)
+                out = func(*args, **kwargs).to(device)
+                return out.requires_grad_() if grad else out
             if func is torch.nn.functional.cross_entropy and args and \
                     isinstance(args[0], FakeTensor):
                 out = _cross_entropy_as_cuda(torch, args, kwargs)
@@ -297,16 +352,21 @@ def install(gpu, trace_path, is_user_file):
                     return getattr(placeholder(args[0]), name)()
                 if name == "cpu":
                     return placeholder(args[0])
+                if name == "cuda" and not kwargs.get("memory_format"):
+                    return args[0]  # on the GPU already: itself, as torch gives it
                 if name == "to":
                     target = kwargs.get("device")
                     for a in args[1:]:
                         if isinstance(a, (str, torch.device)):
                             target = a
+                    dtype = kwargs.get("dtype") or next(
+                        (a for a in args[1:] if isinstance(a, torch.dtype)), None)
                     if target is not None and not is_cuda(target):
-                        dtype = kwargs.get("dtype") or next(
-                            (a for a in args[1:] if isinstance(a, torch.dtype)), None)
                         out = placeholder(args[0])
                         return out if dtype is None else out.to(dtype)
+                    if target is not None and dtype in (None, args[0].dtype) and \
+                            not kwargs.get("copy") and not kwargs.get("memory_format"):
+                        return args[0]  # on the GPU already: itself, as torch gives it
             return func(*args, **kwargs)
 
     class SimulatedGpu(TorchDispatchMode):
@@ -320,7 +380,7 @@ def install(gpu, trace_path, is_user_file):
             if func is aten._fused_sdp_choice.default:
                 return _sdpa_choice(torch, args, kwargs)
             if func is aten._local_scalar_dense.default:
-                _note_placeholder("a value (.item(), bool(), a Python number): 0 was used")
+                _note("a value (.item(), bool(), a Python number): 0 was used")
                 return _zero_scalar(torch, args[0])
             if func is aten._to_copy.default and isinstance(args[0], FakeTensor) and to_cuda \
                     and kwargs.get("dtype") in (None, args[0].dtype):
@@ -332,7 +392,7 @@ def install(gpu, trace_path, is_user_file):
                 finally:
                     inside[0] -= 1
             if func is aten.copy_.default and not isinstance(args[0], FakeTensor):
-                _note_placeholder("values copied to the CPU: zeros were used")
+                _note("values copied to the CPU: zeros were used")
                 return args[0].zero_()
             if func in products:
                 _cublas_workspace(torch)
@@ -345,6 +405,8 @@ def install(gpu, trace_path, is_user_file):
             try:
                 with fake:
                     out = func(*args, **kwargs)
+            except (DynamicOutputShapeException, DataDependentOutputException):
+                out = value_dependent(func, args, kwargs)
             finally:
                 inside[0] -= 1
             for t in tree_flatten(out)[0]:
@@ -352,7 +414,33 @@ def install(gpu, trace_path, is_user_file):
                     _track(t, role)
             return out
 
+    def value_dependent(func, args, kwargs):
+        """An op whose output's size depends on its inputs' values (nonzero, a boolean mask,
+        unique): run on the CPU with every element one (nonzero, true), the largest size such
+        an op can give, and its output made a simulated tensor of that size."""
+        _note(f"a size that depends on values ({func.__name__}): every element "
+                          "counted as nonzero, the largest size")
+
+        def real(a):
+            if isinstance(a, FakeTensor):
+                return torch.ones(tuple(a.shape), dtype=a.dtype)
+            return a
+
+        inside[0] -= 1
+        try:
+            r_args, r_kwargs = tree_map(real, (args, kwargs))
+            out = func(*r_args, **r_kwargs)
+        finally:
+            inside[0] += 1
+        with fake:
+            return tree_map(
+                lambda t: aten.clone.default(fake.from_tensor(t))
+                if isinstance(t, torch.Tensor) else t, out)
+
+    _install_compile(torch)
     _install_module_moves(torch)
+    _install_swaps(torch)
+    _install_pinned_memory(torch)
     _install_device_queries(torch)
     _install_autocast(torch)
     _install_roles(torch)
@@ -362,11 +450,163 @@ def install(gpu, trace_path, is_user_file):
         m.__enter__()
 
 
+class _Stream:
+    """A simulated CUDA stream: numbered in order of creation (0: the default stream), the
+    number the trace gives the allocations made while it is current."""
+
+    count = 0
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        _Stream.count += 1
+        self.stream_id = _Stream.count
+        self.device = _cuda_device
+        self.priority = priority
+
+    def wait_event(self, event):
+        pass
+
+    def wait_stream(self, stream):
+        pass
+
+    def record_event(self, event=None):
+        return event if event is not None else _Event()
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+    def __eq__(self, other):
+        return isinstance(other, _Stream) and other.stream_id == self.stream_id
+
+    def __hash__(self):
+        return hash(("memprof-simulated-stream", self.stream_id))
+
+    def __repr__(self):
+        return f"<torch.cuda.Stream device=cuda:0 id={self.stream_id} (simulated)>"
+
+
+class _DefaultStream(_Stream):
+    def __init__(self):
+        self.stream_id = 0
+        self.device = _cuda_device
+        self.priority = 0
+
+
+class _Event:
+    """A simulated CUDA event: always complete, no time between two."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end_event):
+        return 0.0
+
+
+_cuda_device = None
+_default_stream = None
+_current_stream = []
+
+
+def _stream_now():
+    """The trace's number of the stream current now (0: the default one)."""
+    return _current_stream[-1].stream_id if _current_stream else 0
+
+
+def _streams_and_events(torch):
+    global _cuda_device, _default_stream
+    import contextlib
+
+    _cuda_device = torch.device("cuda", 0)
+    _default_stream = _DefaultStream()
+
+    @contextlib.contextmanager
+    def stream(s):
+        if s is None:
+            yield
+            return
+        _current_stream.append(s)
+        try:
+            yield
+        finally:
+            _current_stream.pop()
+
+    def set_stream(s):
+        _current_stream[:] = [s]
+
+    def current_stream(device=None):
+        return _current_stream[-1] if _current_stream else _default_stream
+
+    return {
+        "Stream": _Stream,
+        "Event": _Event,
+        "stream": stream,
+        "set_stream": set_stream,
+        "current_stream": current_stream,
+        "default_stream": lambda device=None: _default_stream,
+    }
+
+
+def _random_state(torch):
+    """CUDA's generator state, as programs save and restore it (checkpointing, resumable data
+    order): a state of the size torch's Philox generator has (16 bytes), on the CPU."""
+    state = {"value": torch.zeros(16, dtype=torch.uint8)}
+
+    def get_rng_state(device="cuda"):
+        return state["value"].clone()
+
+    def set_rng_state(new_state, device="cuda"):
+        state["value"] = new_state.clone()
+
+    return {
+        "get_rng_state": get_rng_state,
+        "set_rng_state": set_rng_state,
+        "get_rng_state_all": lambda: [get_rng_state()],
+        "set_rng_state_all": lambda states: set_rng_state(states[0]),
+        "initial_seed": lambda: 0,
+    }
+
+
+def _install_pinned_memory(torch):
+    """Pinned host memory is the driver's (a DataLoader's pin_memory=True): the CPU tensor
+    itself stands for it, and is never device memory."""
+    torch.Tensor.pin_memory = lambda self, device=None: self
+
+
+def _install_compile(torch):
+    """torch.compile's graphs run eagerly on simulated tensors (dynamo does not trace under
+    memprof's modes): what a compiled model allocates is its eager program's, and the report
+    says so at the line that compiled it."""
+    compile_ = torch.compile
+
+    def noted(*args, **kwargs):
+        _note("torch.compile: simulated as the eager program (inductor's buffers and their "
+              "reuse are not modelled)")
+        return compile_(*args, **kwargs)
+
+    torch.compile = noted
+
+
 def _install_module_moves(torch):
     """`model.to("cuda")` keeps a tied weight one parameter, moved once. torch moves a CPU
     parameter to CUDA by giving the same Parameter new data; a fake tensor cannot be a real
     one's data, so torch makes a new Parameter for each module that holds it: each tensor is
     moved once here, and the modules that shared a parameter share its new one."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
     apply = torch.nn.Module._apply
     depth = [0]
 
@@ -376,6 +616,8 @@ def _install_module_moves(torch):
         results = {}
 
         def once(t):
+            if isinstance(t, FakeTensor):
+                return fn(t)  # already the GPU's (torch swaps it in place)
             key = id(t)
             if key not in results:
                 results[key] = (t, fn(t))  # t kept alive: its id stays its own
@@ -479,10 +721,10 @@ def _cublas_workspace(torch):
     """cuBLAS's workspace: torch gives each (thread, stream) handle one, through the caching
     allocator, on its first matrix product, and keeps it to the end. A backward runs on
     autograd's device thread on a GPU: a second one."""
-    thread = "autograd" if _in_backward() else "program"
-    if thread in _state.workspaces:
+    handle = ("autograd" if _in_backward() else "program", _stream_now())
+    if handle in _state.workspaces:
         return
-    _state.workspaces.add(thread)
+    _state.workspaces.add(handle)
     size = _gpu["cublas_workspace"]
     if size > 0:
         _allocate(size, "workspaces")
@@ -542,6 +784,8 @@ def _install_device_queries(torch):
         "set_device": nothing,
         "synchronize": nothing,
         "empty_cache": nothing,
+        # A cap is the replay's to apply (`memprof fit --memory`): nothing runs out here.
+        "set_per_process_memory_fraction": nothing,
         "get_device_name": lambda device=None: props.name,
         "get_device_capability": lambda device=None: (props.major, props.minor),
         "get_device_properties": lambda device=None: props,
@@ -583,6 +827,8 @@ def _install_device_queries(torch):
         return stats
 
     replacements["memory_stats"] = memory_stats
+    replacements.update(_streams_and_events(torch))
+    replacements.update(_random_state(torch))
     for name, value in replacements.items():
         setattr(cuda, name, value)
     try:
@@ -658,10 +904,10 @@ def finish(torch_version):
         "sizes": "requested",
         "simulated": {
             "gpu": _gpu["name"],
-            "placeholders": [{"at": at, "what": what} for at, what in s.placeholders.items()],
+            "notes": [{"at": at, "what": what} for at, what in s.notes],
         },
         "events": s.events,
     }
     with open(_trace_path, "w") as f:
         json.dump(trace, f)
-    return {"placeholders": len(s.placeholders)}
+    return {"notes": len(s.notes)}

@@ -44,8 +44,8 @@ pub struct Prediction {
     /// trace replayed itself (same memory, same settings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<FitCheck>,
-    /// A simulated run's trace (`memprof run --simulate-gpu`): the GPU, and the lines that read
-    /// placeholder values.
+    /// A simulated run's trace (`memprof run --simulate-gpu`): the GPU, and where it stood in for
+    /// the GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulated: Option<Simulated>,
     /// For a simulated run: what was live at the allocated peak, by line and category, largest

@@ -45,13 +45,15 @@ pub struct Trace {
 pub struct Simulated {
     /// The GPU it stood in for (`torch.cuda.get_device_name()`'s answer).
     pub gpu: String,
-    /// The lines that read a simulated tensor's values, which were placeholders (zeros).
+    /// Where the simulation is less sure, by line: a value read that a simulated tensor does not
+    /// have (a placeholder was used), a size that depended on values, a compiled model run as
+    /// the eager one.
     #[serde(default)]
-    pub placeholders: Vec<Placeholder>,
+    pub notes: Vec<SimulationNote>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
-pub struct Placeholder {
+pub struct SimulationNote {
     pub at: String,
     pub what: String,
 }

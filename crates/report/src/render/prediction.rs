@@ -170,14 +170,14 @@ fn table(p: &Prediction) -> String {
         out.push('\n');
     }
     if let Some(sim) = &p.simulated {
-        if !sim.placeholders.is_empty() {
+        if !sim.notes.is_empty() {
             let _ = writeln!(
                 out,
-                "\nvalues the program read, which a simulated tensor does not have (placeholders \
-                 were used; where one decided a size, the prediction is less sure):"
+                "\nwhere the simulation stood in for the GPU (a simulated tensor has no values; \
+                 where one decided a size, the prediction is less sure):"
             );
         }
-        for place in &sim.placeholders {
+        for place in &sim.notes {
             let _ = writeln!(out, "  {}: {}", place.at, place.what);
         }
     }
