@@ -8,6 +8,8 @@ use serde_json::Value;
 
 const WORKSPACE_SM90: i64 = 32 << 20;
 const WORKSPACE_SM80: i64 = 4096 * 1024 * 2 + 16 * 1024 * 8;
+/// cuBLASLt's, for a product with a bias (the Linear layers' forward).
+const WORKSPACE_LT: i64 = 1 << 20;
 /// 128 -> 512 -> 256: the weights and biases, in the order `.to("cuda")` moves them.
 const PARAMETERS: [i64; 4] = [512 * 128 * 4, 512 * 4, 256 * 512 * 4, 256 * 4];
 const PARAMETER_BYTES: i64 = 262144 + 2048 + 524288 + 1024;
@@ -93,7 +95,7 @@ fn a_simulated_h100_run_sees_the_gpu_and_predicts_the_peak_worked_out_by_hand() 
         "available True 1",
         "device NVIDIA H100 80GB HBM3 85017493504 9 0",
         "tensors cuda:0 True torch.Size([64, 256]) torch.float32",
-        "max_memory_allocated 69773312",
+        "max_memory_allocated 70821888",
         "loss 0.0",
     ] {
         assert!(out.contains(&line), "{line} not in {out:?}");
@@ -116,7 +118,8 @@ fn a_simulated_h100_run_sees_the_gpu_and_predicts_the_peak_worked_out_by_hand() 
         (64 * 256 * 4, at("y = torch.randn"), "inputs".into())
     );
     // cuBLAS's workspace, H100's 32 MiB, once for the program's thread (the first forward's
-    // matrix product) and once for autograd's (the first backward's).
+    // matrix product) and once for autograd's (the first backward's); cuBLASLt's 1 MiB after
+    // the first, for the Linear layer's product with a bias.
     let workspaces: Vec<(i64, String)> = all
         .iter()
         .filter(|a| a.2 == "workspaces")
@@ -126,6 +129,7 @@ fn a_simulated_h100_run_sees_the_gpu_and_predicts_the_peak_worked_out_by_hand() 
         workspaces,
         [
             (WORKSPACE_SM90, at("out = model(x)")),
+            (WORKSPACE_LT, at("out = model(x)")),
             (WORKSPACE_SM90, at("loss.backward()"))
         ]
     );
@@ -139,21 +143,22 @@ fn a_simulated_h100_run_sees_the_gpu_and_predicts_the_peak_worked_out_by_hand() 
     assert_eq!(state, PARAMETERS);
     let grads = all.iter().filter(|a| a.2 == "gradients").count();
     assert_eq!(grads, 8);
-    // The peak, in the second backward pass: both workspaces, the parameters, their gradients
+    // The peak, in the second backward pass: the workspaces, the parameters, their gradients
     // and momentum, an autograd temporary (the gradient into the ReLU, 64 x 512 floats), x, y,
     // the output the program holds (64 x 256), the loss and its gradient's seed (512 B each).
     let by_hand = 2 * WORKSPACE_SM90
+        + WORKSPACE_LT
         + 3 * PARAMETER_BYTES
         + 64 * 512 * 4
         + 64 * 128 * 4
         + 64 * 256 * 4
         + 64 * 256 * 4
         + 2 * 512;
-    assert_eq!(by_hand, 69773312);
+    assert_eq!(by_hand, 70821888);
     assert_eq!(allocated_peak(&trace), by_hand);
     assert_eq!(p["predicted"]["allocated_bytes.all.peak"], by_hand);
-    // Reserved: each workspace a 32 MiB segment of its own; every other block is at most 1 MiB,
-    // in the small pool's 2 MiB segments, and the 2.6 MiB of them at the peak need two.
+    // Reserved: each cuBLAS workspace a 32 MiB segment of its own; every other block is at most
+    // 1 MiB, in the small pool's 2 MiB segments, and the 3.6 MiB of them at the peak fit in two.
     assert_eq!(
         p["predicted"]["reserved_bytes.all.peak"],
         (32 + 32 + 2 + 2) << 20
@@ -185,7 +190,7 @@ fn an_a100_has_its_own_workspace_and_a_30_gib_tensor_does_not_fit_an_l4() {
         .filter(|a| a.2 == "workspaces")
         .map(|a| a.0)
         .collect();
-    assert_eq!(workspaces, [WORKSPACE_SM80, WORKSPACE_SM80]);
+    assert_eq!(workspaces, [WORKSPACE_SM80, WORKSPACE_LT, WORKSPACE_SM80]);
     assert_eq!(p["simulated"]["gpu"], "NVIDIA A100-SXM4-40GB");
     // 30 GiB in one tensor: an H100 holds it, an L4 does not (exit 5, as memprof fit's).
     let (_, p, _) = simulate("H100", &["64", "big"], 0);

@@ -179,6 +179,8 @@ def _track(t, role=None):
     entry = _state.live.get(key)
     if entry is None:
         nbytes = t.untyped_storage().nbytes()
+        if nbytes == 0:
+            return  # an empty tensor: nothing reaches the caching allocator
         entry = [_allocate(nbytes, role), 0, int(nbytes)]
         _state.live[key] = entry
     elif role is not None:
@@ -394,8 +396,8 @@ def install(gpu, trace_path, is_user_file):
             if func is aten.copy_.default and not isinstance(args[0], FakeTensor):
                 _note("values copied to the CPU: zeros were used")
                 return args[0].zero_()
-            if func in products:
-                _cublas_workspace(torch)
+            if func is flash_for_cpu and kwargs.get("attn_mask") is None:
+                return flash_as_cuda(args, kwargs)
             role = None
             if to_cuda and isinstance(args[0], torch.nn.Parameter):
                 role = "parameters"
@@ -412,7 +414,37 @@ def install(gpu, trace_path, is_user_file):
             for t in tree_flatten(out)[0]:
                 if isinstance(t, FakeTensor):
                     _track(t, role)
+            if func in products:
+                # After the product's output, as cuBLAS asks for them (measured on an H100).
+                _cublas_workspace(torch)
+                if func is aten.addmm.default and args[0].dim() == 1 and \
+                        kwargs.get("beta", 1) == 1:
+                    _cublaslt_workspace(torch)
             return out
+
+    flash_for_cpu = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    flash_for_cpu = getattr(flash_for_cpu, "default", None)
+
+    def flash_as_cuda(args, kwargs):
+        """SDPA's flash backend as CUDA runs it: libtorch sees CPU tensors and chose the CPU's
+        flash kernel; CUDA's also keeps its random generator's state for the backward (two
+        small device tensors, live as long as the saved outputs)."""
+        q, k, v = args[:3]
+        dropout = args[3] if len(args) > 3 else kwargs.get("dropout_p", 0.0)
+        causal = args[4] if len(args) > 4 else kwargs.get("is_causal", False)
+        inside[0] += 1
+        try:
+            with fake:
+                outs = aten._scaled_dot_product_flash_attention.default(
+                    q, k, v, dropout, causal, False, scale=kwargs.get("scale"))
+        finally:
+            inside[0] -= 1
+        out, logsumexp = outs[0], outs[1]
+        kept = [t for t in outs[2:] if isinstance(t, FakeTensor)]
+        for t in (out, logsumexp, *kept):
+            _track(t)
+        logsumexp._memprof_saved_with = kept
+        return out, logsumexp
 
     def value_dependent(func, args, kwargs):
         """An op whose output's size depends on its inputs' values (nonzero, a boolean mask,
@@ -438,6 +470,7 @@ def install(gpu, trace_path, is_user_file):
                 if isinstance(t, torch.Tensor) else t, out)
 
     _install_compile(torch)
+    _install_grouping(torch)
     _install_module_moves(torch)
     _install_swaps(torch)
     _install_pinned_memory(torch)
@@ -584,6 +617,40 @@ def _install_pinned_memory(torch):
     """Pinned host memory is the driver's (a DataLoader's pin_memory=True): the CPU tensor
     itself stands for it, and is never device memory."""
     torch.Tensor.pin_memory = lambda self, device=None: self
+
+
+def _cublaslt_workspace(torch):
+    """cuBLASLt's workspace: a matrix product with a bias (addmm, the Linear layers) runs
+    through cuBLASLt, whose handle gets its own workspace from the caching allocator the first
+    time (1 MiB, measured on an H100 and an H200 with torch 2.11), kept to the end."""
+    handle = ("lt", "autograd" if _in_backward() else "program", _stream_now())
+    if handle in _state.workspaces:
+        return
+    _state.workspaces.add(handle)
+    size = _gpu["cublaslt_workspace"]
+    if size > 0:
+        _allocate(size, "workspaces")
+
+
+def _install_grouping(torch):
+    """foreach ops' grouping of tensors by device (clipping, optimizers) reads libtorch's device,
+    the CPU for a simulated tensor: its groups are named cuda:0, as on the GPU, so that what is
+    moved "to the group's device" stays on the simulated GPU."""
+    group = torch._C._group_tensors_by_device_and_dtype
+    cuda0 = torch.device("cuda", 0)
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    def grouped(tensorlistlist, with_indices=False):
+        out = group(tensorlistlist, with_indices)
+        renamed = {}
+        for (device, dtype), value in out.items():
+            first = next((t for t in value[0][0] if t is not None), None) if value[0] else None
+            if isinstance(first, FakeTensor):
+                device = cuda0
+            renamed[(device, dtype)] = value
+        return renamed
+
+    torch._C._group_tensors_by_device_and_dtype = grouped
 
 
 def _install_compile(torch):

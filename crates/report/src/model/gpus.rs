@@ -20,6 +20,9 @@ pub struct GpuModel {
     /// default for the architecture (CublasHandlePool.cpp: 32 MiB on sm90 and newer, else
     /// 4096 KiB x 2 + 16 KiB x 8).
     pub cublas_workspace: i64,
+    /// cuBLASLt's workspace per handle (a matrix product with a bias takes its path): 1 MiB,
+    /// measured on the H100 and H200 with torch 2.11 (torch's default on the others).
+    pub cublaslt_workspace: i64,
     /// The device's memory a process holds outside the caching allocator: the CUDA context and
     /// libraries' handles (measured on the H100 and H200 at the end of a run; the others are
     /// estimates from the same driver and torch, and say so in docs/fit.md).
@@ -40,6 +43,7 @@ pub const GPUS: &[GpuModel] = &[
         minor: 0,
         multi_processor_count: 132,
         cublas_workspace: HOPPER_WORKSPACE,
+        cublaslt_workspace: MIB,
         outside_allocator: 808_255_488,
     },
     GpuModel {
@@ -50,6 +54,7 @@ pub const GPUS: &[GpuModel] = &[
         minor: 0,
         multi_processor_count: 132,
         cublas_workspace: HOPPER_WORKSPACE,
+        cublaslt_workspace: MIB,
         outside_allocator: 808_255_488,
     },
     GpuModel {
@@ -60,6 +65,7 @@ pub const GPUS: &[GpuModel] = &[
         minor: 0,
         multi_processor_count: 108,
         cublas_workspace: AMPERE_WORKSPACE,
+        cublaslt_workspace: MIB,
         outside_allocator: 600 * MIB,
     },
     GpuModel {
@@ -70,6 +76,7 @@ pub const GPUS: &[GpuModel] = &[
         minor: 0,
         multi_processor_count: 108,
         cublas_workspace: AMPERE_WORKSPACE,
+        cublaslt_workspace: MIB,
         outside_allocator: 600 * MIB,
     },
     GpuModel {
@@ -80,6 +87,7 @@ pub const GPUS: &[GpuModel] = &[
         minor: 9,
         multi_processor_count: 58,
         cublas_workspace: AMPERE_WORKSPACE,
+        cublaslt_workspace: MIB,
         outside_allocator: 500 * MIB,
     },
     GpuModel {
@@ -90,6 +98,7 @@ pub const GPUS: &[GpuModel] = &[
         minor: 9,
         multi_processor_count: 128,
         cublas_workspace: AMPERE_WORKSPACE,
+        cublaslt_workspace: MIB,
         outside_allocator: 500 * MIB,
     },
 ];
