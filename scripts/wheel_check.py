@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Checks an installed memprof wheel: run through the venv's `memprof` command, with no Rust, no
 LD_LIBRARY_PATH and no VIRTUAL_ENV, it profiles a fixture with exact bytes, names the peak's
-sites by file and line (a fixture's exactly, the GPT-2 example's summing to its peak), leaves
-the script's environment as `python` would, reads reports without loading libtorch, runs the
-API, the pytest plugin and a Jupyter kernel, and stops with one clear message (exit 2) where
-torch is missing.
+sites by file and line (a fixture's exactly, the GPT-2 example's summing to its peak), predicts
+a simulated H100's peak without a GPU, leaves the script's environment as `python` would, reads
+reports without loading libtorch, runs the API, the pytest plugin and a Jupyter kernel, and
+stops with one clear message (exit 2) where torch is missing.
 
     scripts/wheel_check.py VENV [VENV_WITHOUT_TORCH]
 """
@@ -65,6 +65,7 @@ def main():
     check_tensors(memprof, python)
     check_snapshot(memprof)
     check_attach(memprof)
+    check_simulate(memprof)
 
     for ld in (None, "/nonexistent/lib"):
         extra = {} if ld is None else {"LD_LIBRARY_PATH": ld}
@@ -196,6 +197,23 @@ def check_snapshot(memprof):
     plain = run([str(memprof.parent / "python"), "growing_steps.py", "leak", "20"])
     check(program.returncode == 0 and out == plain.stdout,
           "the program ran on unchanged (its output as under python)", "%r vs %r" % (out, plain.stdout))
+
+
+def check_simulate(memprof):
+    """`memprof run --simulate-gpu H100` on a machine without a GPU: the program sees an H100,
+    and the prediction's allocated peak is the one worked out by hand in tests/simulate.rs."""
+    r = run([str(memprof), "run", "--simulate-gpu", "H100", "--format", "json", "simulated.py"])
+    check(r.returncode == 0, "memprof run --simulate-gpu H100 simulated.py (exit 0)",
+          r.stderr[-2000:])
+    if r.returncode == 0:
+        p = json.loads(r.stdout)
+        check(p["predicted"]["allocated_bytes.all.peak"] == 70821888
+              and p["simulated"]["gpu"] == "NVIDIA H100 80GB HBM3" and p["fits"],
+              "the simulated H100's allocated peak, worked out by hand",
+              json.dumps(p["predicted"]))
+        check("device NVIDIA H100 80GB HBM3 85017493504 9 0" in r.stderr
+              and "max_memory_allocated 70821888" in r.stderr,
+              "the program saw the H100 and its own memory readings", r.stderr[:500])
 
 
 def check_attach(memprof):

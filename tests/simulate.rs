@@ -291,3 +291,64 @@ fn an_unknown_gpu_and_modes_that_need_a_real_one_are_refused_before_the_program_
         r.stderr
     );
 }
+
+#[test]
+fn what_training_programs_do_beside_the_step_runs_and_says_where_values_were_stood_in_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let prediction = dir.path().join("prediction.json");
+    let r = finish(
+        memprof()
+            .args(["run", "--simulate-gpu", "H100", "-o"])
+            .arg(&prediction)
+            .arg("simulated_patterns.py")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for line in [
+        "checkpoint (32, 64) cuda:0",
+        // The boolean mask's size at its largest: every one of 32 x 64 elements selected.
+        "mask (2048,)",
+        "loader (16, 64) cuda:0",
+        "stream (32, 64) True",
+        "rng torch.uint8",
+        "scaler torch.float32",
+        "values (32, 64) 0.0",
+    ] {
+        assert!(r.stdout.lines().any(|l| l == line), "{line}:\n{}", r.stdout);
+    }
+    // No warning said from memprof's own frames.
+    assert!(!r.stderr.contains("<memprof"), "{}", r.stderr);
+    let p = read_json(&prediction);
+    let text = std::fs::read_to_string(fixture("simulated_patterns.py")).unwrap();
+    let line_of = |needle: &str| {
+        let n = text.lines().position(|l| l.contains(needle)).unwrap();
+        format!("simulated_patterns.py:{}", n + 1)
+    };
+    let notes: Vec<(String, String)> = p["simulated"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["at"].as_str().unwrap().to_string(),
+                n["what"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        notes.contains(&(
+            line_of("selected = y[y > 0]"),
+            "a size that depends on values (index.Tensor): every element counted as nonzero, \
+             the largest size"
+                .into()
+        )),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|(at, what)| at == &line_of("print(\"values\"") && what.contains("zeros")),
+        "{notes:?}"
+    );
+}

@@ -290,8 +290,8 @@ def install(gpu, trace_path, is_user_file):
 
     fake = NoDeviceFakeMode(allow_non_fake_inputs=True)
     # CUDA's device guard answers as a device that needs no driver (what FakeTensorMode sets
-    # while it is entered): `.to("cuda")` asks for the current device before it dispatches.
-    torch._C._ensureCUDADeviceGuardSet()
+    # while it is entered, torch 2.10+): nothing asks the driver for the current device.
+    getattr(torch._C, "_ensureCUDADeviceGuardSet", lambda: None)()
     aten = torch.ops.aten
     cpu = torch.device("cpu")
     cuda0 = torch.device("cuda", 0)
@@ -329,11 +329,32 @@ def install(gpu, trace_path, is_user_file):
         _note("values copied to the CPU: zeros were used")
         return torch.zeros(tuple(t.shape), dtype=t.dtype)
 
+    def to_gpu(name, args, kwargs):
+        """A CPU tensor's `.to("cuda")` or `.cuda()`: the copy dispatched as such (torch's own
+        `.to` asks the driver for the current device first). None: not to the GPU."""
+        t = args[0]
+        if name == "cuda":
+            dtype, non_blocking, memory_format = None, kwargs.get("non_blocking", False), None
+        else:
+            device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(
+                *args[1:], **kwargs)
+            if not is_cuda(device):
+                return None
+        return aten._to_copy.default(
+            t, dtype=dtype or t.dtype, device=cuda0, non_blocking=non_blocking,
+            memory_format=memory_format or torch.preserve_format)
+
     class SimulatedGpuFunctions(TorchFunctionMode):
         """What must be decided above autograd: copies between the CPU and the simulated GPU."""
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if name in ("to", "cuda") and args and isinstance(args[0], torch.Tensor) and \
+                    not isinstance(args[0], FakeTensor):
+                moved = to_gpu(name, args, kwargs)
+                if moved is not None:
+                    return moved
             if func in (torch.tensor, torch.as_tensor) and is_cuda(kwargs.get("device")):
                 # From Python data: made on the CPU, then copied to the simulated GPU (torch's
                 # constructor would initialise CUDA first).
@@ -349,7 +370,14 @@ def install(gpu, trace_path, is_user_file):
                 if out is not None:
                     return out
             if args and isinstance(args[0], FakeTensor):
-                name = getattr(func, "__name__", "")
+                if name in ("item", "__float__", "__int__", "__bool__", "__index__",
+                            "__complex__") and args[0].numel() == 1:
+                    # Read here, above libtorch, so that what it warns of (a scalar of a tensor
+                    # that requires grad) is not said from memprof's frame.
+                    _note("a value (.item(), bool(), a Python number): 0 was used")
+                    value = _zero_scalar(torch, args[0])
+                    return {"__float__": float, "__int__": int, "__index__": int,
+                            "__complex__": complex}.get(name, lambda v: v)(value)
                 if name in ("numpy", "tolist"):
                     return getattr(placeholder(args[0]), name)()
                 if name == "cpu":
@@ -509,6 +537,13 @@ class _Stream:
 
     def synchronize(self):
         pass
+
+    def is_capturing(self):
+        return False  # no CUDA graph is captured
+
+    @property
+    def cuda_stream(self):
+        return self.stream_id
 
     def __eq__(self, other):
         return isinstance(other, _Stream) and other.stream_id == self.stream_id
@@ -674,6 +709,16 @@ def _install_module_moves(torch):
     moved once here, and the modules that shared a parameter share its new one."""
     from torch._subclasses.fake_tensor import FakeTensor
 
+    # A fake tensor is never a real one's new `.data` (torch 2.15 says so in Module._apply
+    # itself; older releases would make the parameter a meta tensor in place).
+    compatible = torch._has_compatible_shallow_copy_type
+
+    def not_across_fakes(a, b):
+        if isinstance(a, FakeTensor) != isinstance(b, FakeTensor):
+            return False
+        return compatible(a, b)
+
+    torch._has_compatible_shallow_copy_type = not_across_fakes
     apply = torch.nn.Module._apply
     depth = [0]
 
@@ -896,8 +941,16 @@ def _install_device_queries(torch):
     replacements["memory_stats"] = memory_stats
     replacements.update(_streams_and_events(torch))
     replacements.update(_random_state(torch))
+    replacements["is_current_stream_capturing"] = lambda: False  # no CUDA graph is captured
+    _install_accelerator(torch)
     for name, value in replacements.items():
         setattr(cuda, name, value)
+    try:
+        import torch.cuda.graphs as graphs
+
+        graphs.is_current_stream_capturing = replacements["is_current_stream_capturing"]
+    except ImportError:
+        pass
     try:
         import torch.cuda.memory as memory
 
@@ -907,6 +960,28 @@ def _install_device_queries(torch):
             setattr(memory, name, replacements[name])
     except ImportError:
         pass
+
+
+def _install_accelerator(torch):
+    """torch.accelerator (torch 2.6+: DataLoader's pin-memory thread, device-generic code)
+    answers as the simulated GPU."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None:
+        return
+    answers = {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_accelerator": lambda check_available=False: torch.device("cuda"),
+        "current_device_index": lambda: 0,
+        "current_device_idx": lambda: 0,
+        "set_device_index": lambda device: None,
+        "set_device_idx": lambda device: None,
+        "synchronize": lambda device=None: None,
+        "current_stream": lambda device=None: torch.cuda.current_stream(),
+    }
+    for name, value in answers.items():
+        if hasattr(accelerator, name):
+            setattr(accelerator, name, value)
 
 
 def _install_roles(torch):
