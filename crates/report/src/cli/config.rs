@@ -469,10 +469,15 @@ impl Simulation {
             (args.live, "--live"),
             (args.suggest_checkpoints.is_some(), "--suggest-checkpoints"),
             (args.collectives, "--collectives"),
+            (!args.functions.is_empty(), "-f"),
+            (!args.max.is_empty(), "--max"),
+            (args.plot.is_some(), "--plot"),
+            (args.warmup > 0 || args.calls.is_some(), "--warmup/--calls"),
         ];
         if let Some((_, flag)) = incompatible.iter().find(|(on, _)| *on) {
             return Err(Error::usage(format!(
-                "--simulate-gpu runs the program without a device, and {flag} measures a real one"
+                "--simulate-gpu runs the program without a device, and {flag} measures a real one \
+                 (a simulated run's report is its prediction: the peak by line and category)"
             ))
             .hint(format!("leave out {flag}, or --simulate-gpu")));
         }
