@@ -290,6 +290,25 @@ fn an_unknown_gpu_and_modes_that_need_a_real_one_are_refused_before_the_program_
         "{}",
         r.stderr
     );
+    let r = finish(
+        memprof()
+            .args([
+                "run",
+                "--simulate-gpu",
+                "H100",
+                "-f",
+                "step",
+                "simulated.py",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("and -f measures a real one"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
