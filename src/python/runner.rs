@@ -24,6 +24,9 @@ const COMPILED: &str = include_str!("py/compiled.py");
 const COMPILED_MODULES: &str = include_str!("py/compiled_modules.py");
 const CHILDREN: &str = include_str!("py/children.py");
 const SIMULATE: &str = include_str!("py/simulate.py");
+const SIMULATE_LEDGER: &str = include_str!("py/simulate_ledger.py");
+const SIMULATE_DEVICE: &str = include_str!("py/simulate_device.py");
+const SIMULATE_TORCH: &str = include_str!("py/simulate_torch.py");
 
 /// What to run.
 pub struct Program {
@@ -335,7 +338,7 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
 
 /// memprof's Python files: (module name, file name shown in tracebacks, source), in the order
 /// they are loaded (the bootstrap imports the others by name).
-const PY_FILES: [(&str, &str, &str); 11] = [
+const PY_FILES: [(&str, &str, &str); 14] = [
     ("_memprof_imports", "<memprof imports>", IMPORTS),
     ("_memprof_modules", "<memprof modules>", MODULES),
     ("_memprof_inventory", "<memprof inventory>", INVENTORY),
@@ -349,6 +352,21 @@ const PY_FILES: [(&str, &str, &str); 11] = [
     ),
     ("_memprof_peak", "<memprof peak>", PEAK),
     ("_memprof_children", "<memprof children>", CHILDREN),
+    (
+        "_memprof_simulate_ledger",
+        "<memprof simulate ledger>",
+        SIMULATE_LEDGER,
+    ),
+    (
+        "_memprof_simulate_device",
+        "<memprof simulate device>",
+        SIMULATE_DEVICE,
+    ),
+    (
+        "_memprof_simulate_torch",
+        "<memprof simulate torch>",
+        SIMULATE_TORCH,
+    ),
     ("_memprof_simulate", "<memprof simulate>", SIMULATE),
     ("_memprof_bootstrap", "<memprof>", BOOTSTRAP),
 ];
