@@ -332,6 +332,7 @@ fn what_training_programs_do_beside_the_step_runs_and_says_where_values_were_sto
         "stream (32, 64) True",
         "rng torch.uint8",
         "scaler torch.float32",
+        "checkpoint saved and loaded cuda:0",
         "values (32, 64) 0.0",
     ] {
         assert!(r.stdout.lines().any(|l| l == line), "{line}:\n{}", r.stdout);
@@ -368,6 +369,12 @@ fn what_training_programs_do_beside_the_step_runs_and_says_where_values_were_sto
         notes
             .iter()
             .any(|(at, what)| at == &line_of("print(\"values\"") && what.contains("zeros")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|(at, what)| at == &line_of("torch.save(") && what.starts_with("torch.save")),
         "{notes:?}"
     );
 }

@@ -2,7 +2,8 @@
 # libtorch, cuda:0 to the program) would make torch behave as on the CPU, it behaves as on
 # CUDA: CUDA autocast (and its cross-entropy), SDPA's backend choice on that GPU, moving a model
 # to the device (tied weights, a model moved again), foreach ops' device groups; torch.compile
-# is noted as simulated eagerly; the optimizer's steps name parameters, gradients and state.
+# is noted as simulated eagerly; the optimizer's steps name parameters, gradients and state;
+# torch.save writes placeholders.
 import _memprof_simulate_ledger as ledger
 
 
@@ -13,6 +14,7 @@ def install(torch):
     _install_grouping(torch)
     _install_compile(torch)
     _install_roles(torch)
+    _install_save(torch)
 
 
 # SDPA's backends, numbered as torch's SDPBackend (sdp_utils.h).
@@ -230,3 +232,28 @@ def _install_roles(torch):
 
     register_optimizer_step_pre_hook(before_step)
     register_optimizer_step_post_hook(after_step)
+
+
+def placeholder(shape, dtype, requires_grad):
+    """What torch.load gives back for a simulated tensor that torch.save wrote: zeros of its
+    shape and dtype, on the CPU."""
+    import torch
+
+    return torch.zeros(shape, dtype=dtype, requires_grad=requires_grad)
+
+
+def _install_save(torch):
+    """torch.save of a simulated tensor (a checkpoint, a state dict): it has no values, so it is
+    written as a placeholder (zeros of its shape and dtype when loaded, on the CPU, also with
+    torch.load's weights_only), and the line that saved it is noted."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    def reduce(self, protocol):
+        ledger.note("torch.save: a simulated tensor written as zeros of its shape (it has no "
+                    "values)")
+        return (placeholder, (tuple(self.shape), self.dtype, self.requires_grad))
+
+    FakeTensor.__reduce_ex__ = reduce
+    allow = getattr(getattr(torch, "serialization", None), "add_safe_globals", None)
+    if allow is not None:
+        allow([placeholder])
