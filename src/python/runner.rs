@@ -165,10 +165,16 @@ pub fn run(program: &Program) -> Result<RunFacts> {
         // default_int_handler, so that memprof's handler (installed next, over it) can raise
         // KeyboardInterrupt through PyErr_SetInterruptEx.
         let take_sigint = !interrupt::sigint_ignored();
+        // The signal module reads the handlers it reports (`signal.getsignal`) when it is first
+        // imported: before memprof's SIGTERM handler goes in, so that the program sees the
+        // default there, as under python, also when SIGINT was ignored (`nohup ... &`).
+        let signal = py
+            .import("signal")
+            .map_err(|e| python_failure(py, "import signal", e))?;
         if take_sigint {
-            py.import("signal")
-                .and_then(|signal| {
-                    let handler = signal.getattr("default_int_handler")?;
+            signal
+                .getattr("default_int_handler")
+                .and_then(|handler| {
                     signal.call_method1("signal", (signal.getattr("SIGINT")?, handler))
                 })
                 .map_err(|e| python_failure(py, "set the SIGINT handler", e))?;

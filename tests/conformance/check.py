@@ -84,6 +84,11 @@ CASES = [
     Case("threads_asyncio_atexit", ["{corpus}/concurrency.py"]),
     Case("own_signal_handlers", ["{corpus}/own_signals.py"]),
     Case("death_by_sigterm", ["{corpus}/sigterm_death.py"]),
+    # From a script's background job (`nohup memprof run ... &`): SIGINT inherited ignored.
+    Case("own_signal_handlers_in_a_background_job", ["{corpus}/own_signals.py"],
+         ignored=(signal.SIGINT,)),
+    Case("death_by_sigterm_in_a_background_job", ["{corpus}/sigterm_death.py"],
+         ignored=(signal.SIGINT,)),
     Case("sys_exit_code", ["{corpus}/endings.py", "code"]),
     Case("sys_exit_message", ["{corpus}/endings.py", "message"]),
     Case("uncaught_exception", ["{corpus}/endings.py", "raise"]),
