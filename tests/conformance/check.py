@@ -127,13 +127,14 @@ def run_once(command, case, cwd, env):
     if case.setup:
         case.setup(cwd)
     # A session of its own, as a terminal gives a job: the program may signal its process group.
-    def ignore():
-        for s in case.ignored:
-            signal.signal(s, signal.SIG_IGN)
+    # Each case starts with the signals it names ignored and the others at their default, as a
+    # terminal's job, however the suite itself was started (a background job ignores SIGINT).
+    def signals():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN if s in case.ignored else signal.SIG_DFL)
 
     r = subprocess.run(command, cwd=cwd, env=env, input=case.stdin, capture_output=True,
-                       text=True, timeout=TIMEOUT, start_new_session=True,
-                       preexec_fn=ignore if case.ignored else None)
+                       text=True, timeout=TIMEOUT, start_new_session=True, preexec_fn=signals)
     return r.returncode, r.stdout, r.stderr, files_in(cwd)
 
 
