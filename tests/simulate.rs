@@ -378,3 +378,44 @@ fn what_training_programs_do_beside_the_step_runs_and_says_where_values_were_sto
         "{notes:?}"
     );
 }
+
+#[test]
+fn an_nccl_process_group_stops_the_program_with_one_clear_error_and_the_prediction_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("ranks.py");
+    std::fs::write(
+        &script,
+        "import os, torch, torch.distributed as dist\n\
+         os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT='29517')\n\
+         x = torch.empty(1 << 20, device='cuda')\n\
+         dist.init_process_group('nccl', rank=0, world_size=1)\n",
+    )
+    .unwrap();
+    let r = finish(
+        memprof()
+            .args(["run", "--simulate-gpu", "H100"])
+            .arg(&script)
+            .output()
+            .unwrap(),
+    );
+    // The program's own error (exit 1), not an abort inside NCCL; the prediction of what ran.
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(
+            "RuntimeError: memprof --simulate-gpu: NCCL process groups are not simulated"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.contains("fits: yes")
+            && r.stdout.contains(&format!(
+                "4.00 MiB      1 block   inputs                 {}:3",
+                script.display()
+            ))
+            && r.stdout
+                .contains("ranks.py:4: torch.distributed: an NCCL process group"),
+        "{}",
+        r.stdout
+    );
+}
