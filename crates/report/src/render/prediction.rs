@@ -1,6 +1,6 @@
 //! `memprof fit`'s report as a table (or YAML/JSON): predicted against measured, and where it
 //! runs out of memory.
-use crate::model::prediction::Prediction;
+use crate::model::prediction::{LiveAt, Prediction};
 use crate::model::trace::Measured;
 use crate::model::units;
 use crate::render::Format;
@@ -111,31 +111,22 @@ fn table(p: &Prediction) -> String {
                 units::bytes(o.allocated_bytes),
                 units::bytes(o.reserved_bytes)
             );
-            if !o.live.is_empty() {
-                let _ = writeln!(out, "live then, by the line that allocated it:");
-                for l in o.live.iter().take(10) {
-                    let _ = writeln!(
-                        out,
-                        "  {:>12} {:>6} block{}  {}",
-                        units::bytes(l.bytes),
-                        l.blocks,
-                        if l.blocks == 1 { " " } else { "s" },
-                        l.at
-                    );
-                }
-                if o.live.len() > 10 {
-                    let rest: i64 = o.live[10..].iter().map(|l| l.bytes).sum();
-                    let _ = writeln!(
-                        out,
-                        "  {:>12} in {} more lines",
-                        units::bytes(rest),
-                        o.live.len() - 10
-                    );
-                }
-            }
+            live_rows(
+                &mut out,
+                "live then, by the line that allocated it:",
+                &o.live,
+                10,
+                "lines",
+            );
         }
     }
-    peak_live(&mut out, p);
+    live_rows(
+        &mut out,
+        "at the allocated peak, by line and category:",
+        &p.peak_live,
+        12,
+        "rows",
+    );
     out.push('\n');
     let measured = p.measured.clone().unwrap_or_default();
     let has_measured = p.measured.is_some();
@@ -192,30 +183,36 @@ fn table(p: &Prediction) -> String {
     out
 }
 
-/// A simulated run's allocated peak, by the line and category of what was live then.
-fn peak_live(out: &mut String, p: &Prediction) {
-    if p.peak_live.is_empty() {
+/// What was live (at an out-of-memory error, or at a simulated run's allocated peak), largest
+/// first: the first `shown` rows, with their category where the trace knows it, and the rest
+/// summed.
+fn live_rows(out: &mut String, heading: &str, rows: &[LiveAt], shown: usize, rest: &str) {
+    if rows.is_empty() {
         return;
     }
-    let _ = writeln!(out, "at the allocated peak, by line and category:");
-    for l in p.peak_live.iter().take(12) {
+    let _ = writeln!(out, "{heading}");
+    for l in rows.iter().take(shown) {
+        let category = l
+            .category
+            .as_deref()
+            .map(|c| format!("{c:<22} "))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {:>12} {:>6} block{}  {:<22} {}",
+            "  {:>12} {:>6} block{}  {category}{}",
             units::bytes(l.bytes),
             l.blocks,
             if l.blocks == 1 { " " } else { "s" },
-            l.category.as_deref().unwrap_or(""),
             l.at
         );
     }
-    if p.peak_live.len() > 12 {
-        let rest: i64 = p.peak_live[12..].iter().map(|l| l.bytes).sum();
+    if rows.len() > shown {
+        let bytes: i64 = rows[shown..].iter().map(|l| l.bytes).sum();
         let _ = writeln!(
             out,
-            "  {:>12} in {} more rows",
-            units::bytes(rest),
-            p.peak_live.len() - 12
+            "  {:>12} in {} more {rest}",
+            units::bytes(bytes),
+            rows.len() - shown
         );
     }
 }
