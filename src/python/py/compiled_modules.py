@@ -49,7 +49,7 @@ class _Graph:
         self.depths = {"": 0}
         self.order = []  # module paths in forward order
         self.traces = {}  # _trace_key(stack trace) -> module paths of its nodes
-        self.notes = []  # (is a parameter or buffer, module of its first user)
+        self.placeholders = []  # (is a parameter or buffer, module of its first user)
         self.input_bytes = {}
         self.saved_slice = None
         self.calls = {"forward": 0, "backward": 0}
@@ -76,7 +76,7 @@ class _Graph:
             if node.op != "placeholder":
                 continue
             users = [inside[u] for u in node.users if u in inside]
-            self.notes.append(
+            self.placeholders.append(
                 (bool(_PARAMETER.search(node.name)), users[0] if users else ""))
         # What each module takes in from outside it (what checkpointing keeps), parameters aside.
         counted = set()
@@ -362,8 +362,8 @@ def on_load(path, module, starts, traces):
                 graph.outputs[i] = defined[name]
             elif name.startswith("primals_"):
                 k = int(name[len("primals_"):]) - 1
-                if 0 <= k < len(graph.notes):
-                    is_parameter, user = graph.notes[k]
+                if 0 <= k < len(graph.placeholders):
+                    is_parameter, user = graph.placeholders[k]
                     graph.outputs[i] = None if is_parameter else user
     _count_calls(module, graph, phase)
     if graph not in _graphs:

@@ -82,7 +82,7 @@ pub struct ReportDestination {
 /// `--gather`: where rank 0 writes each rank's report, and how long it waits for them.
 #[derive(Clone, Debug)]
 pub struct Gather {
-    /// `-o` (absolute; notes kept), or the default file's name, `memprof.rank{rank}.EXT`.
+    /// `-o` (absolute; placeholders kept), or the default file's name, `memprof.rank{rank}.EXT`.
     pub template: PathBuf,
     pub timeout_seconds: u64,
 }
@@ -243,7 +243,7 @@ impl RunConfig {
     }
 }
 
-/// A file written beside the report (`--history`, `--plot`), named as `-o` is (notes, the
+/// A file written beside the report (`--history`, `--plot`), named as `-o` is (placeholders, the
 /// rank inserted under several ranks); none when not asked for, whatever the ranks.
 fn side_file(
     template: Option<&Path>,

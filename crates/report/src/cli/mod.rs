@@ -122,7 +122,7 @@ pub struct RunArgs {
     pub output: Option<PathBuf>,
     /// Write the allocation history of the measured targeted calls to FILE (a pickle that
     /// pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` open): torch's own on CUDA,
-    /// memprof's record of the allocator's reports on the CPU; may hold the same notes as -o
+    /// memprof's record of the allocator's reports on the CPU; may hold the same placeholders as -o
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
     /// With --history: keep at most this many events (the latest)
@@ -130,11 +130,11 @@ pub struct RunArgs {
     pub history_max_entries: u64,
     /// Write the measured device's allocations and frees, in order, with their lines, to FILE
     /// (JSON): what `memprof fit FILE --memory SIZE` replays on another device or with other
-    /// allocator settings; may hold the same notes as -o
+    /// allocator settings; may hold the same placeholders as -o
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Also draw the report as a picture: FILE.svg, FILE.png or FILE.html (as `memprof plot`);
-    /// may hold the same notes as -o
+    /// may hold the same placeholders as -o
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// How many sites the peak lists, largest first (the rest are summed in one row)

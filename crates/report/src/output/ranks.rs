@@ -42,7 +42,7 @@ pub fn is_multi(p: &ProcessInfo) -> bool {
 const PLACEHOLDERS: [&str; 5] = ["rank", "local_rank", "world_size", "host", "pid"];
 
 /// Where this process writes its report, and a note when memprof chose or changed the name.
-/// `template` is `-o` (notes filled in; under a multi-rank run a name that could be the
+/// `template` is `-o` (placeholders filled in; under a multi-rank run a name that could be the
 /// same for two ranks gets `.rank{N}` before its extension). Without `-o`, a multi-rank run
 /// writes `memprof.rank{N}.{ext}` so that every rank's report is kept for `memprof merge`.
 pub fn output_path(
@@ -59,7 +59,7 @@ pub fn output_path(
         return Ok((Some(path), None));
     };
     let text = template.to_string_lossy();
-    let used = notes_in(&text)?;
+    let used = placeholders_in(&text)?;
     let mut expanded = text.into_owned();
     for name in &used {
         let value = match name.as_str() {
@@ -85,8 +85,8 @@ pub fn output_path(
     Ok((Some(path), Some(note)))
 }
 
-/// The `{name}` notes of an `-o` template; an unknown one is a usage error.
-fn notes_in(text: &str) -> Result<Vec<String>> {
+/// The `{name}` placeholders of an `-o` template; an unknown one is a usage error.
+fn placeholders_in(text: &str) -> Result<Vec<String>> {
     let mut found = Vec::new();
     let mut rest = text;
     while let Some(open) = rest.find('{') {
@@ -191,7 +191,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_notes_are_usage_errors() {
+    fn unknown_placeholders_are_usage_errors() {
         let e = output_path(Some(Path::new("x{node}.json")), &process(0, 2), "json").unwrap_err();
         assert!(
             e.message.contains("'{node}' is not a placeholder"),
