@@ -51,6 +51,11 @@ fn read_json(path: &std::path::Path) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// `memprof run ARGS` in fixtures/: its exit code and output.
+fn memprof_run(args: &[&str]) -> Run {
+    finish(memprof().arg("run").args(args).output().unwrap())
+}
+
 /// The trace's allocations: (size, line, category).
 fn allocations(trace: &Value) -> Vec<(i64, String, String)> {
     trace["events"]
@@ -200,12 +205,7 @@ fn an_a100_has_its_own_workspace_and_a_30_gib_tensor_does_not_fit_an_l4() {
     assert_eq!(p["out_of_memory"]["requested_bytes"], 30i64 << 30);
     assert_eq!(p["out_of_memory"]["at"], at("big = torch.empty"));
     // The table says so.
-    let r = finish(
-        memprof()
-            .args(["run", "--simulate-gpu", "L4", "simulated.py", "64", "big"])
-            .output()
-            .unwrap(),
-    );
+    let r = memprof_run(&["--simulate-gpu", "L4", "simulated.py", "64", "big"]);
     assert_eq!(r.code, 5, "{}", r.stderr);
     assert!(
         r.stdout.contains("simulated: NVIDIA L4") && r.stdout.contains("fits: no"),
@@ -258,12 +258,7 @@ fn two_simulated_batch_sizes_predict_a_third_as_simulating_it_does() {
 
 #[test]
 fn an_unknown_gpu_and_modes_that_need_a_real_one_are_refused_before_the_program_runs() {
-    let r = finish(
-        memprof()
-            .args(["run", "--simulate-gpu", "H300", "simulated.py"])
-            .output()
-            .unwrap(),
-    );
+    let r = memprof_run(&["--simulate-gpu", "H300", "simulated.py"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stderr
@@ -278,31 +273,14 @@ fn an_unknown_gpu_and_modes_that_need_a_real_one_are_refused_before_the_program_
         "the program ran: {}",
         r.stdout
     );
-    let r = finish(
-        memprof()
-            .args(["run", "--simulate-gpu", "H100", "--modules", "simulated.py"])
-            .output()
-            .unwrap(),
-    );
+    let r = memprof_run(&["--simulate-gpu", "H100", "--modules", "simulated.py"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains("--modules measures a real one"),
         "{}",
         r.stderr
     );
-    let r = finish(
-        memprof()
-            .args([
-                "run",
-                "--simulate-gpu",
-                "H100",
-                "-f",
-                "step",
-                "simulated.py",
-            ])
-            .output()
-            .unwrap(),
-    );
+    let r = memprof_run(&["--simulate-gpu", "H100", "-f", "step", "simulated.py"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains("and -f measures a real one"),
