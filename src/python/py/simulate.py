@@ -94,6 +94,19 @@ def install(gpu, trace_path, is_user_file):
         ledger.note("values copied to the CPU: zeros were used")
         return torch.zeros(tuple(t.shape), dtype=t.dtype)
 
+    def parse_to(args, kwargs):
+        """`.to`'s arguments as (device, dtype, non_blocking, memory_format, copy), as torch
+        parses them; a simulated tensor given as the model is on cuda:0 (libtorch would read
+        the CPU)."""
+        kwargs = dict(kwargs)
+        copy = kwargs.pop("copy", False)
+        rest = list(args[1:])
+        other = rest[0] if rest else kwargs.get("other")
+        if isinstance(other, FakeTensor):
+            non_blocking = rest[1] if len(rest) > 1 else kwargs.get("non_blocking", False)
+            return cuda0, other.dtype, non_blocking, None, copy
+        return (*torch._C._nn._parse_to(*rest, **kwargs), copy)
+
     def to_gpu(name, args, kwargs):
         """A CPU tensor's `.to("cuda")` or `.cuda()`: the copy dispatched as such (torch's own
         `.to` asks the driver for the current device first). None: not to the GPU."""
@@ -101,8 +114,7 @@ def install(gpu, trace_path, is_user_file):
         if name == "cuda":
             dtype, non_blocking, memory_format = None, kwargs.get("non_blocking", False), None
         else:
-            device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(
-                *args[1:], **kwargs)
+            device, dtype, non_blocking, memory_format, _ = parse_to(args, kwargs)
             if not is_cuda(device):
                 return None
         return aten._to_copy.default(
@@ -150,18 +162,19 @@ def install(gpu, trace_path, is_user_file):
                 if name == "cuda" and not kwargs.get("memory_format"):
                     return args[0]  # on the GPU already: itself, as torch gives it
                 if name == "to":
-                    target = kwargs.get("device")
-                    for a in args[1:]:
-                        if isinstance(a, (str, torch.device)):
-                            target = a
-                    dtype = kwargs.get("dtype") or next(
-                        (a for a in args[1:] if isinstance(a, torch.dtype)), None)
-                    if target is not None and not is_cuda(target):
-                        out = placeholder(args[0])
+                    t = args[0]
+                    device, dtype, non_blocking, memory_format, copy = parse_to(args, kwargs)
+                    if device is not None and not is_cuda(device):
+                        out = placeholder(t)
                         return out if dtype is None else out.to(dtype)
-                    if target is not None and dtype in (None, args[0].dtype) and \
-                            not kwargs.get("copy") and not kwargs.get("memory_format"):
-                        return args[0]  # on the GPU already: itself, as torch gives it
+                    if device is not None:
+                        if dtype in (None, t.dtype) and not copy and memory_format is None:
+                            return t  # on the GPU already: itself, as torch gives it
+                        # A copy on the simulated GPU, dispatched as such (torch's own `.to`
+                        # to a CUDA device asks the driver for it first); its device to libtorch.
+                        return aten._to_copy.default(
+                            t, dtype=dtype or t.dtype, device=cpu, non_blocking=non_blocking,
+                            memory_format=memory_format or torch.preserve_format)
             return func(*args, **kwargs)
 
     class SimulatedGpu(TorchDispatchMode):
