@@ -85,6 +85,65 @@ def llama_lora(batch, steps):
     torch.cuda.synchronize()
 
 
+def _rank_device():
+    """Under torchrun (or `memprof run --simulate-ranks`): this rank's GPU and process group."""
+    import torch.distributed as dist
+
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+
+
+def _gpt2_model():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    from gpt2_model import GPT, GPTConfig
+
+    torch.manual_seed(1337)
+    return GPT(GPTConfig(block_size=1024, vocab_size=50304, n_layer=12, n_head=12, n_embd=768))
+
+
+def gpt2_fsdp(batch, steps):
+    """GPT-2 124M under FSDP2, each rank's step: every block and the root sharded
+    (fully_shard), bf16 parameters with fp32 gradient reduction (MixedPrecisionPolicy), AdamW,
+    12 x 1024 tokens a rank. Run under torchrun, one GPU a rank."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    device = _rank_device()
+    model = _gpt2_model()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.transformer.h:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    for _ in range(steps):
+        x = torch.randint(0, 50304, (batch, 1024), device=device)
+        y = torch.randint(0, 50304, (batch, 1024), device=device)
+        _, loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+
+
+def gpt2_ddp(batch, steps):
+    """GPT-2 124M under DistributedDataParallel, each rank's step: bf16 autocast, fused AdamW,
+    12 x 1024 tokens a rank. Run under torchrun, one GPU a rank."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    device = _rank_device()
+    model = DistributedDataParallel(_gpt2_model().to(device), device_ids=[device.index])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    for _ in range(steps):
+        x = torch.randint(0, 50304, (batch, 1024), device=device)
+        y = torch.randint(0, 50304, (batch, 1024), device=device)
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            _, loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+
+
 def fragment(batch, steps):
     # Each step's temporary is larger than the last, so it never fits the free rest of an
     # earlier one, and the 8 MiB kept from each step is split off a freed temporary's block,
@@ -101,23 +160,28 @@ def fragment(batch, steps):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("workload", choices=["resnet50", "gpt2", "gpt2_compiled", "llama_lora", "fragment"])
+    p.add_argument("workload", choices=["resnet50", "gpt2", "gpt2_compiled", "llama_lora", "fragment",
+                                        "gpt2_fsdp", "gpt2_ddp"])
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--cap", type=int, default=None, help="bytes the allocator may reserve")
     args = p.parse_args()
-    total = torch.cuda.get_device_properties(0).total_memory
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    total = torch.cuda.get_device_properties(local).total_memory
     if args.cap is not None:
         # The allocator's own limit is int(fraction * total): the cap asked for, to the byte
         # or one under it.
-        torch.cuda.set_per_process_memory_fraction(args.cap / total)
+        torch.cuda.set_per_process_memory_fraction(args.cap / total, local)
     oom = None
     try:
         {"resnet50": resnet50, "gpt2": gpt2, "gpt2_compiled": gpt2_compiled, "llama_lora": llama_lora,
-         "fragment": fragment}[args.workload](args.batch, args.steps)
+         "fragment": fragment, "gpt2_fsdp": gpt2_fsdp,
+         "gpt2_ddp": gpt2_ddp}[args.workload](args.batch, args.steps)
     except torch.OutOfMemoryError as e:
         oom = str(e).splitlines()[0][:200]
-    stats = torch.cuda.memory_stats()
+    stats = torch.cuda.memory_stats(local)
+    if os.environ.get("RANK", "0") != "0":
+        return  # under torchrun: rank 0's numbers
     print("FIT " + json.dumps({
         "workload": args.workload, "batch": args.batch, "cap": args.cap, "total_memory": total,
         "fits": oom is None, "oom": oom,

@@ -1,7 +1,7 @@
 """`memprof run --simulate-gpu` against the GPU it stands in for (docs/fit.md, "Without a GPU"):
 the predictions are made here, on a machine without a GPU, and checked there, in one device call.
 
-    python3 scripts/simulate_check.py predict            # here: simulate each workload
+    python3 scripts/simulate_check.py predict [KEY...]   # here: simulate each workload
     python3 scripts/simulate_check.py truth OUT [KEY...]  # there: each bare, uncapped and capped
     python3 scripts/simulate_check.py compare DIR...      # here: the table
 
@@ -23,7 +23,9 @@ STATE = os.path.join(ROOT, ".device", "simulate")
 # (workload, batch): GPT-2 124M (bf16 autocast, fused AdamW, 12 x 1024), the same compiled,
 # torchvision resnet50 (SGD momentum) at 32 and 64, a Llama-style model with LoRA.
 WORKLOADS = [("gpt2", 12), ("gpt2_compiled", 12), ("resnet50", 32), ("resnet50", 64),
-             ("llama_lora", 8)]
+             ("llama_lora", 8), ("gpt2_fsdp", 12), ("gpt2_ddp", 12)]
+# Workloads run as one rank of several (`--simulate-ranks` here, torchrun there: rank 0's peaks).
+RANKS = {"gpt2_fsdp": 4, "gpt2_ddp": 4}
 GPU = "H100"
 # The capacities tried, as fractions of the predicted reserved peak, and one under the
 # predicted allocated peak (which must run out of memory).
@@ -48,13 +50,20 @@ def fit(trace, memory=None):
     return json.loads(r.stdout)
 
 
-def predict():
+def predict(only=None):
     os.makedirs(STATE, exist_ok=True)
     out = {}
+    saved = os.path.join(STATE, "predictions.json")
+    if only and os.path.exists(saved):
+        with open(saved) as f:
+            out = json.load(f)  # the others' predictions, kept
     for workload, batch in WORKLOADS:
         key = name(workload, batch)
+        if only and key not in only:
+            continue
         trace = os.path.join(STATE, key + ".json")
-        cmd = [memprof(), "run", "--simulate-gpu", GPU, "--trace", trace, "-o",
+        ranks = ["--simulate-ranks", str(RANKS[workload])] if workload in RANKS else []
+        cmd = [memprof(), "run", "--simulate-gpu", GPU, *ranks, "--trace", trace, "-o",
                os.path.join(STATE, key + ".prediction.json"),
                os.path.join(HERE, "fit_workload.py"), workload, "--batch", str(batch)]
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -78,32 +87,43 @@ def predict():
         json.dump(out, f, indent=1)
 
 
+def workload_command(workload):
+    """How a workload runs bare on the GPU machine: under torchrun, one GPU a rank, when it is a
+    rank's program."""
+    if workload in RANKS:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                f"--nproc-per-node={RANKS[workload]}"]
+    return [sys.executable]
+
+
 def truth(out_dir, only=None):
     with open(os.path.join(STATE, "predictions.json")) as f:
         predictions = json.load(f)
+    uncapped_only = os.environ.get("UNCAPPED_ONLY") == "1"  # the bare runs, no capacities
     results = {}
     for key, p in predictions.items():
         if only and key not in only:
             continue
         workload, batch = p["workload"], str(p["batch"])
-        r = subprocess.run([sys.executable, os.path.join(HERE, "simulate_truth.py"), workload,
-                            "--batch", batch, "-o", os.path.join(out_dir, key + ".real.json")],
+        r = subprocess.run([*workload_command(workload), os.path.join(HERE, "simulate_truth.py"),
+                            workload, "--batch", batch, "-o",
+                            os.path.join(out_dir, key + ".real.json")],
                            capture_output=True, text=True)
-        line = [x for x in r.stdout.splitlines() if x.startswith("TRUTH ")]
+        line = [x[6:] for x in r.stdout.splitlines() if x.startswith("TRUTH ")]
         if not line:
             print(f"{key}: no truth\n{r.stderr[-3000:]}", flush=True)
             continue
-        results[key] = {"uncapped": json.loads(line[0][6:]), "caps": []}
-        for c in p["caps"]:
-            r = subprocess.run([sys.executable, os.path.join(HERE, "fit_workload.py"), workload,
-                                "--batch", batch, "--cap", str(c["cap"])],
+        results[key] = {"uncapped": json.loads(line[0]), "caps": []}
+        for c in [] if uncapped_only else p["caps"]:
+            r = subprocess.run([*workload_command(workload), os.path.join(HERE, "fit_workload.py"),
+                                workload, "--batch", batch, "--cap", str(c["cap"])],
                                capture_output=True, text=True)
             line = [x for x in r.stdout.splitlines() if x.startswith("FIT ")]
             results[key]["caps"].append(json.loads(line[0][4:]) if line else
                                         {"cap": c["cap"], "error": r.stderr[-500:]})
         print(f"{key}: {json.dumps(results[key]['uncapped'])}", flush=True)
-    with open(os.path.join(out_dir, "truth.json"), "w") as f:
-        json.dump(results, f, indent=1)
+        with open(os.path.join(out_dir, "truth.json"), "w") as f:
+            json.dump(results, f, indent=1)  # after each workload: a call cut short keeps them
 
 
 def merged_truth(truth_dirs):
@@ -154,5 +174,5 @@ def compare(truth_dirs):
 
 
 if __name__ == "__main__":
-    {"predict": lambda: predict(), "truth": lambda: truth(sys.argv[2], sys.argv[3:]),
+    {"predict": lambda: predict(sys.argv[2:]), "truth": lambda: truth(sys.argv[2], sys.argv[3:]),
      "compare": lambda: compare(sys.argv[2:])}[sys.argv[1]]()

@@ -1,5 +1,5 @@
 """The truth `memprof run --simulate-gpu` is checked against (docs/fit.md, "Without a GPU"): a
-workload run on a real GPU, bare, with torch's own allocation history on, written as a memprof
+workload run on a real GPU (rank 0 of a torchrun for the ranks' workloads), bare, with torch's own allocation history on, written as a memprof
 allocation trace (every allocation the CUDA caching allocator saw, its size, stream and line, and
 the allocator's own peaks), so that it can be compared line by line with a simulated trace and
 replayed by `memprof fit`. Workloads: scripts/fit_workload.py's gpt2 and resnet50.
@@ -32,11 +32,16 @@ def site(frames):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("workload", choices=["gpt2", "resnet50", "gpt2_compiled", "llama_lora"])
+    p.add_argument("workload", choices=["gpt2", "resnet50", "gpt2_compiled", "llama_lora",
+                                        "gpt2_fsdp", "gpt2_ddp"])
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("-o", "--output", required=True)
     args = p.parse_args()
+    if os.environ.get("RANK", "0") != "0":
+        # Under torchrun: the other ranks run bare; rank 0 (cuda:0) is the one measured.
+        getattr(fit_workload, args.workload)(args.batch, args.steps)
+        return
     torch.cuda.memory._record_memory_history(max_entries=10_000_000, stacks="python")
     getattr(fit_workload, args.workload)(args.batch, args.steps)
     snapshot = torch.cuda.memory._snapshot()

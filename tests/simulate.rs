@@ -358,7 +358,7 @@ fn what_training_programs_do_beside_the_step_runs_and_says_where_values_were_sto
 }
 
 #[test]
-fn an_nccl_process_group_stops_the_program_with_one_clear_error_and_the_prediction_so_far() {
+fn an_nccl_process_group_without_simulated_ranks_stops_the_program_with_one_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("ranks.py");
     std::fs::write(
@@ -380,7 +380,7 @@ fn an_nccl_process_group_stops_the_program_with_one_clear_error_and_the_predicti
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert!(
         r.stderr.contains(
-            "RuntimeError: memprof --simulate-gpu: NCCL process groups are not simulated"
+            "RuntimeError: memprof --simulate-gpu: an NCCL process group needs --simulate-ranks N"
         ),
         "{}",
         r.stderr
@@ -395,5 +395,131 @@ fn an_nccl_process_group_stops_the_program_with_one_clear_error_and_the_predicti
                 .contains("ranks.py:4: torch.distributed: an NCCL process group"),
         "{}",
         r.stdout
+    );
+    // --simulate-ranks alone: a usage error before anything runs.
+    let r = memprof_run(&["--simulate-ranks", "4", "simulated.py"]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("--simulate-ranks"), "{}", r.stderr);
+    assert!(!r.stdout.contains("available"), "{}", r.stdout);
+}
+
+/// `memprof run --simulate-gpu H100 --simulate-ranks 4 simulated_ranks.py KIND`: its output,
+/// its prediction and its trace's allocations.
+fn simulate_rank(kind: &str) -> (Run, Value, Vec<(i64, String, String)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let prediction = dir.path().join("prediction.json");
+    let r = finish(
+        memprof()
+            .args([
+                "run",
+                "--simulate-gpu",
+                "H100",
+                "--simulate-ranks",
+                "4",
+                "--trace",
+            ])
+            .arg(&trace)
+            .args(["--format", "json", "-o"])
+            .arg(&prediction)
+            .args(["simulated_ranks.py", kind])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let trace = read_json(&trace);
+    assert_eq!(trace["simulated"]["ranks"], 4);
+    (r, read_json(&prediction), allocations(&trace))
+}
+
+/// The line of fixtures/simulated_ranks.py that holds `needle`, as the trace names it.
+fn rank_line(needle: &str) -> String {
+    let text = std::fs::read_to_string(fixture("simulated_ranks.py")).unwrap();
+    let n = text.lines().position(|l| l.contains(needle)).unwrap();
+    format!("simulated_ranks.py:{}", n + 1)
+}
+
+/// The program's printed reading `name`.
+fn reading(r: &Run, name: &str) -> i64 {
+    let line = r.stdout.lines().find(|l| l.starts_with(name)).unwrap();
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn fsdp2_runs_as_rank_0_of_4_with_a_quarter_of_each_layer() {
+    let (r, prediction, allocations) = simulate_rank("fsdp");
+    // torchrun's environment and a process group of 4; parameters sharded, on the GPU.
+    assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("parameters DTensor cuda:0 True\n"),
+        "{}",
+        r.stdout
+    );
+    // Each 4 MiB layer moved to the GPU, then a 1 MiB shard of it kept: four shards, made at
+    // the loop's fully_shard line.
+    assert_eq!(reading(&r, "after wrapping"), 4 << 20);
+    let shard_line = rank_line("fully_shard(layer)");
+    let at_shard: Vec<_> = allocations.iter().filter(|a| a.1 == shard_line).collect();
+    assert_eq!(
+        at_shard.iter().filter(|a| a.0 == 4 << 20).count(),
+        4,
+        "{at_shard:?}"
+    );
+    assert_eq!(
+        at_shard
+            .iter()
+            .filter(|a| a.0 == 1 << 20 && a.2 == "parameters")
+            .count(),
+        4,
+        "{at_shard:?}"
+    );
+    // After two steps: the shards (4 MiB), AdamW's two states of each shard (8 MiB), the input
+    // (1 MiB) and cuBLAS's workspaces of the program's thread and autograd's (2 x 32 MiB).
+    assert_eq!(
+        reading(&r, "after steps"),
+        (4 << 20) + (8 << 20) + (1 << 20) + 2 * WORKSPACE_SM90
+    );
+    // The program's own peak reading is the replay's.
+    assert_eq!(
+        reading(&r, "max_memory_allocated"),
+        prediction["predicted"]["allocated_bytes.all.peak"]
+            .as_i64()
+            .unwrap()
+    );
+    assert_eq!(prediction["simulated"]["ranks"], 4);
+}
+
+#[test]
+fn ddp_runs_as_rank_0_of_4_with_its_gradient_buckets() {
+    let (r, prediction, allocations) = simulate_rank("ddp");
+    assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);
+    // (A simulated parameter is torch's fake tensor marked as a parameter: isinstance holds.)
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("parameters ") && l.ends_with(" cuda:0 True")),
+        "{}",
+        r.stdout
+    );
+    // The parameters (16 MiB) and DDP's first bucket, all of them in one (16 MiB), made by
+    // its reducer at the line that wrapped the model: named gradients.
+    assert_eq!(reading(&r, "after wrapping"), 32 << 20);
+    let ddp_line = rank_line("DistributedDataParallel(");
+    assert!(
+        allocations.contains(&(16 << 20, ddp_line.clone(), "gradients".into())),
+        "{allocations:?}"
+    );
+    // After two steps: the parameters, the buckets as rebuilt before the second forward (the
+    // first step's are held to the second backward, as NCCL's works hold them), AdamW's state
+    // (32 MiB), the input and the two cuBLAS workspaces.
+    assert_eq!(
+        reading(&r, "after steps"),
+        (16 << 20) + (16 << 20) + (32 << 20) + (1 << 20) + 2 * WORKSPACE_SM90
+    );
+    assert_eq!(
+        reading(&r, "max_memory_allocated"),
+        prediction["predicted"]["allocated_bytes.all.peak"]
+            .as_i64()
+            .unwrap()
     );
 }

@@ -27,6 +27,7 @@ const SIMULATE: &str = include_str!("py/simulate.py");
 const SIMULATE_LEDGER: &str = include_str!("py/simulate_ledger.py");
 const SIMULATE_DEVICE: &str = include_str!("py/simulate_device.py");
 const SIMULATE_TORCH: &str = include_str!("py/simulate_torch.py");
+const SIMULATE_DISTRIBUTED: &str = include_str!("py/simulate_distributed.py");
 
 /// What to run.
 pub struct Program {
@@ -82,6 +83,8 @@ pub struct Options {
     /// and the file its simulated trace goes to (py/simulate.py).
     pub simulate_gpu: Option<String>,
     pub simulate_trace: Option<String>,
+    /// `--simulate-ranks N`: the simulated run is rank 0 of N (0: no process group simulated).
+    pub simulate_ranks: u32,
 }
 
 /// The Python and torch versions of the run, read as it starts (the torch version as its
@@ -344,7 +347,7 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
 
 /// memprof's Python files: (module name, file name shown in tracebacks, source), in the order
 /// they are loaded (the bootstrap imports the others by name).
-const PY_FILES: [(&str, &str, &str); 14] = [
+const PY_FILES: [(&str, &str, &str); 15] = [
     ("_memprof_imports", "<memprof imports>", IMPORTS),
     ("_memprof_modules", "<memprof modules>", MODULES),
     ("_memprof_inventory", "<memprof inventory>", INVENTORY),
@@ -372,6 +375,11 @@ const PY_FILES: [(&str, &str, &str); 14] = [
         "_memprof_simulate_torch",
         "<memprof simulate torch>",
         SIMULATE_TORCH,
+    ),
+    (
+        "_memprof_simulate_distributed",
+        "<memprof simulate distributed>",
+        SIMULATE_DISTRIBUTED,
     ),
     ("_memprof_simulate", "<memprof simulate>", SIMULATE),
     ("_memprof_bootstrap", "<memprof>", BOOTSTRAP),

@@ -286,6 +286,7 @@ pub fn program(config: &RunConfig) -> Program {
                 .simulate
                 .as_ref()
                 .map(|s| s.trace.to_string_lossy().into_owned()),
+            simulate_ranks: config.simulate.as_ref().map_or(0, |s| s.ranks),
         },
     }
 }

@@ -364,7 +364,7 @@ def install(specs, script_path, options):
         import _memprof_simulate
 
         _memprof_simulate.install(json.loads(options.simulate_gpu), options.simulate_trace,
-                                  _is_user_file)
+                                  _is_user_file, options.simulate_ranks)
     if not hasattr(builtins, "profile"):
         builtins.profile = _profile_decorator
     _report_before_os_exit()

@@ -13,6 +13,7 @@
 # the GPU (simulate_device.py); torch's Python behaves as on CUDA where it would not
 # (simulate_torch.py).
 import _memprof_simulate_device as gpu_device
+import _memprof_simulate_distributed as distributed
 import _memprof_simulate_ledger as ledger
 import _memprof_simulate_torch as torch_as_cuda
 
@@ -28,14 +29,14 @@ def _zero_scalar(torch, t):
     return 0
 
 
-def install(gpu, trace_path, is_user_file):
-    """Simulates `gpu` (a GPU model of memprof's table, as a dict) for the rest of the run; the
-    trace goes to `trace_path` at the end (finish)."""
+def install(gpu, trace_path, is_user_file, ranks=0):
+    """Simulates `gpu` (a GPU model of memprof's table, as a dict) for the rest of the run, as
+    rank 0 of `ranks` when not 0; the trace goes to `trace_path` at the end (finish)."""
     global _trace_path, _modes
     _trace_path = trace_path
     import torch
 
-    ledger.start(gpu, is_user_file, torch)
+    ledger.start(gpu, is_user_file, torch, ranks)
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
         DynamicOutputShapeException,
@@ -44,6 +45,7 @@ def install(gpu, trace_path, is_user_file):
     )
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
     from torch.utils._pytree import tree_flatten, tree_map
 
     class NoDeviceFakeMode(FakeTensorMode):
@@ -64,6 +66,12 @@ def install(gpu, trace_path, is_user_file):
         aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
         aten.addmv.default, aten.mv.default, aten._addmm_activation.default,
     }
+    # Made from options alone (no tensor among their arguments); while simulate_device's
+    # factories_on_gpu is on, those of floating point are the simulated GPU's (the gradient
+    # buckets a reducer makes; its index tensors, which C++ reads back, stay the CPU's).
+    factories = {aten.empty.memory_format, aten.zeros.default, aten.empty_strided.default,
+                 aten.full.default, aten.ones.default}
+    get_mode, fake_key = torch._C._get_dispatch_mode, torch._C._TorchDispatchModeKey.FAKE
     inside = [0]  # > 0 while the fake mode computes: fake tensors tell it their real device
 
     def is_cuda(d):
@@ -75,19 +83,41 @@ def install(gpu, trace_path, is_user_file):
 
     # A simulated tensor is a fake tensor on the CPU to libtorch (autograd runs its backward as
     # the CPU's: CUDA's needs a driver), and on cuda:0 to the program.
+    # Fake tensors of other fake modes (a subclass's shape propagation, a tracer's) are left as
+    # they are: not simulated tensors, not allocations.
     real_device = FakeTensor.device
+    real_is_cuda, real_is_cpu = FakeTensor.is_cuda, FakeTensor.is_cpu
+    real_is_meta, real_get_device = FakeTensor.is_meta, FakeTensor.get_device
+    real_repr = FakeTensor.__repr__
 
-    def device_seen(self):
-        if inside[0]:
-            return real_device.fget(self)
-        return cuda0
+    def simulated(t):
+        return isinstance(t, FakeTensor) and t.fake_mode is fake
 
-    FakeTensor.device = property(device_seen)
-    FakeTensor.is_cuda = property(lambda self: not inside[0])
-    FakeTensor.is_cpu = property(lambda self: bool(inside[0]))
-    FakeTensor.get_device = lambda self: 0 if not inside[0] else -1
-    FakeTensor.__repr__ = lambda self: (
+    def as_program_sees(seen, real):
+        """A property of simulated tensors: `seen` to the program, `real` to the fake mode."""
+        return property(lambda self: real.__get__(self)
+                        if inside[0] or self.fake_mode is not fake else seen)
+
+    FakeTensor.device = as_program_sees(cuda0, real_device)
+    FakeTensor.is_cuda = as_program_sees(True, real_is_cuda)
+    FakeTensor.is_cpu = as_program_sees(False, real_is_cpu)
+    FakeTensor.is_meta = as_program_sees(False, real_is_meta)
+    FakeTensor.get_device = lambda self: real_get_device(self) \
+        if inside[0] or self.fake_mode is not fake else 0
+    FakeTensor.__repr__ = lambda self: real_repr(self) if self.fake_mode is not fake else (
         f"tensor(<simulated>, size={tuple(self.shape)}, dtype={self.dtype}, device='cuda:0')")
+    fake_dispatch = FakeTensor.__torch_dispatch__.__func__
+
+    def dispatch_as_cpu(cls, func, types, args=(), kwargs=None):
+        # Reached without memprof's mode (a tensor subclass's own ops on simulated tensors):
+        # the fake mode sees their real device, as under the mode.
+        inside[0] += 1
+        try:
+            return fake_dispatch(cls, func, types, args, kwargs)
+        finally:
+            inside[0] -= 1
+
+    FakeTensor.__torch_dispatch__ = classmethod(dispatch_as_cpu)
 
     def placeholder(t):
         """A simulated tensor's values, read on the CPU: zeros of its shape and dtype."""
@@ -102,7 +132,7 @@ def install(gpu, trace_path, is_user_file):
         copy = kwargs.pop("copy", False)
         rest = list(args[1:])
         other = rest[0] if rest else kwargs.get("other")
-        if isinstance(other, FakeTensor):
+        if simulated(other):
             non_blocking = rest[1] if len(rest) > 1 else kwargs.get("non_blocking", False)
             return cuda0, other.dtype, non_blocking, None, copy
         return (*torch._C._nn._parse_to(*rest, **kwargs), copy)
@@ -142,11 +172,11 @@ def install(gpu, trace_path, is_user_file):
                 out = func(*args, **kwargs).to(device)
                 return out.requires_grad_() if grad else out
             if func is torch.nn.functional.cross_entropy and args and \
-                    isinstance(args[0], FakeTensor):
+                    simulated(args[0]):
                 out = torch_as_cuda.cross_entropy_as_cuda(torch, args, kwargs)
                 if out is not None:
                     return out
-            if args and isinstance(args[0], FakeTensor):
+            if args and simulated(args[0]):
                 if name in ("item", "__float__", "__int__", "__bool__", "__index__",
                             "__complex__") and args[0].numel() == 1:
                     # Read here, above libtorch, so that what it warns of (a scalar of a tensor
@@ -180,17 +210,29 @@ def install(gpu, trace_path, is_user_file):
     class SimulatedGpu(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if get_mode(fake_key) is not None:
+                # A fake mode of torch's own is on (DTensor's shape propagation): its tensors
+                # are not the program's, and it makes them.
+                return func(*args, **kwargs)
             leaves = tree_flatten((args, kwargs))[0]
-            has_fake = any(isinstance(a, FakeTensor) for a in leaves)
-            to_cuda = is_cuda(kwargs.get("device"))
+            has_fake = any(simulated(a) for a in leaves)
+            made_as = None
+            if not has_fake and kwargs.get("device") == cpu and func in factories and \
+                    (kwargs.get("dtype") or torch.get_default_dtype()).is_floating_point:
+                made_as = gpu_device.cpu_factories_on_gpu()
+            to_cuda = is_cuda(kwargs.get("device")) or made_as is not None
             if not has_fake and not to_cuda:
+                if any(wraps_fake(a) for a in leaves):
+                    # A tensor subclass (DTensor) around simulated tensors: it runs the op on
+                    # them, each of which comes back here.
+                    return NotImplemented
                 return func(*args, **kwargs)
             if func is aten._fused_sdp_choice.default:
                 return torch_as_cuda.sdpa_choice(torch, gpu, args, kwargs)
             if func is aten._local_scalar_dense.default:
                 ledger.note("a value (.item(), bool(), a Python number): 0 was used")
                 return _zero_scalar(torch, args[0])
-            if func is aten._to_copy.default and isinstance(args[0], FakeTensor) and to_cuda \
+            if func is aten._to_copy.default and simulated(args[0]) and to_cuda \
                     and kwargs.get("dtype") in (None, args[0].dtype):
                 # Already on the GPU: the same storage, as torch's .to gives it.
                 inside[0] += 1
@@ -199,13 +241,13 @@ def install(gpu, trace_path, is_user_file):
                         return aten.alias.default(args[0])
                 finally:
                     inside[0] -= 1
-            if func is aten.copy_.default and not isinstance(args[0], FakeTensor):
+            if func is aten.copy_.default and not simulated(args[0]):
                 ledger.note("values copied to the CPU: zeros were used")
                 return args[0].zero_()
             if func is flash_for_cpu and kwargs.get("attn_mask") is None:
                 return flash_as_cuda(args, kwargs)
-            role = None
-            if to_cuda and isinstance(args[0], torch.nn.Parameter):
+            role = made_as
+            if to_cuda and args and isinstance(args[0], torch.nn.Parameter):
                 role = "parameters"
             if to_cuda:
                 kwargs = dict(kwargs, device=cpu)
@@ -218,7 +260,7 @@ def install(gpu, trace_path, is_user_file):
             finally:
                 inside[0] -= 1
             for t in tree_flatten(out)[0]:
-                if isinstance(t, FakeTensor):
+                if simulated(t):
                     ledger.track(t, role)
             if func in products:
                 # After the product's output, as cuBLAS asks for them (measured on an H100).
@@ -227,6 +269,13 @@ def install(gpu, trace_path, is_user_file):
                         kwargs.get("beta", 1) == 1:
                     ledger.workspace("cublaslt")
             return out
+
+    def wraps_fake(a):
+        if not is_traceable_wrapper_subclass(a):
+            return False
+        names, _ = a.__tensor_flatten__()
+        return any(simulated(getattr(a, n, None)) or wraps_fake(getattr(a, n, None))
+                   for n in names)
 
     flash_for_cpu = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
     flash_for_cpu = getattr(flash_for_cpu, "default", None)
@@ -246,7 +295,7 @@ def install(gpu, trace_path, is_user_file):
         finally:
             inside[0] -= 1
         out, logsumexp = outs[0], outs[1]
-        kept = [t for t in outs[2:] if isinstance(t, FakeTensor)]
+        kept = [t for t in outs[2:] if simulated(t)]
         for t in (out, logsumexp, *kept):
             ledger.track(t)
         logsumexp._memprof_saved_with = kept
@@ -260,7 +309,7 @@ def install(gpu, trace_path, is_user_file):
                     "counted as nonzero, the largest size")
 
         def real(a):
-            if isinstance(a, FakeTensor):
+            if simulated(a):
                 return torch.ones(tuple(a.shape), dtype=a.dtype)
             return a
 
@@ -275,8 +324,33 @@ def install(gpu, trace_path, is_user_file):
                 lambda t: aten.clone.default(fake.from_tensor(t))
                 if isinstance(t, torch.Tensor) else t, out)
 
+    def present_as_gpu(cls):
+        """A tensor subclass around simulated tensors (DTensor) is on cuda:0 to the program, as
+        they are (libtorch made its wrapper on their device, the CPU)."""
+        real_device, real_is_cuda = cls.device, cls.is_cuda
+        real_is_cpu, real_get_device = cls.is_cpu, cls.get_device
+
+        def seen(self):
+            return not inside[0] and wraps_fake(self)
+
+        cls.device = property(lambda self: cuda0 if seen(self) else real_device.__get__(self))
+        cls.is_cuda = property(lambda self: True if seen(self) else real_is_cuda.__get__(self))
+        cls.is_cpu = property(lambda self: False if seen(self) else real_is_cpu.__get__(self))
+        cls.get_device = lambda self: 0 if seen(self) else real_get_device(self)
+
+    storage_resize = torch.UntypedStorage.resize_
+
+    def resize_(self, nbytes):
+        out = storage_resize(self, nbytes)
+        ledger.resized(self, nbytes)
+        return out
+
+    torch.UntypedStorage.resize_ = resize_
     gpu_device.install(torch, gpu)
     torch_as_cuda.install(torch)
+    distributed.install(torch, ranks)
+    for cls in distributed.tensor_subclasses(torch):
+        present_as_gpu(cls)
     _modes = (SimulatedGpuFunctions(), SimulatedGpu())
     for m in _modes:
         m.__enter__()

@@ -37,6 +37,8 @@ class Stream:
 
     count = 0
     device = None  # cuda:0, once installed
+    device_index = 0
+    device_type = 1  # CUDA, as torch.Stream numbers device types
 
     def __init__(self, device=None, priority=0, **kwargs):
         Stream.count += 1
@@ -105,6 +107,24 @@ class Event:
 
 _default_stream = DefaultStream()
 _current_stream = []
+# > 0 while libtorch's C++ makes tensors from a simulated tensor's options, the CPU's to it (a
+# DistributedDataParallel reducer's buckets): its floating-point factories make simulated GPU
+# tensors (simulate.py).
+_factories_on_gpu = []  # the role of what they make ("gradients"), innermost last
+
+
+@contextlib.contextmanager
+def factories_on_gpu(role):
+    _factories_on_gpu.append(role)
+    try:
+        yield
+    finally:
+        _factories_on_gpu.pop()
+
+
+def cpu_factories_on_gpu():
+    """None, or the role of what the CPU's floating-point factories make now on the GPU."""
+    return _factories_on_gpu[-1] if _factories_on_gpu else None
 
 
 def stream_now():
@@ -282,3 +302,4 @@ def _install_accelerator(torch):
     for name, value in answers.items():
         if hasattr(accelerator, name):
             setattr(accelerator, name, value)
+    torch._C._get_accelerator = lambda check=False: torch.device("cuda")

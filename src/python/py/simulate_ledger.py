@@ -12,6 +12,7 @@ _gpu = None
 _is_user_file = None
 _state = None
 _current_node = None
+_ranks = 0  # --simulate-ranks: the run is rank 0 of these (0: no process group simulated)
 # id(tensor) -> (its finalizer, the storages it counts on): one finalizer per tensor, so that a
 # swap of two tensors' contents can move them with the contents (take_contents).
 _held = {}
@@ -46,11 +47,11 @@ class _State:
         self.workspaces = set()  # the (library, thread, stream) handles that have one
 
 
-def start(gpu, is_user_file, torch):
-    """A fresh ledger for `gpu` (memprof's GPU model, as a dict); `is_user_file` says which
-    files are the program's (the line an allocation is at)."""
-    global _gpu, _is_user_file, _state, _current_node
-    _gpu, _is_user_file, _state = gpu, is_user_file, _State()
+def start(gpu, is_user_file, torch, ranks=0):
+    """A fresh ledger for `gpu` (memprof's GPU model, as a dict), as rank 0 of `ranks` when
+    not 0; `is_user_file` says which files are the program's (the line an allocation is at)."""
+    global _gpu, _is_user_file, _state, _current_node, _ranks
+    _gpu, _is_user_file, _state, _ranks = gpu, is_user_file, _State(), ranks
     _current_node = getattr(torch._C, "_current_autograd_node", None)
 
 
@@ -136,6 +137,14 @@ def _free(key):
     if entry[1] > 0:
         return
     del s.live[key]
+    _release_block(entry)
+
+
+def _release_block(entry):
+    """The allocation under a storage given back (its last tensor died, or it was resized)."""
+    s = _state
+    if entry[0] is None:
+        return  # resized to nothing before: given back then
     s.events.append({"free": entry[0]})
     s.allocated -= _block(entry[2])
     if in_backward():
@@ -144,6 +153,19 @@ def _free(key):
         # Its line's intermediate: freed there before another backward pass began (the same
         # line run again in the next step frees the last step's result, which was held).
         s.freed_at_own_line.add(entry[0])
+
+
+def resized(storage, nbytes):
+    """A simulated tensor's storage resized in place (`untyped_storage().resize_(n)`: FSDP2
+    frees an unsharded parameter's memory with resize_(0) while autograd keeps the tensor, and
+    gets it back with resize_(size)): its allocation is given back, and one of the new size made
+    at this line."""
+    entry = _state.live.get(storage._cdata)
+    if entry is None:
+        return
+    role = _state.role.get(entry[0]) if entry[0] is not None else None
+    _release_block(entry)
+    entry[0], entry[2] = (_allocate(nbytes, role), int(nbytes)) if nbytes > 0 else (None, 0)
 
 
 def in_backward():
@@ -212,7 +234,13 @@ def retracked(t):
 
 
 def name_role(t, role):
-    """Names what a live tensor's storage is (parameters, gradients, optimizer state)."""
+    """Names what a live tensor's storage is (parameters, gradients, optimizer state); of a
+    tensor subclass around simulated tensors (a DTensor: a rank's shard), theirs."""
+    flatten = getattr(type(t), "__tensor_flatten__", None)
+    if flatten is not None:
+        for name in flatten(t)[0]:
+            name_role(getattr(t, name), role)
+        return
     key = _storage_key(t)
     entry = _state.live.get(key) if key is not None else None
     if entry is not None:
@@ -292,6 +320,7 @@ def write_trace(path, torch_version):
         "sizes": "requested",
         "simulated": {
             "gpu": _gpu["name"],
+            **({"ranks": _ranks} if _ranks else {}),
             "notes": [{"at": at, "what": what} for at, what in s.notes],
         },
         "events": s.events,

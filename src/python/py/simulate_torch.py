@@ -3,7 +3,7 @@
 # CUDA: CUDA autocast (and its cross-entropy), SDPA's backend choice on that GPU, moving a model
 # to the device (tied weights, a model moved again), foreach ops' device groups; torch.compile
 # is noted as simulated eagerly; the optimizer's steps name parameters, gradients and state;
-# torch.save writes placeholders; an NCCL process group stops the program with a clear error.
+# torch.save writes placeholders. (torch.distributed: simulate_distributed.py.)
 import _memprof_simulate_ledger as ledger
 
 
@@ -15,7 +15,6 @@ def install(torch):
     _install_compile(torch)
     _install_roles(torch)
     _install_save(torch)
-    _install_distributed(torch)
 
 
 # SDPA's backends, numbered as torch's SDPBackend (sdp_utils.h).
@@ -258,26 +257,3 @@ def _install_save(torch):
     allow = getattr(getattr(torch, "serialization", None), "add_safe_globals", None)
     if allow is not None:
         allow([placeholder])
-
-
-def _install_distributed(torch):
-    """An NCCL process group needs the GPU (NCCL's own initialisation would abort the process,
-    report and all): the program stops there with an error that says so, and the prediction
-    covers what ran before. Gloo, on one rank, runs."""
-    import torch.distributed as dist
-
-    if not dist.is_available():
-        return
-    init = dist.init_process_group
-
-    def init_process_group(backend=None, *args, **kwargs):
-        if backend is None or "nccl" in str(backend).lower():
-            ledger.note("torch.distributed: an NCCL process group is not simulated; the "
-                        "prediction covers what ran before this line")
-            raise RuntimeError(
-                "memprof --simulate-gpu: NCCL process groups are not simulated (NCCL needs "
-                "the GPU); the prediction covers what ran before this line. Simulate one "
-                "rank's program without torch.distributed (docs/fit.md, Without a GPU)")
-        return init(backend, *args, **kwargs)
-
-    dist.init_process_group = init_process_group

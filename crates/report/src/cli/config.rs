@@ -448,12 +448,21 @@ pub struct Simulation {
     pub trace: PathBuf,
     /// Whether the trace was asked for (`--trace`); else it is removed after the replay.
     pub keep_trace: bool,
+    /// `--simulate-ranks N`: the run is rank 0 of N (0: no process group simulated).
+    pub ranks: u32,
 }
 
 impl Simulation {
     fn plan(args: &RunArgs, trace: Option<PathBuf>) -> Result<Option<Simulation>> {
         use crate::model::gpus;
         let Some(name) = args.simulate_gpu.as_deref() else {
+            if args.simulate_ranks.is_some() {
+                return Err(Error::usage(
+                    "--simulate-ranks simulates the ranks of a run without a GPU, and needs \
+                     --simulate-gpu",
+                )
+                .hint("add --simulate-gpu H100 (or the GPU the ranks would have)"));
+            }
             return Ok(None);
         };
         let gpu = gpus::find(name).ok_or_else(|| {
@@ -489,6 +498,7 @@ impl Simulation {
             gpu,
             trace,
             keep_trace,
+            ranks: args.simulate_ranks.unwrap_or(0),
         }))
     }
 }

@@ -184,6 +184,11 @@ pub struct RunArgs {
     /// `memprof fit`)
     #[arg(long, value_name = "GPU")]
     pub simulate_gpu: Option<String>,
+    /// With --simulate-gpu: the program runs as rank 0 of N ranks, one GPU each (the
+    /// environment torchrun gives it; its process group's collectives simulated): FSDP2, DDP
+    /// and DTensor programs, one rank's peak
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub simulate_ranks: Option<u32>,
     /// Under torchrun, each rank also hands its report to rank 0 through torchrun's own store,
     /// and rank 0 writes every rank's report on its node (by -o's name), no shared filesystem
     /// needed

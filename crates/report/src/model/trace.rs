@@ -45,6 +45,9 @@ pub struct Trace {
 pub struct Simulated {
     /// The GPU it stood in for (`torch.cuda.get_device_name()`'s answer).
     pub gpu: String,
+    /// `--simulate-ranks N`: the run was rank 0 of N, one such GPU each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u32>,
     /// Where the simulation is less sure, by line: a value read that a simulated tensor does not
     /// have (a placeholder was used), a size that depended on values, a compiled model run as
     /// the eager one.

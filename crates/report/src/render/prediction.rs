@@ -25,9 +25,13 @@ fn table(p: &Prediction) -> String {
         units::bytes(p.memory_bytes)
     );
     if let Some(sim) = &p.simulated {
+        let ranks = sim
+            .ranks
+            .map(|n| format!(", as rank 0 of {n} (one GPU each, collectives simulated)"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "simulated: {} — the program ran without it, its CUDA tensors simulated; the \
+            "simulated: {}{ranks} — the program ran without it, its CUDA tensors simulated; the \
              allocations replayed on the caching allocator's model",
             sim.gpu
         );
