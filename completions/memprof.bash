@@ -501,7 +501,7 @@ _memprof() {
             return 0
             ;;
         memprof__subcmd__run)
-            opts="-f -m -o -h -V --device --stat --function --format --output --history --history-max-entries --trace --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --live --simulate-gpu --gather --gather-timeout --max --help --version"
+            opts="-f -m -o -h -V --device --stat --function --format --output --history --history-max-entries --trace --plot --peak-sites --modules --depth --suggest-checkpoints --tensors --collectives --warmup --calls --all-ranks --live --simulate-gpu --simulate-ranks --gather --gather-timeout --max --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -572,6 +572,10 @@ _memprof() {
                     return 0
                     ;;
                 --simulate-gpu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --simulate-ranks)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
