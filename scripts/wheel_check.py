@@ -214,6 +214,14 @@ def check_simulate(memprof):
         check("device NVIDIA H100 80GB HBM3 85017493504 9 0" in r.stderr
               and "max_memory_allocated 70821888" in r.stderr,
               "the program saw the H100 and its own memory readings", r.stderr[:500])
+    # As rank 0 of 4 under FSDP2: torch's fake process group, a quarter of each layer, and the
+    # peak rank 0 of a real torchrun on 4 x H200 read (tests/simulate.rs).
+    r = run([str(memprof), "run", "--simulate-gpu", "H100", "--simulate-ranks", "4", "--format",
+             "json", "simulated_ranks.py", "fsdp"])
+    check(r.returncode == 0 and "world 0 4 0 4" in r.stderr and "after wrapping 4194304" in r.stderr
+          and "max_memory_allocated 102761472" in r.stderr,
+          "memprof run --simulate-gpu H100 --simulate-ranks 4 simulated_ranks.py fsdp: rank 0 of 4",
+          r.stderr[-2000:])
 
 
 def check_attach(memprof):

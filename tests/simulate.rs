@@ -311,6 +311,8 @@ fn what_training_programs_do_beside_the_step_runs_and_says_where_values_were_sto
         "rng torch.uint8",
         "scaler torch.float32",
         "checkpoint saved and loaded cuda:0",
+        // Tensors a thread of the program made on the GPU and moved there.
+        "thread [((8, 64), 'cuda:0'), ((8, 64), 'cuda:0'), ((4,), 'cuda:0')]",
         "values (32, 64) 0.0",
     ] {
         assert!(r.stdout.lines().any(|l| l == line), "{line}:\n{}", r.stdout);
@@ -479,13 +481,15 @@ fn fsdp2_runs_as_rank_0_of_4_with_a_quarter_of_each_layer() {
         reading(&r, "after steps"),
         (4 << 20) + (8 << 20) + (1 << 20) + 2 * WORKSPACE_SM90
     );
-    // The program's own peak reading is the replay's.
+    // The program's own peak reading is the replay's, and what rank 0 of a real torchrun of
+    // this program on 4 x H200 read (torch 2.11).
     assert_eq!(
         reading(&r, "max_memory_allocated"),
         prediction["predicted"]["allocated_bytes.all.peak"]
             .as_i64()
             .unwrap()
     );
+    assert_eq!(reading(&r, "max_memory_allocated"), 102_761_472);
     assert_eq!(prediction["simulated"]["ranks"], 4);
 }
 

@@ -12,6 +12,8 @@
 # cuda:0. Values read back are placeholders, and the ledger notes where. torch.cuda answers as
 # the GPU (simulate_device.py); torch's Python behaves as on CUDA where it would not
 # (simulate_torch.py).
+import threading
+
 import _memprof_simulate_device as gpu_device
 import _memprof_simulate_distributed as distributed
 import _memprof_simulate_ledger as ledger
@@ -19,6 +21,10 @@ import _memprof_simulate_torch as torch_as_cuda
 
 _trace_path = None
 _modes = ()
+
+
+class _Inside(threading.local):
+    n = 0
 
 
 def _zero_scalar(torch, t):
@@ -72,7 +78,8 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     factories = {aten.empty.memory_format, aten.zeros.default, aten.empty_strided.default,
                  aten.full.default, aten.ones.default}
     get_mode, fake_key = torch._C._get_dispatch_mode, torch._C._TorchDispatchModeKey.FAKE
-    inside = [0]  # > 0 while the fake mode computes: fake tensors tell it their real device
+    # Per thread: > 0 while the fake mode computes (fake tensors tell it their real device).
+    inside = _Inside()
 
     def is_cuda(d):
         if isinstance(d, torch.device):
@@ -96,14 +103,14 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     def as_program_sees(seen, real):
         """A property of simulated tensors: `seen` to the program, `real` to the fake mode."""
         return property(lambda self: real.__get__(self)
-                        if inside[0] or self.fake_mode is not fake else seen)
+                        if inside.n or self.fake_mode is not fake else seen)
 
     FakeTensor.device = as_program_sees(cuda0, real_device)
     FakeTensor.is_cuda = as_program_sees(True, real_is_cuda)
     FakeTensor.is_cpu = as_program_sees(False, real_is_cpu)
     FakeTensor.is_meta = as_program_sees(False, real_is_meta)
     FakeTensor.get_device = lambda self: real_get_device(self) \
-        if inside[0] or self.fake_mode is not fake else 0
+        if inside.n or self.fake_mode is not fake else 0
     FakeTensor.__repr__ = lambda self: real_repr(self) if self.fake_mode is not fake else (
         f"tensor(<simulated>, size={tuple(self.shape)}, dtype={self.dtype}, device='cuda:0')")
     fake_dispatch = FakeTensor.__torch_dispatch__.__func__
@@ -111,11 +118,11 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     def dispatch_as_cpu(cls, func, types, args=(), kwargs=None):
         # Reached without memprof's mode (a tensor subclass's own ops on simulated tensors):
         # the fake mode sees their real device, as under the mode.
-        inside[0] += 1
+        inside.n += 1
         try:
             return fake_dispatch(cls, func, types, args, kwargs)
         finally:
-            inside[0] -= 1
+            inside.n -= 1
 
     FakeTensor.__torch_dispatch__ = classmethod(dispatch_as_cpu)
 
@@ -235,12 +242,12 @@ def install(gpu, trace_path, is_user_file, ranks=0):
             if func is aten._to_copy.default and simulated(args[0]) and to_cuda \
                     and kwargs.get("dtype") in (None, args[0].dtype):
                 # Already on the GPU: the same storage, as torch's .to gives it.
-                inside[0] += 1
+                inside.n += 1
                 try:
                     with fake:
                         return aten.alias.default(args[0])
                 finally:
-                    inside[0] -= 1
+                    inside.n -= 1
             if func is aten.copy_.default and not simulated(args[0]):
                 ledger.note("values copied to the CPU: zeros were used")
                 return args[0].zero_()
@@ -251,14 +258,14 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                 role = "parameters"
             if to_cuda:
                 kwargs = dict(kwargs, device=cpu)
-            inside[0] += 1
+            inside.n += 1
             try:
                 with fake:
                     out = func(*args, **kwargs)
             except (DynamicOutputShapeException, DataDependentOutputException):
                 out = value_dependent(func, args, kwargs)
             finally:
-                inside[0] -= 1
+                inside.n -= 1
             for t in tree_flatten(out)[0]:
                 if simulated(t):
                     ledger.track(t, role)
@@ -287,13 +294,13 @@ def install(gpu, trace_path, is_user_file, ranks=0):
         q, k, v = args[:3]
         dropout = args[3] if len(args) > 3 else kwargs.get("dropout_p", 0.0)
         causal = args[4] if len(args) > 4 else kwargs.get("is_causal", False)
-        inside[0] += 1
+        inside.n += 1
         try:
             with fake:
                 outs = aten._scaled_dot_product_flash_attention.default(
                     q, k, v, dropout, causal, False, scale=kwargs.get("scale"))
         finally:
-            inside[0] -= 1
+            inside.n -= 1
         out, logsumexp = outs[0], outs[1]
         kept = [t for t in outs[2:] if simulated(t)]
         for t in (out, logsumexp, *kept):
@@ -313,12 +320,12 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                 return torch.ones(tuple(a.shape), dtype=a.dtype)
             return a
 
-        inside[0] -= 1
+        inside.n -= 1
         try:
             r_args, r_kwargs = tree_map(real, (args, kwargs))
             out = func(*r_args, **r_kwargs)
         finally:
-            inside[0] += 1
+            inside.n += 1
         with fake:
             return tree_map(
                 lambda t: aten.clone.default(fake.from_tensor(t))
@@ -331,7 +338,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
         real_is_cpu, real_get_device = cls.is_cpu, cls.get_device
 
         def seen(self):
-            return not inside[0] and wraps_fake(self)
+            return not inside.n and wraps_fake(self)
 
         cls.device = property(lambda self: cuda0 if seen(self) else real_device.__get__(self))
         cls.is_cuda = property(lambda self: True if seen(self) else real_is_cuda.__get__(self))
@@ -354,6 +361,20 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     _modes = (SimulatedGpuFunctions(), SimulatedGpu())
     for m in _modes:
         m.__enter__()
+    _install_threads()
+
+
+def _install_threads():
+    """torch's modes are per thread: a thread the program starts (a prefetcher that moves
+    batches to the GPU) runs under the simulation's too."""
+    bootstrap = threading.Thread._bootstrap_inner
+
+    def under_the_simulation(self):
+        for m in _modes:
+            m.__enter__()
+        bootstrap(self)
+
+    threading.Thread._bootstrap_inner = under_the_simulation
 
 
 def finish(torch_version):

@@ -23,6 +23,7 @@ def install(torch, ranks):
         _environment(ranks)
     _install_process_group(torch, dist, ranks)
     if ranks:
+        _install_collectives_on_fake_tensors()
         _install_futures(torch, dist)
         _install_fsdp(torch)
         _install_ddp(torch, dist)
@@ -71,6 +72,21 @@ def _install_process_group(torch, dist, ranks):
         return init(backend, *args, **kwargs)
 
     dist.init_process_group = init_process_group
+
+
+def _install_collectives_on_fake_tensors():
+    """torch's meta kernels of the c10d collectives (each completes with a fake work), which
+    fake tensors run: torch.distributed registers them itself from torch 2.10 or so; before,
+    its memory tools' module does."""
+    import importlib
+
+    for name in ("torch.distributed._meta_registrations",
+                 "torch.distributed._tools.fake_collectives"):
+        try:
+            importlib.import_module(name)
+            return
+        except ImportError:
+            continue
 
 
 def _install_futures(torch, dist):
