@@ -144,6 +144,38 @@ def gpt2_ddp(batch, steps):
     torch.cuda.synchronize()
 
 
+def llama_trainer(batch, steps):
+    """A HuggingFace Trainer fine-tune (transformers and accelerate): a Llama-style model from
+    its config (about 60M parameters), bf16 mixed precision, gradient checkpointing, AdamW,
+    sequences of 512 tokens. Under torchrun the Trainer wraps it in DDP itself."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self):
+            return batch * steps * 8
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, 32000, (512,))
+            return {"input_ids": ids, "labels": ids}
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=2048,
+                         num_hidden_layers=6, num_attention_heads=12, num_key_value_heads=4,
+                         max_position_embeddings=1024)
+    config._attn_implementation = "sdpa"
+    args = TrainingArguments(output_dir="/tmp/memprof-trainer", per_device_train_batch_size=batch,
+                             max_steps=steps, bf16=True, gradient_checkpointing=True,
+                             report_to=[], save_strategy="no", logging_steps=1,
+                             dataloader_num_workers=0, disable_tqdm=True)
+    Trainer(model=LlamaForCausalLM(config), args=args, train_dataset=Tokens()).train()
+    torch.cuda.synchronize()
+
+
+def llama_trainer_ddp(batch, steps):
+    """llama_trainer under torchrun: the Trainer's DDP, one GPU a rank."""
+    llama_trainer(batch, steps)
+
+
 def fragment(batch, steps):
     # Each step's temporary is larger than the last, so it never fits the free rest of an
     # earlier one, and the 8 MiB kept from each step is split off a freed temporary's block,
@@ -161,7 +193,8 @@ def fragment(batch, steps):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("workload", choices=["resnet50", "gpt2", "gpt2_compiled", "llama_lora", "fragment",
-                                        "gpt2_fsdp", "gpt2_ddp"])
+                                        "gpt2_fsdp", "gpt2_ddp", "llama_trainer",
+                                        "llama_trainer_ddp"])
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--cap", type=int, default=None, help="bytes the allocator may reserve")
@@ -175,8 +208,9 @@ def main():
     oom = None
     try:
         {"resnet50": resnet50, "gpt2": gpt2, "gpt2_compiled": gpt2_compiled, "llama_lora": llama_lora,
-         "fragment": fragment, "gpt2_fsdp": gpt2_fsdp,
-         "gpt2_ddp": gpt2_ddp}[args.workload](args.batch, args.steps)
+         "fragment": fragment, "gpt2_fsdp": gpt2_fsdp, "gpt2_ddp": gpt2_ddp,
+         "llama_trainer": llama_trainer,
+         "llama_trainer_ddp": llama_trainer_ddp}[args.workload](args.batch, args.steps)
     except torch.OutOfMemoryError as e:
         oom = str(e).splitlines()[0][:200]
     stats = torch.cuda.memory_stats(local)

@@ -23,9 +23,10 @@ STATE = os.path.join(ROOT, ".device", "simulate")
 # (workload, batch): GPT-2 124M (bf16 autocast, fused AdamW, 12 x 1024), the same compiled,
 # torchvision resnet50 (SGD momentum) at 32 and 64, a Llama-style model with LoRA.
 WORKLOADS = [("gpt2", 12), ("gpt2_compiled", 12), ("resnet50", 32), ("resnet50", 64),
-             ("llama_lora", 8), ("gpt2_fsdp", 12), ("gpt2_ddp", 12)]
+             ("llama_lora", 8), ("gpt2_fsdp", 12), ("gpt2_ddp", 12), ("llama_trainer", 8),
+             ("llama_trainer_ddp", 8)]
 # Workloads run as one rank of several (`--simulate-ranks` here, torchrun there: rank 0's peaks).
-RANKS = {"gpt2_fsdp": 4, "gpt2_ddp": 4}
+RANKS = {"gpt2_fsdp": 4, "gpt2_ddp": 4, "llama_trainer_ddp": 4}
 GPU = "H100"
 # The capacities tried, as fractions of the predicted reserved peak, and one under the
 # predicted allocated peak (which must run out of memory).
@@ -89,11 +90,13 @@ def predict(only=None):
 
 def workload_command(workload):
     """How a workload runs bare on the GPU machine: under torchrun, one GPU a rank, when it is a
-    rank's program."""
+    rank's program; else on one GPU (the HuggingFace Trainer spreads itself over every visible
+    GPU with DataParallel)."""
     if workload in RANKS:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 f"--nproc-per-node={RANKS[workload]}"]
-    return [sys.executable]
+    return ["env", "CUDA_VISIBLE_DEVICES=" + os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0],
+            sys.executable]
 
 
 def truth(out_dir, only=None):
@@ -121,6 +124,8 @@ def truth(out_dir, only=None):
             line = [x for x in r.stdout.splitlines() if x.startswith("FIT ")]
             results[key]["caps"].append(json.loads(line[0][4:]) if line else
                                         {"cap": c["cap"], "error": r.stderr[-500:]})
+            with open(os.path.join(out_dir, "truth.json"), "w") as f:
+                json.dump({**results}, f, indent=1)
         print(f"{key}: {json.dumps(results[key]['uncapped'])}", flush=True)
         with open(os.path.join(out_dir, "truth.json"), "w") as f:
             json.dump(results, f, indent=1)  # after each workload: a call cut short keeps them
@@ -132,6 +137,14 @@ def merged_truth(truth_dirs):
         with open(os.path.join(d, "truth.json")) as f:
             out.update(json.load(f))
     return out
+
+
+def predicted_at_real_caps(key, real_caps):
+    """(prediction, real run) at each capacity the real runs were capped at: the simulated
+    trace replayed there now (a prediction made again since keeps its truth)."""
+    trace = os.path.join(STATE, key + ".json")
+    return [({"cap": r["cap"], "fits": fit(trace, r["cap"])["fits"]}, r) for r in real_caps
+            if r.get("cap") is not None]
 
 
 def compare(truth_dirs):
@@ -154,7 +167,7 @@ def compare(truth_dirs):
             cells.append(f"{a / gb:.3f} GB, {b / gb:.3f} GB ({(a - b) / b * 100:+.2f}%)")
         right = 0
         wrong = []
-        for c, r in zip(p["caps"], t["caps"]):
+        for c, r in predicted_at_real_caps(key, t["caps"]):
             if "fits" not in r:
                 wrong.append(f"{c['cap'] / gb:.3f} GB: no result")
             elif c["fits"] == r["fits"]:
@@ -166,7 +179,7 @@ def compare(truth_dirs):
         print(f"| {key} | {cells[0]} | {cells[1]} | {caps} |")
     print()
     for key, p in predictions.items():
-        for c, r in zip(p["caps"], truth_.get(key, {}).get("caps", [])):
+        for c, r in predicted_at_real_caps(key, truth_.get(key, {}).get("caps", [])):
             print(f"{key:18s} cap {c['cap'] / gb:8.3f} GB  predicted "
                   f"{'fits' if c['fits'] else 'OOM ':4s}  real "
                   f"{'fits' if r.get('fits') else 'OOM '}  real reserved "

@@ -33,7 +33,8 @@ def site(frames):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("workload", choices=["gpt2", "resnet50", "gpt2_compiled", "llama_lora",
-                                        "gpt2_fsdp", "gpt2_ddp"])
+                                        "gpt2_fsdp", "gpt2_ddp", "llama_trainer",
+                                        "llama_trainer_ddp"])
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("-o", "--output", required=True)

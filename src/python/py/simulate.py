@@ -129,6 +129,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     def placeholder(t):
         """A simulated tensor's values, read on the CPU: zeros of its shape and dtype."""
         ledger.note("values copied to the CPU: zeros were used")
+        gpu_device.waited()
         return torch.zeros(tuple(t.shape), dtype=t.dtype)
 
     def parse_to(args, kwargs):
@@ -189,6 +190,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                     # Read here, above libtorch, so that what it warns of (a scalar of a tensor
                     # that requires grad) is not said from memprof's frame.
                     ledger.note("a value (.item(), bool(), a Python number): 0 was used")
+                    gpu_device.waited()
                     value = _zero_scalar(torch, args[0])
                     return {"__float__": float, "__int__": int, "__index__": int,
                             "__complex__": complex}.get(name, lambda v: v)(value)
@@ -238,6 +240,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                 return torch_as_cuda.sdpa_choice(torch, gpu, args, kwargs)
             if func is aten._local_scalar_dense.default:
                 ledger.note("a value (.item(), bool(), a Python number): 0 was used")
+                gpu_device.waited()
                 return _zero_scalar(torch, args[0])
             if func is aten._to_copy.default and simulated(args[0]) and to_cuda \
                     and kwargs.get("dtype") in (None, args[0].dtype):
@@ -250,6 +253,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                     inside.n -= 1
             if func is aten.copy_.default and not simulated(args[0]):
                 ledger.note("values copied to the CPU: zeros were used")
+                gpu_device.waited()
                 return args[0].zero_()
             if func is flash_for_cpu and kwargs.get("attn_mask") is None:
                 return flash_as_cuda(args, kwargs)

@@ -58,7 +58,7 @@ class Stream:
         return True
 
     def synchronize(self):
-        pass
+        waited()
 
     def is_capturing(self):
         return False  # no CUDA graph is captured
@@ -99,10 +99,25 @@ class Event:
         return True
 
     def synchronize(self):
-        pass
+        waited()
 
     def elapsed_time(self, end_event):
         return 0.0
+
+
+# What happens when the program waits for the GPU (a value read, a synchronize): the GPU has
+# caught up, and what its finished work held can go (simulate_distributed.py's all-reduces).
+_on_wait = []
+
+
+def on_wait(callback):
+    _on_wait.append(callback)
+
+
+def waited():
+    """The program waited for the GPU to finish what it asked so far."""
+    for callback in _on_wait:
+        callback()
 
 
 _default_stream = DefaultStream()
@@ -245,7 +260,7 @@ def install(torch, gpu):
         "device_count": lambda: 1,
         "current_device": lambda: 0,
         "set_device": nothing,
-        "synchronize": nothing,
+        "synchronize": lambda device=None: waited(),
         "empty_cache": nothing,
         # A cap is the replay's to apply (`memprof fit --memory`): nothing runs out here.
         "set_per_process_memory_fraction": nothing,
@@ -296,7 +311,7 @@ def _install_accelerator(torch):
         "current_device_idx": lambda: 0,
         "set_device_index": lambda device: None,
         "set_device_idx": lambda device: None,
-        "synchronize": lambda device=None: None,
+        "synchronize": lambda device=None: waited(),
         "current_stream": lambda device=None: torch.cuda.current_stream(),
     }
     for name, value in answers.items():

@@ -216,12 +216,14 @@ def _install_ddp(torch, dist):
     pre_forward = ddp._pre_forward
 
     # The buckets of the last backward's all-reduces: NCCL's works hold their tensors until its
-    # watchdog sees them complete (it looks every 100 ms or so), which on an H100/H200 was after
-    # the next step's peak: the first step's buckets, replaced when DDP rebuilds them before the
-    # second forward, were still allocated at the second step's peak (gpt2_ddp, 4 x H200: the
-    # real peak is the simulated one plus those buckets, to 0.002%). Held to the next backward's
-    # first all-reduce.
+    # watchdog sees them complete (it looks every 100 ms or so). A program that never waits for
+    # the GPU runs ahead of it, and the first step's buckets, replaced when DDP rebuilds them
+    # before the second forward, were still allocated at the second step's peak (gpt2_ddp on
+    # 4 x H200: the real peak is the simulated one plus those buckets, to 0.002%); one that
+    # reads a value each step (the Trainer's logging) had them freed by then (llama_trainer_ddp).
+    # Held until the program waits for the GPU or the next backward's first all-reduce.
     held = []
+    gpu_device.on_wait(held.clear)
 
     def bucket_as_reduced(state, bucket):
         if bucket.index() == 0:

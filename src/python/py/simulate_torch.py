@@ -12,6 +12,7 @@ def install(torch):
     _install_module_moves(torch)
     _install_swaps(torch)
     _install_grouping(torch)
+    _install_foreach_defaults(torch)
     _install_compile(torch)
     _install_roles(torch)
     _install_save(torch)
@@ -194,6 +195,22 @@ def _install_grouping(torch):
         return renamed
 
     torch._C._group_tensors_by_device_and_dtype = grouped
+
+
+def _install_foreach_defaults(torch):
+    """Optimizers and clipping choose their foreach (or fused) kernels by the parameters' type
+    (plain tensors and parameters only) and device: a simulated parameter is torch's fake tensor
+    to Python, and takes the path a CUDA parameter takes (without this, AdamW's default ran
+    per tensor: its temporaries one at a time, not a list at once)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for module in ("torch.optim.optimizer", "torch.utils._foreach_utils"):
+        try:
+            types = getattr(__import__(module, fromlist=["_"]), "_foreach_supported_types")
+        except (ImportError, AttributeError):
+            continue
+        if FakeTensor not in types:
+            types.append(FakeTensor)
 
 
 def _install_compile(torch):
