@@ -10,8 +10,9 @@ import os
 import _memprof_simulate_device as gpu_device
 import _memprof_simulate_ledger as ledger
 
-# What torchrun sets for each rank (torch.distributed.run), as for rank 0 of one node.
+# torchrun's default rendezvous port; the ranks are placed 8 to a node (N when fewer).
 _MASTER_PORT = "29500"
+_RANKS_PER_NODE = 8
 
 
 def install(torch, ranks):
@@ -39,7 +40,8 @@ def tensor_subclasses(torch):
 
 
 def _environment(ranks):
-    local = min(ranks, 8)
+    """What torchrun (torch.distributed.run) sets for a rank: rank 0 of the first node."""
+    local = min(ranks, _RANKS_PER_NODE)
     os.environ.update({
         "RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "0", "ROLE_RANK": "0",
         "WORLD_SIZE": str(ranks), "LOCAL_WORLD_SIZE": str(local), "ROLE_WORLD_SIZE": str(ranks),

@@ -163,7 +163,8 @@ def resized(storage, nbytes):
     entry = _state.live.get(storage._cdata)
     if entry is None:
         return
-    role = _state.role.get(entry[0]) if entry[0] is not None else None
+    # What is resized back is a sharded model's gathered parameters (FSDP2's, FSDP1's flat ones).
+    role = _state.role.get(entry[0], "parameters") if entry[0] is not None else "parameters"
     _release_block(entry)
     entry[0], entry[2] = (_allocate(nbytes, role), int(nbytes)) if nbytes > 0 else (None, 0)
 
