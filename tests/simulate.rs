@@ -494,6 +494,28 @@ fn fsdp2_runs_as_rank_0_of_4_with_a_quarter_of_each_layer() {
 }
 
 #[test]
+fn fsdp1_runs_as_rank_0_of_4_with_a_quarter_of_its_flat_parameter() {
+    let (r, prediction, allocations) = simulate_rank("fsdp1");
+    assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);
+    // The model moved to the GPU (four 4 MiB layers), flattened into one 16 MiB parameter and a
+    // quarter of it kept, at the line that wrapped it.
+    assert_eq!(reading(&r, "after wrapping"), 4 << 20);
+    let wrap_line = rank_line("FullyShardedDataParallel(model");
+    assert!(
+        allocations.contains(&(4 << 20, wrap_line.clone(), "parameters".into())),
+        "{allocations:?}"
+    );
+    assert_eq!(
+        reading(&r, "max_memory_allocated"),
+        prediction["predicted"]["allocated_bytes.all.peak"]
+            .as_i64()
+            .unwrap()
+    );
+    // No warning said to the program that a GPU run would not say (a fake tensor's address).
+    assert!(!r.stderr.contains("data pointer"), "{}", r.stderr);
+}
+
+#[test]
 fn ddp_runs_as_rank_0_of_4_with_its_gradient_buckets() {
     let (r, prediction, allocations) = simulate_rank("ddp");
     assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);

@@ -349,6 +349,25 @@ def install(gpu, trace_path, is_user_file, ranks=0):
         cls.is_cpu = property(lambda self: False if seen(self) else real_is_cpu.__get__(self))
         cls.get_device = lambda self: 0 if seen(self) else real_get_device(self)
 
+    # A simulated storage's address (a fake tensor's is 0, with a warning): its own, as a GPU
+    # storage's would be (FSDP1 asks whether its flat parameter and shard share memory).
+    def simulated_address(storage):
+        return storage._cdata if ledger.is_simulated_storage(storage) else None
+
+    tensor_data_ptr, storage_data_ptr = FakeTensor.data_ptr, torch.UntypedStorage.data_ptr
+
+    def data_ptr(self):
+        address = simulated_address(self.untyped_storage()) if simulated(self) else None
+        if address is None:
+            return tensor_data_ptr(self)
+        return address + self.storage_offset() * self.element_size()
+
+    def storage_address(self):
+        address = simulated_address(self)
+        return storage_data_ptr(self) if address is None else address
+
+    FakeTensor.data_ptr = data_ptr
+    torch.UntypedStorage.data_ptr = storage_address
     storage_resize = torch.UntypedStorage.resize_
 
     def resize_(self, nbytes):

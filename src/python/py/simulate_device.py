@@ -248,6 +248,15 @@ def install(torch, gpu):
     Stream.device = torch.device("cuda", 0)
     ledger.stream_now = stream_now
     props = Properties(gpu)
+    record_stream = torch.Tensor.record_stream
+
+    def record_on(self, stream):
+        # A simulated stream is never busy: what the caching allocator would delay for its work
+        # (a block freed while that stream may still use it) is not modelled.
+        if not isinstance(stream, Stream):
+            return record_stream(self, stream)
+
+    torch.Tensor.record_stream = record_on
 
     def nothing(*args, **kwargs):
         return None

@@ -180,6 +180,21 @@ def _install_fsdp(torch):
                         moved[id(t)] = (t, new)
                     table[name] = moved[id(t)][1]
 
+    try:  # FSDP1 (FullyShardedDataParallel) moves a CPU model with device_id the same way
+        from torch.distributed.fsdp import _init_utils as fsdp1_init
+    except ImportError:
+        fsdp1_init = None
+    if fsdp1_init is not None and hasattr(fsdp1_init, "_move_module_to_device"):
+        move = fsdp1_init._move_module_to_device
+
+        def _move_module_to_device(module, ignored_params, ignored_buffers,
+                                   device_from_device_id):
+            if device_from_device_id is not None and device_from_device_id.type == "cuda":
+                to_gpu([module])
+            return move(module, ignored_params, ignored_buffers, device_from_device_id)
+
+        fsdp1_init._move_module_to_device = _move_module_to_device
+
     @functools.wraps(original)
     def fully_shard(module, *args, **kwargs):
         mesh = kwargs.get("mesh")

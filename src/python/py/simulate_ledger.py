@@ -155,6 +155,11 @@ def _release_block(entry):
         s.freed_at_own_line.add(entry[0])
 
 
+def is_simulated_storage(storage):
+    """Whether `storage` is a simulated tensor's (one the ledger tracks)."""
+    return storage._cdata in _state.live
+
+
 def resized(storage, nbytes):
     """A simulated tensor's storage resized in place (`untyped_storage().resize_(n)`: FSDP2
     frees an unsharded parameter's memory with resize_(0) while autograd keeps the tensor, and
