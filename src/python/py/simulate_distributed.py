@@ -149,10 +149,10 @@ def _install_futures(torch, dist):
 
 
 def _install_fsdp(torch):
-    """fully_shard on a model still on the CPU moves its parameters and buffers to the GPU
-    first, as FSDP2 does (FSDP2 gives each CPU tensor's `.data` the moved tensor; a CPU
-    parameter cannot take a simulated tensor in place, so the simulation puts a simulated
-    parameter in its place on its modules, before FSDP2 looks at them)."""
+    """FSDP2's fully_shard (and FSDP1 with a device_id) on a model still on the CPU moves its
+    parameters and buffers to the GPU first, as FSDP does (it gives each CPU tensor's `.data`
+    the moved tensor; a CPU parameter cannot take a simulated tensor in place, so the simulation
+    puts a simulated parameter in its place on its modules, before FSDP looks at them)."""
     import functools
     import importlib
 
@@ -217,9 +217,9 @@ def _install_fsdp(torch):
 def _install_ddp(torch, dist):
     """DistributedDataParallel: its reducer's buckets (as large as the gradients) are made in C++
     from the parameters' options, the CPU's to libtorch: made while the reducer is built or
-    rebuilt (before the second forward), they are simulated GPU tensors. Its gradients' all-reduce, which the fake backend
-    completes with no value, is done by a communication hook that returns the bucket (unless the
-    program registers its own)."""
+    rebuilt (before the second forward), they are simulated GPU tensors. Its gradients'
+    all-reduce, which the fake backend completes with no value, is done by a communication hook
+    that returns the bucket (unless the program registers its own)."""
     from torch.nn.parallel import distributed as ddp_module
 
     reducer = dist.Reducer
@@ -253,7 +253,8 @@ def _install_ddp(torch, dist):
     def _pre_forward(self, *args, **kwargs):
         if not self._comm_hooks and not getattr(self, "_memprof_builtin_hook", False):
             self.register_comm_hook(None, bucket_as_reduced)
-        with gpu_device.factories_on_gpu("gradients"):  # buckets rebuilt in the order gradients came
+        # The buckets are rebuilt here, in the order the gradients came.
+        with gpu_device.factories_on_gpu("gradients"):
             return pre_forward(self, *args, **kwargs)
 
     builtin = ddp._register_builtin_comm_hook
