@@ -115,14 +115,7 @@ def gpt2_fsdp(batch, steps):
         fully_shard(block, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
-    for _ in range(steps):
-        x = torch.randint(0, 50304, (batch, 1024), device=device)
-        y = torch.randint(0, 50304, (batch, 1024), device=device)
-        _, loss = model(x, y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    torch.cuda.synchronize()
+    _gpt2_steps(model, optimizer, device, batch, steps, autocast=False)
 
 
 def gpt2_ddp(batch, steps):
@@ -133,10 +126,16 @@ def gpt2_ddp(batch, steps):
     device = _rank_device()
     model = DistributedDataParallel(_gpt2_model().to(device), device_ids=[device.index])
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    _gpt2_steps(model, optimizer, device, batch, steps, autocast=True)
+
+
+def _gpt2_steps(model, optimizer, device, batch, steps, autocast):
+    """A rank's GPT-2 training steps on random tokens (12 x 1024 at batch 12), in bf16 autocast
+    or not."""
     for _ in range(steps):
         x = torch.randint(0, 50304, (batch, 1024), device=device)
         y = torch.randint(0, 50304, (batch, 1024), device=device)
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=autocast):
             _, loss = model(x, y)
         loss.backward()
         optimizer.step()
@@ -146,7 +145,7 @@ def gpt2_ddp(batch, steps):
 
 def llama_trainer(batch, steps):
     """A HuggingFace Trainer fine-tune (transformers and accelerate): a Llama-style model from
-    its config (about 60M parameters), bf16 mixed precision, gradient checkpointing, AdamW,
+    its config (87M parameters), bf16 mixed precision, gradient checkpointing, AdamW,
     sequences of 512 tokens. Under torchrun the Trainer wraps it in DDP itself."""
     from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
