@@ -406,8 +406,9 @@ fn an_nccl_process_group_without_simulated_ranks_stops_the_program_with_one_clea
 }
 
 /// `memprof run --simulate-gpu H100 --simulate-ranks 4 simulated_ranks.py KIND`: its output,
-/// its prediction and its trace's allocations.
-fn simulate_rank(kind: &str) -> (Run, Value, Vec<(i64, String, String)>) {
+/// its predicted allocated peak and its trace's allocations (the trace and the prediction both
+/// say it was one of 4 ranks).
+fn simulate_rank(kind: &str) -> (Run, i64, Vec<(i64, String, String)>) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
     let prediction = dir.path().join("prediction.json");
@@ -431,7 +432,12 @@ fn simulate_rank(kind: &str) -> (Run, Value, Vec<(i64, String, String)>) {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let trace = read_json(&trace);
     assert_eq!(trace["simulated"]["ranks"], 4);
-    (r, read_json(&prediction), allocations(&trace))
+    let prediction = read_json(&prediction);
+    assert_eq!(prediction["simulated"]["ranks"], 4);
+    let peak = prediction["predicted"]["allocated_bytes.all.peak"]
+        .as_i64()
+        .unwrap();
+    (r, peak, allocations(&trace))
 }
 
 /// The line of fixtures/simulated_ranks.py that holds `needle`, as the trace names it.
@@ -449,7 +455,7 @@ fn reading(r: &Run, name: &str) -> i64 {
 
 #[test]
 fn fsdp2_runs_as_rank_0_of_4_with_a_quarter_of_each_layer() {
-    let (r, prediction, allocations) = simulate_rank("fsdp");
+    let (r, predicted_peak, allocations) = simulate_rank("fsdp");
     // torchrun's environment and a process group of 4; parameters sharded, on the GPU.
     assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);
     assert!(
@@ -483,19 +489,13 @@ fn fsdp2_runs_as_rank_0_of_4_with_a_quarter_of_each_layer() {
     );
     // The program's own peak reading is the replay's, and what rank 0 of a real torchrun of
     // this program on 4 x H200 read (torch 2.11).
-    assert_eq!(
-        reading(&r, "max_memory_allocated"),
-        prediction["predicted"]["allocated_bytes.all.peak"]
-            .as_i64()
-            .unwrap()
-    );
+    assert_eq!(reading(&r, "max_memory_allocated"), predicted_peak);
     assert_eq!(reading(&r, "max_memory_allocated"), 102_761_472);
-    assert_eq!(prediction["simulated"]["ranks"], 4);
 }
 
 #[test]
 fn fsdp1_runs_as_rank_0_of_4_with_a_quarter_of_its_flat_parameter() {
-    let (r, prediction, allocations) = simulate_rank("fsdp1");
+    let (r, predicted_peak, allocations) = simulate_rank("fsdp1");
     assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);
     // The model moved to the GPU (four 4 MiB layers), flattened into one 16 MiB parameter and a
     // quarter of it kept, at the line that wrapped it.
@@ -505,19 +505,14 @@ fn fsdp1_runs_as_rank_0_of_4_with_a_quarter_of_its_flat_parameter() {
         allocations.contains(&(4 << 20, wrap_line.clone(), "parameters".into())),
         "{allocations:?}"
     );
-    assert_eq!(
-        reading(&r, "max_memory_allocated"),
-        prediction["predicted"]["allocated_bytes.all.peak"]
-            .as_i64()
-            .unwrap()
-    );
+    assert_eq!(reading(&r, "max_memory_allocated"), predicted_peak);
     // No warning said to the program that a GPU run would not say (a fake tensor's address).
     assert!(!r.stderr.contains("data pointer"), "{}", r.stderr);
 }
 
 #[test]
 fn ddp_runs_as_rank_0_of_4_with_its_gradient_buckets() {
-    let (r, prediction, allocations) = simulate_rank("ddp");
+    let (r, predicted_peak, allocations) = simulate_rank("ddp");
     assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);
     // (A simulated parameter is torch's fake tensor marked as a parameter: isinstance holds.)
     assert!(
@@ -544,11 +539,6 @@ fn ddp_runs_as_rank_0_of_4_with_its_gradient_buckets() {
     );
     // The peak (AdamW's first step: its state, its foreach temporaries of all four layers at
     // once), the replay's and what rank 0 of a real torchrun of this program on 4 x H200 read.
-    assert_eq!(
-        reading(&r, "max_memory_allocated"),
-        prediction["predicted"]["allocated_bytes.all.peak"]
-            .as_i64()
-            .unwrap()
-    );
+    assert_eq!(reading(&r, "max_memory_allocated"), predicted_peak);
     assert_eq!(reading(&r, "max_memory_allocated"), 168_820_736);
 }

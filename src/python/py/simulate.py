@@ -92,25 +92,27 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     # the CPU's: CUDA's needs a driver), and on cuda:0 to the program.
     # Fake tensors of other fake modes (a subclass's shape propagation, a tracer's) are left as
     # they are: not simulated tensors, not allocations.
-    real_device = FakeTensor.device
-    real_is_cuda, real_is_cpu = FakeTensor.is_cuda, FakeTensor.is_cpu
-    real_is_meta, real_get_device = FakeTensor.is_meta, FakeTensor.get_device
     real_repr = FakeTensor.__repr__
 
     def simulated(t):
         return isinstance(t, FakeTensor) and t.fake_mode is fake
 
-    def as_program_sees(seen, real):
-        """A property of simulated tensors: `seen` to the program, `real` to the fake mode."""
-        return property(lambda self: real.__get__(self)
-                        if inside.n or self.fake_mode is not fake else seen)
+    def present_as_gpu(cls, is_simulated):
+        """Instances of `cls` that `is_simulated` names are on cuda:0 to the program; to the
+        fake mode computing (and to libtorch) they are where libtorch made them, the CPU."""
 
-    FakeTensor.device = as_program_sees(cuda0, real_device)
-    FakeTensor.is_cuda = as_program_sees(True, real_is_cuda)
-    FakeTensor.is_cpu = as_program_sees(False, real_is_cpu)
-    FakeTensor.is_meta = as_program_sees(False, real_is_meta)
-    FakeTensor.get_device = lambda self: real_get_device(self) \
-        if inside.n or self.fake_mode is not fake else 0
+        def seen_by_program(self):
+            return not inside.n and is_simulated(self)
+
+        for name, seen in (("device", cuda0), ("is_cuda", True), ("is_cpu", False),
+                           ("is_meta", False)):
+            real = getattr(cls, name)
+            setattr(cls, name, property(lambda self, real=real, seen=seen: seen
+                                        if seen_by_program(self) else real.__get__(self)))
+        real_get_device = cls.get_device
+        cls.get_device = lambda self: 0 if seen_by_program(self) else real_get_device(self)
+
+    present_as_gpu(FakeTensor, lambda t: t.fake_mode is fake)
     FakeTensor.__repr__ = lambda self: real_repr(self) if self.fake_mode is not fake else (
         f"tensor(<simulated>, size={tuple(self.shape)}, dtype={self.dtype}, device='cuda:0')")
     fake_dispatch = FakeTensor.__torch_dispatch__.__func__
@@ -126,10 +128,15 @@ def install(gpu, trace_path, is_user_file, ranks=0):
 
     FakeTensor.__torch_dispatch__ = classmethod(dispatch_as_cpu)
 
+    def value_read(what):
+        """The program read a simulated tensor's values (`what` stood in for them), at its line;
+        on a GPU it would have waited for the GPU there."""
+        ledger.note(what)
+        gpu_device.waited()
+
     def placeholder(t):
         """A simulated tensor's values, read on the CPU: zeros of its shape and dtype."""
-        ledger.note("values copied to the CPU: zeros were used")
-        gpu_device.waited()
+        value_read("values copied to the CPU: zeros were used")
         return torch.zeros(tuple(t.shape), dtype=t.dtype)
 
     def parse_to(args, kwargs):
@@ -189,8 +196,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                             "__complex__") and args[0].numel() == 1:
                     # Read here, above libtorch, so that what it warns of (a scalar of a tensor
                     # that requires grad) is not said from memprof's frame.
-                    ledger.note("a value (.item(), bool(), a Python number): 0 was used")
-                    gpu_device.waited()
+                    value_read("a value (.item(), bool(), a Python number): 0 was used")
                     value = _zero_scalar(torch, args[0])
                     return {"__float__": float, "__int__": int, "__index__": int,
                             "__complex__": complex}.get(name, lambda v: v)(value)
@@ -239,8 +245,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
             if func is aten._fused_sdp_choice.default:
                 return torch_as_cuda.sdpa_choice(torch, gpu, args, kwargs)
             if func is aten._local_scalar_dense.default:
-                ledger.note("a value (.item(), bool(), a Python number): 0 was used")
-                gpu_device.waited()
+                value_read("a value (.item(), bool(), a Python number): 0 was used")
                 return _zero_scalar(torch, args[0])
             if func is aten._to_copy.default and simulated(args[0]) and to_cuda \
                     and kwargs.get("dtype") in (None, args[0].dtype):
@@ -252,8 +257,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                 finally:
                     inside.n -= 1
             if func is aten.copy_.default and not simulated(args[0]):
-                ledger.note("values copied to the CPU: zeros were used")
-                gpu_device.waited()
+                value_read("values copied to the CPU: zeros were used")
                 return args[0].zero_()
             if func is flash_for_cpu and kwargs.get("attn_mask") is None:
                 return flash_as_cuda(args, kwargs)
@@ -335,20 +339,6 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                 lambda t: aten.clone.default(fake.from_tensor(t))
                 if isinstance(t, torch.Tensor) else t, out)
 
-    def present_as_gpu(cls):
-        """A tensor subclass around simulated tensors (DTensor) is on cuda:0 to the program, as
-        they are (libtorch made its wrapper on their device, the CPU)."""
-        real_device, real_is_cuda = cls.device, cls.is_cuda
-        real_is_cpu, real_get_device = cls.is_cpu, cls.get_device
-
-        def seen(self):
-            return not inside.n and wraps_fake(self)
-
-        cls.device = property(lambda self: cuda0 if seen(self) else real_device.__get__(self))
-        cls.is_cuda = property(lambda self: True if seen(self) else real_is_cuda.__get__(self))
-        cls.is_cpu = property(lambda self: False if seen(self) else real_is_cpu.__get__(self))
-        cls.get_device = lambda self: 0 if seen(self) else real_get_device(self)
-
     # A simulated storage's address (a fake tensor's is 0, with a warning): its own, as a GPU
     # storage's would be (FSDP1 asks whether its flat parameter and shard share memory).
     def simulated_address(storage):
@@ -380,7 +370,8 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     torch_as_cuda.install(torch)
     distributed.install(torch, ranks)
     for cls in distributed.tensor_subclasses(torch):
-        present_as_gpu(cls)
+        # A subclass around simulated tensors (DTensor): libtorch made its wrapper on theirs.
+        present_as_gpu(cls, wraps_fake)
     _modes = (SimulatedGpuFunctions(), SimulatedGpu())
     for m in _modes:
         m.__enter__()
