@@ -12,6 +12,7 @@ pub mod interrupt;
 pub mod peak;
 pub mod recorder;
 pub mod sampler;
+pub mod saved;
 pub mod so_far;
 #[cfg(test)]
 pub mod test_torch;
@@ -24,6 +25,7 @@ pub fn load_torch(torch_root: &std::path::Path, version: &str) -> crate::error::
         allocation_event: peak::mp_rust_allocation_event,
         grad_event: backward::mp_rust_grad_event,
         segment_event: peak::mp_rust_segment_event,
+        saved_tensor: saved::mp_rust_saved_tensor,
     };
     crate::torch::loader::load(torch_root, version, &CALLBACKS)
 }

@@ -12,6 +12,7 @@ pub struct Callbacks {
     pub allocation_event: extern "C" fn(u64, i64, u32, i32, i64, i64, i64, u64),
     pub grad_event: extern "C" fn(u64, c_int) -> c_int,
     pub segment_event: extern "C" fn(i32, i64, u64),
+    pub saved_tensor: extern "C" fn(*mut c_void),
 }
 
 /// Declares the shim's functions once: a table of pointers resolved by name (`Shim::resolve`)
@@ -127,6 +128,12 @@ shim_functions! {
         storage_ptr: *mut usize,
         storage_nbytes: *mut u64
     ) -> c_int;
+    /// The Python objects of a tensor and of its base when it is a view, null where none
+    /// (saved_hooks.cpp): 0, or -1 an error.
+    fn mp_tensor_pyobjs(tensor_impl: *mut c_void, obj: *mut *mut c_void, base: *mut *mut c_void) -> c_int;
+    /// `--modules`' native saved-tensors hooks on where `pack` tops a thread's hook stack, or
+    /// off (null) (saved_hooks.cpp): 1 on, 0 off, -1 not possible in this process.
+    fn mp_native_saved_hooks(pack: *mut c_void) -> c_int;
 }
 
 static SHIM: OnceLock<Shim> = OnceLock::new();

@@ -54,6 +54,29 @@ pub unsafe fn saved_info(tensor_impl: usize, device_index: c_int) -> (c_int, i64
     (found, version, ptr, nbytes)
 }
 
+/// The Python objects (null where none) of the tensor whose TensorImpl is at `tensor_impl` and
+/// of its base when it is a view; None on error.
+///
+/// # Safety
+/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
+pub unsafe fn tensor_pyobjs(tensor_impl: usize) -> Option<(usize, usize)> {
+    let (mut obj, mut base) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: per the contract above; the shim catches every C++ exception.
+    let status =
+        unsafe { ffi::mp_tensor_pyobjs(tensor_impl as *mut std::ffi::c_void, &mut obj, &mut base) };
+    (status == 0).then_some((obj as usize, base as usize))
+}
+
+/// Turns `--modules`' native saved-tensors hooks on where `pack` (the address of memprof's pack
+/// hook object, kept alive by the caller) tops a thread's hook stack, or off (0). True when on.
+///
+/// # Safety
+/// libtorch must be loaded; `pack` must stay alive while the hooks are on.
+pub unsafe fn native_saved_hooks(pack: usize) -> bool {
+    // SAFETY: per the contract above; the shim catches every C++ exception.
+    unsafe { ffi::mp_native_saved_hooks(pack as *mut std::ffi::c_void) == 1 }
+}
+
 /// Whether autograd records on this thread now (`torch.is_grad_enabled()`).
 ///
 /// # Safety

@@ -309,7 +309,7 @@ fn input_bytes(impls: &[usize], device_index: c_int) -> u64 {
     let mut total = 0;
     for &t in impls {
         // SAFETY: each address is the TensorImpl of a tensor the caller's arguments hold.
-        if let Some((ptr, nbytes)) = unsafe { super::saved::storage_on(t, device_index) } {
+        if let Some((ptr, nbytes)) = unsafe { crate::capture::saved::storage_on(t, device_index) } {
             if !seen.contains(&ptr) {
                 seen.push(ptr);
                 total += nbytes;
@@ -338,7 +338,7 @@ fn enter(
         Vec::new()
     };
     let token = scope.unwrap_or_else(|| recorder::with(|r| r.open_scope()).unwrap_or(0));
-    let saved_from = super::saved::pass_bytes();
+    let saved_from = crate::capture::saved::pass_bytes();
     let slot = with_tracker(|t| t.slot(entry));
     THREAD.with(|th| {
         let mut th = th.borrow_mut();
@@ -518,7 +518,7 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
     let Some((own_root, saved, calls)) = root else {
         return (!native).then_some((FOLLOW_UP, token, entry_id, parent, hooked));
     };
-    super::saved::end_pass();
+    crate::capture::saved::end_pass();
     with_tracker(|t| {
         // The pass that saved the most is the one checkpoint suggestions are planned on.
         if own_root && t.best.as_ref().is_none_or(|b| saved > b.1) {
@@ -532,7 +532,7 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
 /// its entry, its timeline slot and its pass.
 fn end_call(call: &Call, pass: Option<&mut Pass>) -> u64 {
     let reading = recorder::with(|r| r.close_scope(call.token)).flatten();
-    let saved = super::saved::pass_bytes().saturating_sub(call.saved_from);
+    let saved = crate::capture::saved::pass_bytes().saturating_sub(call.saved_from);
     if let Some(c) = pass.and_then(|p| p.calls.get_mut(call.index)) {
         *c = Some(PassCall {
             entry: call.entry,

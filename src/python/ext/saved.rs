@@ -1,35 +1,24 @@
-//! `--modules`' saved-tensors hooks as native functions (`_memprof.saved_pack`/`saved_unpack`):
-//! autograd calls the pack hook for every tensor it saves in a measured forward and the unpack
-//! hook for each in backward, so they skip the Python frame, and the bytes each module call saves
-//! are counted here. Per thread, as torch's hooks and the tracker's call stacks are: a root
-//! module call begins a pass (`saved_begin`, which reads the storages of the root's parameters
-//! and buffers, which are not activations), each call reads the pass's running total when it starts
-//! and ends (`pass_bytes`, from module_calls.rs: a call's saved bytes include its children's),
-//! and the root's end ends it (`end_pass`). A storage counts once per pass, on the measured
-//! device only; an `nn.Parameter` never counts, nor takes a place in that set (FSDP2 swaps in
-//! gathered parameters after the root call began, and frees them after each layer's forward, so
-//! their storages' addresses are reused by later activations).
+//! `--modules`' saved-tensors hooks, the Python side: `_memprof.saved_pack`/`saved_unpack`, the
+//! hooks that modules.py pushes while a root module's forward runs, as native functions (no
+//! Python frame), and `saved_native`, which lets C++ hooks take their place where they top the
+//! hook stack (src/torch/cpp/saved_hooks.cpp: nothing of Python per saved tensor, in forward
+//! or backward). Both count through src/capture/saved.rs; a root call begins a pass
+//! (`saved_begin`, which reads the storages of the root's parameters and buffers). An
+//! `nn.Parameter`, or a view of one, never counts (checked here, for both).
 use crate::capture::int_hash::IntSet;
+use crate::capture::saved;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple, PyType};
-use std::cell::RefCell;
 use std::os::raw::c_int;
+use std::sync::{Mutex, OnceLock};
 
-struct Pass {
-    /// -1: the CPU; else the CUDA device measured.
-    device_index: c_int,
-    /// `torch.nn.Parameter`: a saved tensor of this type is a parameter, not an activation.
-    parameter: Py<PyType>,
-    /// The root's parameters and buffers, and what the pass has counted already.
-    skip: IntSet<usize>,
-    bytes: u64,
-}
+/// `torch.nn.Parameter`: a saved tensor of this type is a parameter, not an activation.
+static PARAMETER: OnceLock<Py<PyType>> = OnceLock::new();
 
-thread_local! {
-    static PASS: RefCell<Option<Pass>> = const { RefCell::new(None) };
-}
+/// The pack hook object the native hooks stand in for, while they are on.
+static NATIVE_MARKER: Mutex<Option<Py<PyAny>>> = Mutex::new(None);
 
 /// A root module call starts a forward pass on this thread. `modules` are the root's modules:
 /// their parameters and buffers are state, not saved activations, as is any saved tensor of
@@ -42,6 +31,10 @@ fn saved_begin(
     parameter: Bound<'_, PyType>,
 ) {
     let device_index = device_index.unwrap_or(-1);
+    if PARAMETER.get().is_none() {
+        let _ = PARAMETER.set(parameter.unbind());
+        saved::set_parameter_check(native_is_parameter);
+    }
     let mut skip = IntSet::default();
     for module in modules.iter() {
         for field in [
@@ -59,46 +52,33 @@ fn saved_begin(
                     continue;
                 };
                 // SAFETY: `t` is held by the module's dict, alive during the call.
-                if let Some((ptr, _)) = unsafe { storage_on(impl_ptr, device_index) } {
+                if let Some((ptr, _)) = unsafe { saved::storage_on(impl_ptr, device_index) } {
                     skip.insert(ptr);
                 }
             }
         }
     }
-    PASS.with(|p| {
-        *p.borrow_mut() = Some(Pass {
-            device_index,
-            parameter: parameter.unbind(),
-            skip,
-            bytes: 0,
-        })
-    });
-}
-
-/// The bytes this thread's pass has saved so far.
-pub fn pass_bytes() -> u64 {
-    PASS.with(|p| p.borrow().as_ref().map_or(0, |p| p.bytes))
-}
-
-/// The root call ended: nothing is counted on this thread until the next one.
-pub fn end_pass() {
-    PASS.with(|p| *p.borrow_mut() = None);
-}
-
-/// The storage (address, bytes) of the tensor whose TensorImpl is at `tensor_impl`, when it is
-/// on the measured device (-1: the CPU) and has one.
-///
-/// # Safety
-/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
-pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usize, u64)> {
-    // SAFETY: per the contract above.
-    let (found, _, ptr, nbytes) = unsafe { crate::torch::saved_info(tensor_impl, device_index) };
-    (found == 1).then_some((ptr, nbytes))
+    saved::begin(device_index, skip);
 }
 
 /// The address of a tensor's TensorImpl (its `_cdata`).
 pub fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
     t.getattr(pyo3::intern!(t.py(), "_cdata"))?.extract()
+}
+
+/// Turns the native hooks on where `pack` (this module's `saved_pack`, as modules.py pushes it)
+/// tops a thread's hook stack, or off (None). True when they are on; false when this process's
+/// autograd engine cannot take them (the Python hooks then run as pushed).
+#[pyfunction]
+#[pyo3(signature = (pack))]
+fn saved_native(pack: Option<Bound<'_, PyAny>>) -> bool {
+    let mut marker = NATIVE_MARKER.lock().unwrap_or_else(|e| e.into_inner());
+    let address = pack.as_ref().map_or(0, |p| p.as_ptr() as usize);
+    // SAFETY: torch is loaded (modules.py calls this at a module's first call); the marker is
+    // kept alive below while the hooks are on.
+    let on = unsafe { crate::torch::native_saved_hooks(address) };
+    *marker = if on { pack.map(Bound::unbind) } else { None };
+    on
 }
 
 /// The pack hook: counts the tensor's storage, and keeps the tensor with its version, as
@@ -115,9 +95,9 @@ pub fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
 fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let py = t.py();
     let impl_ptr = tensor_impl(t)?;
-    let device_index = PASS.with(|p| p.borrow().as_ref().map_or(-1, |p| p.device_index));
     // SAFETY: `_cdata` is the address of the tensor's TensorImpl, alive while `t` is.
-    let (found, version, ptr, nbytes) = unsafe { crate::torch::saved_info(impl_ptr, device_index) };
+    let (found, version, ptr, nbytes) =
+        unsafe { crate::torch::saved_info(impl_ptr, saved::device_index()) };
     if found < 0 {
         // Python raises torch's own error (an inference tensor has no version).
         let v = t.getattr(pyo3::intern!(py, "_version"))?;
@@ -130,36 +110,64 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         t.call_method0(pyo3::intern!(py, "detach"))?
     };
     if found == 1 {
-        // A storage the pass skips or has counted needs no more; else the type check, outside
-        // the borrow (it reads an attribute of the tensor).
-        let parameter = PASS.with(|p| match p.borrow().as_ref() {
-            Some(p) if !p.skip.contains(&ptr) => Some(p.parameter.clone_ref(py)),
-            _ => None,
-        });
-        if let Some(parameter) = parameter {
-            if !is_parameter(t, parameter.bind(py))? {
-                PASS.with(|p| {
-                    if let Some(p) = p.borrow_mut().as_mut() {
-                        if p.skip.insert(ptr) {
-                            p.bytes += nbytes;
-                        }
-                    }
-                });
+        let mut failed = None;
+        saved::count(ptr, nbytes, || match is_parameter(t) {
+            Ok(yes) => yes,
+            Err(e) => {
+                failed = Some(e);
+                true
             }
+        });
+        if let Some(e) = failed {
+            return Err(e);
         }
     }
     PyTuple::new(py, [kept, version.into_pyobject(py)?.into_any()])
 }
 
-/// Whether a saved tensor is a parameter (of type `parameter`) or a view of one (autograd saves
-/// `weight.t()` for a linear layer): FSDP2's gathered parameters are not among the storages the
-/// pass skips from its start. A type check, not isinstance, whose metaclass would run Python.
-fn is_parameter(t: &Bound<'_, PyAny>, parameter: &Bound<'_, PyType>) -> PyResult<bool> {
+/// Whether a saved tensor is a parameter (of type `torch.nn.Parameter`) or a view of one
+/// (autograd saves `weight.t()` for a linear layer). A type check, not isinstance, whose
+/// metaclass would run Python.
+fn is_parameter(t: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let Some(parameter) = PARAMETER.get() else {
+        return Ok(false);
+    };
+    let parameter = parameter.bind(t.py());
     if t.get_type().is_subclass(parameter)? {
         return Ok(true);
     }
     let base = t.getattr(intern!(t.py(), "_base"))?;
     Ok(!base.is_none() && base.get_type().is_subclass(parameter)?)
+}
+
+/// The native hook's parameter check (src/capture/saved.rs asks it for a storage the pass has
+/// not seen): the same check on the Python objects of the tensor and of its base, where they
+/// have one (a tensor without a Python object, such as an op's fresh output, is no parameter).
+fn native_is_parameter(tensor_impl: usize) -> bool {
+    // SAFETY: autograd holds the tensor while it calls the pack hook.
+    let Some((obj, base)) = (unsafe { crate::torch::tensor_pyobjs(tensor_impl) }) else {
+        return false;
+    };
+    if obj == 0 && base == 0 {
+        return false;
+    }
+    // torch's Python bindings release the GIL around an op (pyo3 cannot tell: the program runs
+    // inside its attach), and the check reads Python types: take it, as Python's hooks do.
+    // SAFETY: PyGILState_Ensure makes this thread hold the GIL until the Release below.
+    let gil = unsafe { pyo3::ffi::PyGILState_Ensure() };
+    // SAFETY: this thread holds the GIL (just above).
+    let py = unsafe { Python::assume_attached() };
+    let parameter = PARAMETER.get().map(|p| p.bind(py));
+    let found = parameter.is_some_and(|parameter| {
+        [obj, base].into_iter().filter(|&p| p != 0).any(|p| {
+            // SAFETY: a live Python object of a tensor autograd holds; borrowed, not stolen.
+            let o = unsafe { Bound::from_borrowed_ptr(py, p as *mut pyo3::ffi::PyObject) };
+            o.get_type().is_subclass(parameter).unwrap_or(false)
+        })
+    });
+    // SAFETY: pairs with the Ensure above; nothing of Python is held past it.
+    unsafe { pyo3::ffi::PyGILState_Release(gil) };
+    found
 }
 
 /// The unpack hook: the saved tensor, or the error autograd raises when it was modified in place
@@ -187,5 +195,6 @@ pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(saved_begin, m)?)?;
     m.add_function(wrap_pyfunction!(saved_pack, m)?)?;
     m.add_function(wrap_pyfunction!(saved_unpack, m)?)?;
+    m.add_function(wrap_pyfunction!(saved_native, m)?)?;
     Ok(())
 }

@@ -16,6 +16,7 @@
 # parameters count by their local shard, with their full size beside it. With --warmup/--calls,
 # only the scheduled root calls (or the module calls inside the targets' measured calls) are
 # measured.
+import os
 import sys
 import threading
 import weakref
@@ -224,6 +225,10 @@ class Tracker:
         self.tensor_type = torch.Tensor
         _memprof.modules_configure(torch.Tensor, self.native, bool(self.plan))
         self._lend_hooks_to_disablers(torch._C._autograd)
+        # Where memprof's saved-tensors hooks top the stack, C++ does their work
+        # (src/torch/cpp/saved_hooks.cpp); MEMPROF_SAVED_HOOKS=python keeps them in Python.
+        if os.environ.get("MEMPROF_SAVED_HOOKS") != "python":
+            _memprof.saved_native(_memprof.saved_pack)
         return torch
 
     def enter_slow(self, module, args, todo):
@@ -603,6 +608,7 @@ def uninstall():
     """The schedule is complete: module calls run without memprof from now on."""
     global _unmeasured
     _unmeasured = _always
+    _memprof.saved_native(None)
     if _tracker is not None and _tracker.wrapped is not None:
         module_cls, ours, original = _tracker.wrapped
         # Unless something wrapped it again since (then ours stays, passing calls through).

@@ -13,6 +13,9 @@ struct MpCallbacks {
   int (*grad_event)(uint64_t token, int kind);
   // src/capture/peak.rs: a segment event of the CUDA allocator's trace (cuda_trace.cpp).
   void (*segment_event)(int32_t kind, int64_t bytes, uint64_t stream);
+  // src/python/ext/saved.rs: a tensor that `--modules`' native saved-tensors hook saved (its
+  // TensorImpl), on the thread that saved it (saved_hooks.cpp).
+  void (*saved_tensor)(void* tensor_impl);
 };
 
 // Defined in shim.cpp; set once by mp_set_callbacks, read-only afterwards.
@@ -32,4 +35,8 @@ inline int mp_rust_grad_event(uint64_t token, int kind) {
 
 inline void mp_rust_segment_event(int32_t kind, int64_t bytes, uint64_t stream) {
   if (mp_callbacks.segment_event) mp_callbacks.segment_event(kind, bytes, stream);
+}
+
+inline void mp_rust_saved_tensor(void* tensor_impl) {
+  if (mp_callbacks.saved_tensor) mp_callbacks.saved_tensor(tensor_impl);
 }
