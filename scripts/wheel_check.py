@@ -63,6 +63,7 @@ def main():
 
     check_peak_sites(memprof)
     check_tensors(memprof, python)
+    check_saved_hooks(memprof, python)
     check_snapshot(memprof)
     check_attach(memprof)
     check_simulate(memprof)
@@ -170,6 +171,30 @@ def check_tensors(memprof, python):
     check(last["call"] == 6 and kept == [32 * KiB] and last.get("walked") == walked,
           "--tensors: call 6 lists the copy kept at call 3 (32 KiB), walked=%s" % walked,
           json.dumps({"call": last["call"], "kept": kept, "walked": last.get("walked")}))
+
+
+def check_saved_hooks(memprof, python):
+    """`--modules`' saved-tensors hooks in C++ on the venv's torch (src/torch/cpp/saved_hooks.cpp):
+    the program counts the tensor objects python leaves it, and every module row equals the
+    one the Python hooks give (MEMPROF_SAVED_HOOKS=python)."""
+    plain = run([str(python), "saved_objects.py"])
+    r = run([str(memprof), "run", "--modules", "saved_objects.py"])
+    check(r.returncode == 0 and plain.stdout and r.stdout == plain.stdout,
+          "--modules leaves the program the tensor objects python leaves it",
+          r.stdout + r.stderr[-1000:])
+    rows = []
+    for hooks in ("native", "python"):
+        out = f"/tmp/memprof-wheel-saved-{hooks}.json"
+        r = run([str(memprof), "--device", "cpu", "run", "--modules", "--format", "json", "-o",
+                 out, "cnn.py", "float32", "3"], {"MEMPROF_SAVED_HOOKS": hooks})
+        check(r.returncode == 0, f"memprof run --modules cnn.py, {hooks} hooks (exit 0)",
+              r.stderr[-2000:])
+        if r.returncode != 0:
+            return
+        rows.append([(e["module"], e["phase"], e["calls"], e["saved_bytes"], e["peak_bytes"])
+                     for e in json.load(open(out))["modules"]["modules"]])
+    check(rows[0] == rows[1] and any(row[3] for row in rows[0]),
+          "--modules: every row the same with the hooks in C++ as in Python", rows)
 
 
 def check_snapshot(memprof):

@@ -575,3 +575,79 @@ fn forward_passes_without_backward_free_what_they_saved() {
     let relu = entry(&with["modules"], "1", "forward");
     assert_eq!(relu["saved_bytes"], 10 * 512 * 4096 * 4, "{relu:#}");
 }
+
+/// `memprof run --modules` with the saved-tensors hooks in Python (`MEMPROF_SAVED_HOOKS=python`)
+/// or in C++ (the default, src/torch/cpp/saved_hooks.cpp): (stdout, the modules section).
+fn modules_with_hooks(hooks: &str, args: &[&str]) -> (String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.json");
+    let r = finish(
+        memprof()
+            .env("MEMPROF_SAVED_HOOKS", hooks)
+            .args([
+                "--device",
+                device_flag(),
+                "run",
+                "--modules",
+                "--format",
+                "json",
+                "-o",
+            ])
+            .arg(&out)
+            .args(args)
+            .output()
+            .expect("memprof starts"),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    (r.stdout, report["modules"].clone())
+}
+
+#[test]
+fn saved_tensors_hooks_in_cpp_count_what_the_python_hooks_count() {
+    for (script, dtype) in [("mlp.py", "float32"), ("cnn.py", "bfloat16")] {
+        let rows = |m: &Value| -> Vec<(String, String, i64, i64, i64, i64)> {
+            m["modules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                    let i = |k: &str| e[k].as_i64().unwrap_or(-1);
+                    let (calls, saved) = (i("calls"), i("saved_bytes"));
+                    (
+                        s("module"),
+                        s("phase"),
+                        calls,
+                        saved,
+                        i("peak_bytes"),
+                        i("delta_bytes"),
+                    )
+                })
+                .collect()
+        };
+        let (_, native) = modules_with_hooks("native", &[script, dtype, "3"]);
+        let (_, python) = modules_with_hooks("python", &[script, dtype, "3"]);
+        assert_eq!(rows(&native), rows(&python), "{script}");
+        assert!(
+            rows(&native).iter().any(|r| r.3 > 0),
+            "{script}: nothing saved"
+        );
+    }
+}
+
+/// Autograd keeps the tensors it saves, and torch keeps the Python object of a kept tensor that
+/// had one: a program that counts its tensor objects after a forward pass (fixtures/
+/// saved_objects.py) counts as many under `--modules` as under python. Python saved-tensors
+/// hooks cannot: they hold a Python object for every saved tensor (the second run shows the
+/// check can tell).
+#[test]
+fn a_forward_leaves_the_program_the_tensor_objects_python_leaves_it() {
+    let plain = python_output(&root().join("fixtures").join("saved_objects.py"), &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert!(plain.stdout.contains("after forward 3"), "{}", plain.stdout);
+    let (native, _) = modules_with_hooks("native", &["saved_objects.py"]);
+    assert_eq!(native, plain.stdout);
+    let (python_hooks, _) = modules_with_hooks("python", &["saved_objects.py"]);
+    assert_ne!(python_hooks, plain.stdout);
+}

@@ -21,12 +21,14 @@
 // Every entry point catches every C++ exception: an exception crossing into Rust is undefined
 // behaviour. The hooks' own methods may throw (unpack's in-place error): autograd calls them.
 #include <ATen/SavedTensorHooks.h>
+#include <ATen/SequenceNumber.h>
 #include <c10/core/SafePyObject.h>
 #include <c10/core/ScalarType.h>
 #include <c10/core/impl/PyObjectSlot.h>
 #include <c10/util/Exception.h>
 #include <c10/util/python_stub.h>
 #include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/saved_variable_hooks.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -35,6 +37,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <typeinfo>
@@ -74,9 +77,12 @@ std::string type_name(const at::Tensor& t) {
   return device + "." + c10::toString(t.scalar_type()) + "Tensor";
 }
 
-// One saved tensor, as saved.rs's saved_pack keeps it: the tensor with its version, a tensor
-// with a grad_fn detached (the same storage and version counter without its graph: a node's
-// own output kept as itself would hold the node, a cycle), any other as itself.
+// One saved tensor, kept as autograd keeps it without a hook, with its version: a node's own
+// output detached (the same storage and version counter without its graph: kept as itself it
+// would hold the node, a cycle; autograd keeps such an output without its grad_fn too), any
+// other tensor as itself. So the tensors a program's forward leaves alive, and the Python
+// objects torch preserves for them, are those of a run without memprof. (saved.rs's Python
+// hook cannot tell an output from an input and detaches every tensor with a grad_fn.)
 struct NativeSaved final : SavedVariableHooks {
   at::Tensor kept;
   int64_t version = 0;
@@ -84,7 +90,12 @@ struct NativeSaved final : SavedVariableHooks {
   void call_pack_hook(const at::Tensor& t) override {
     version = static_cast<int64_t>(t.unsafeGetTensorImpl()->version_counter().current_version());
     auto* meta = static_cast<torch::autograd::AutogradMeta*>(t.unsafeGetTensorImpl()->autograd_meta());
-    kept = (meta != nullptr && meta->grad_fn_) ? t.detach() : t;
+    // The node being built is this thread's newest: autograd numbers each node it makes from
+    // the thread's counter, and saves an op's outputs after making its node; an input's node
+    // was made before.
+    const bool own_output = meta != nullptr && meta->grad_fn_ &&
+                            meta->grad_fn_->sequence_nr() + 1 == at::sequence_number::peek();
+    kept = own_output ? t.detach() : t;
     // The bytes it saves: the pass's bookkeeping is memprof's (saved.rs).
     mp_rust_saved_tensor(t.unsafeGetTensorImpl());
   }
@@ -108,6 +119,13 @@ struct NativeSaved final : SavedVariableHooks {
                   "same program fails without memprof.)");
     }
     return kept;
+  }
+
+  // Compiled autograd asks hooked saved tensors for a Python unpack hook to put in its graph;
+  // none: it unpacks this one as a saved tensor without hooks (call_unpack_hook above).
+  std::optional<std::pair<c10::SafePyObject, c10::SafePyObject>> retrieve_unpack_hook_data()
+      const override {
+    return std::nullopt;
   }
 };
 

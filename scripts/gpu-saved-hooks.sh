@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# `--modules`' saved-tensors hooks in C++ (src/torch/cpp/saved_hooks.cpp), on the GPU machine,
+# through the wheel (.device/wheel, from scripts/build-device.sh or `scripts/release.sh --python
+# 3.12 --torch 2.11`), in one device call:
+#   1. a program's tensor objects after forward passes on cuda:0, the same as under python;
+#   2. every module row (calls, peak, saved bytes) of the resnet50 and GPT-2 steps the same with
+#      the hooks in C++ as in Python (MEMPROF_SAVED_HOOKS=python);
+#   3. what --modules costs with each, by the in-process method (benches/paired_cost.sh).
+#   run(command="scripts/gpu-saved-hooks.sh", carry=[".device"])
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. benches/device_wheel.sh
+python=$device_venv/bin/python memprof=$device_venv/bin/memprof
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+unset LD_LIBRARY_PATH VIRTUAL_ENV
+out=${OUT:-/tmp}/saved-hooks && mkdir -p "$out"
+status=0
+echo "== 1. tensor objects after forward passes (fixtures/saved_objects.py cuda)"
+plain=$(cd fixtures && "$python" saved_objects.py cuda)
+profiled=$(cd fixtures && "$memprof" run --modules -o "$out/objects.json" saved_objects.py cuda)
+echo "$profiled"
+if [ -n "$plain" ] && [ "$plain" = "$profiled" ]; then echo "same as python: yes"; else
+  echo "same as python: NO; python printed:"; echo "$plain"; status=1; fi
+echo "== 2. module rows, hooks in C++ and in Python"
+for hooks in native python; do
+  MEMPROF_SAVED_HOOKS=$hooks "$memprof" run --modules -o "$out/resnet-$hooks.json" \
+    benches/workloads.py resnet --repeats 3 >/dev/null 2>&1 || { echo "resnet $hooks failed"; status=1; }
+  MEMPROF_SAVED_HOOKS=$hooks "$memprof" run --modules -o "$out/gpt2-$hooks.json" \
+    examples/gpt2_train.py --steps 3 >/dev/null 2>&1 || { echo "gpt2 $hooks failed"; status=1; }
+done
+"$python" - "$out" <<'PY' || status=1
+import json, os, sys
+out, failed = sys.argv[1], False
+for case in ("resnet", "gpt2"):
+    rows = lambda v: [(e["root"], e["module"], e["phase"], e["calls"], e["peak_bytes"],
+                       e.get("saved_bytes")) for e in
+                      json.load(open(os.path.join(out, f"{case}-{v}.json")))["modules"]["modules"]]
+    a, b = rows("python"), rows("native")
+    same = sum(x == y for x, y in zip(a, b))
+    saved = sum(r[5] or 0 for r in b if r[2] == "forward")
+    print(f"{case}: {len(b)} module rows; {same} the same with the hooks in C++ as in Python "
+          f"(calls, peak, saved bytes); forward rows' saved bytes sum to {saved}"
+          + ("" if same == len(a) == len(b) else "; differences: "
+             + "; ".join(f"{x} -> {y}" for x, y in zip(a, b) if x != y)[:800]))
+    failed |= not (same == len(a) == len(b))
+sys.exit(failed)
+PY
+echo "== 3. the cost, in-process (benches/paired_cost.sh)"
+VARIANTS=${VARIANTS:-none,modules,modules_python} GPUS=${GPUS:-0} PROCS=${PROCS:-3} \
+  PYTHON=$python benches/paired_cost.sh 2>&1 | grep -v '^BENCH' || status=1
+exit $status
