@@ -605,7 +605,16 @@ fn modules_with_hooks(hooks: &str, args: &[&str]) -> (String, Value) {
 
 #[test]
 fn saved_tensors_hooks_in_cpp_count_what_the_python_hooks_count() {
-    for (script, dtype) in [("mlp.py", "float32"), ("cnn.py", "bfloat16")] {
+    // saved_foreign.py: parameters that the model does not own, and a view of one, are saved
+    // and not counted (each is told by its Python type).
+    let (_, m) = modules_with_hooks("native", &["saved_foreign.py"]);
+    assert_eq!(int(&entry(&m, "", "forward")["saved_bytes"]), 8192);
+    assert_eq!(int(&entry(&m, "lin", "forward")["saved_bytes"]), 4096);
+    for (script, dtype) in [
+        ("mlp.py", "float32"),
+        ("cnn.py", "bfloat16"),
+        ("saved_foreign.py", ""),
+    ] {
         let rows = |m: &Value| -> Vec<(String, String, i64, i64, i64, i64)> {
             m["modules"]
                 .as_array()
@@ -626,8 +635,13 @@ fn saved_tensors_hooks_in_cpp_count_what_the_python_hooks_count() {
                 })
                 .collect()
         };
-        let (_, native) = modules_with_hooks("native", &[script, dtype, "3"]);
-        let (_, python) = modules_with_hooks("python", &[script, dtype, "3"]);
+        let args: &[&str] = if dtype.is_empty() {
+            &[script]
+        } else {
+            &[script, dtype, "3"]
+        };
+        let (_, native) = modules_with_hooks("native", args);
+        let (_, python) = modules_with_hooks("python", args);
         assert_eq!(rows(&native), rows(&python), "{script}");
         assert!(
             rows(&native).iter().any(|r| r.3 > 0),

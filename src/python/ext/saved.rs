@@ -148,26 +148,46 @@ fn native_is_parameter(tensor_impl: usize) -> bool {
     let Some((obj, base)) = (unsafe { crate::torch::tensor_pyobjs(tensor_impl) }) else {
         return false;
     };
-    if obj == 0 && base == 0 {
-        return false;
+    [obj, base]
+        .into_iter()
+        .filter(|&p| p != 0)
+        // SAFETY: a live Python object of a tensor autograd holds; its type is only read.
+        .any(|p| type_is_parameter(unsafe { pyo3::ffi::Py_TYPE(p as *mut pyo3::ffi::PyObject) }))
+}
+
+/// Whether a tensor type is `nn.Parameter` or a subclass, by type object: the answers are kept,
+/// with a reference to each type (so that its address is never another type's), and a type seen
+/// before (torch.Tensor, nn.Parameter: nearly every saved tensor's) is answered without the GIL.
+/// torch's Python bindings release the GIL around an op, so the pack hook runs without it.
+fn type_is_parameter(ty: *mut pyo3::ffi::PyTypeObject) -> bool {
+    static KNOWN: Mutex<Vec<(usize, bool, Py<PyType>)>> = Mutex::new(Vec::new());
+    let key = ty as usize;
+    let known = |k: &Vec<(usize, bool, Py<PyType>)>| {
+        k.iter().find(|(t, _, _)| *t == key).map(|(_, yes, _)| *yes)
+    };
+    if let Some(yes) = known(&KNOWN.lock().unwrap_or_else(|e| e.into_inner())) {
+        return yes;
     }
-    // torch's Python bindings release the GIL around an op (pyo3 cannot tell: the program runs
-    // inside its attach), and the check reads Python types: take it, as Python's hooks do.
     // SAFETY: PyGILState_Ensure makes this thread hold the GIL until the Release below.
     let gil = unsafe { pyo3::ffi::PyGILState_Ensure() };
     // SAFETY: this thread holds the GIL (just above).
     let py = unsafe { Python::assume_attached() };
-    let parameter = PARAMETER.get().map(|p| p.bind(py));
-    let found = parameter.is_some_and(|parameter| {
-        [obj, base].into_iter().filter(|&p| p != 0).any(|p| {
-            // SAFETY: a live Python object of a tensor autograd holds; borrowed, not stolen.
-            let o = unsafe { Bound::from_borrowed_ptr(py, p as *mut pyo3::ffi::PyObject) };
-            o.get_type().is_subclass(parameter).unwrap_or(false)
-        })
-    });
-    // SAFETY: pairs with the Ensure above; nothing of Python is held past it.
+    // SAFETY: `ty` is the type of a live object; borrowed, then owned by the list.
+    let ty = unsafe { Bound::from_borrowed_ptr(py, ty.cast::<pyo3::ffi::PyObject>()) };
+    let yes = match (ty.cast::<PyType>(), PARAMETER.get()) {
+        (Ok(t), Some(parameter)) => t.is_subclass(parameter.bind(py)).unwrap_or(false),
+        _ => false,
+    };
+    if let Ok(t) = ty.cast_into::<PyType>() {
+        let mut k = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+        if known(&k).is_none() {
+            k.push((key, yes, t.unbind()));
+        }
+    }
+    // SAFETY: pairs with the Ensure above; nothing of Python is held past it but the list's
+    // references, which are never dropped.
     unsafe { pyo3::ffi::PyGILState_Release(gil) };
-    found
+    yes
 }
 
 /// The unpack hook: the saved tensor, or the error autograd raises when it was modified in place
