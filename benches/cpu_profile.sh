@@ -8,7 +8,9 @@
 # wheel --lib` leaves one in target/device/release/libmemprof.so; copy it under .device/perf).
 # STEPS timed steps per process (default 1000, so that the steps outweigh the set-up). Samples
 # are of every thread of the process (the CUDA driver's, BLAS's idle spinners), so compare the
-# two processes' shares, not a share with the step's time. On the GPU machine:
+# two processes' shares, not a share with the step's time. FLAGS: memprof run's flags (e.g.
+# --modules); DELAY: milliseconds before perf starts sampling (e.g. 20000: the steady state,
+# after start-up and warm-up). On the GPU machine:
 #   run(command="NATIVE=.device/perf/_native.so benches/cpu_profile.sh", carry=[".device/wheel", ".device/perf"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +28,9 @@ steps=${STEPS:-1000}
 unset VIRTUAL_ENV
 for v in python memprof; do
   cmd=("$device_venv/bin/python" benches/workloads.py resnet --repeats "$steps")
-  [ "$v" = memprof ] && cmd=("$device_venv/bin/memprof" run -o "$out/report.json"
+  [ "$v" = memprof ] && cmd=("$device_venv/bin/memprof" run ${FLAGS:-} -o "$out/report.json"
     benches/workloads.py resnet --repeats "$steps")
-  pf record -e cpu-clock -F 2999 -o "$out/$v.data" -- env -u LD_LIBRARY_PATH \
+  pf record -e cpu-clock -F 2999 -D "${DELAY:-0}" -o "$out/$v.data" -- env -u LD_LIBRARY_PATH \
     taskset -c "$(cores_of 0)" "${cmd[@]}" >"$out/$v.log" 2>&1 || tail -5 "$out/$v.log"
   echo "== $v: $(grep -o '"times": \[[^]]*' "$out/$v.log" | cut -c1-200)"
   pf report -i "$out/$v.data" --no-children --sort dso -g none 2>/dev/null | grep -E '^#.*Samples|^ ' | head -26

@@ -5,7 +5,9 @@
 #   1. a program's tensor objects after forward passes on cuda:0, the same as under python;
 #   2. every module row (calls, peak, saved bytes) of the resnet50 and GPT-2 steps the same with
 #      the hooks in C++ as in Python (MEMPROF_SAVED_HOOKS=python);
-#   3. what --modules costs with each, by the in-process method (benches/paired_cost.sh).
+#   3. what --modules costs with each, by the in-process method (benches/paired_cost.sh;
+#      COST=0 leaves it out).
+# BEFORE=DIR (a folder holding another build's wheel) also compares every row with that build's.
 #   run(command="scripts/gpu-saved-hooks.sh", carry=[".device"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,30 +23,42 @@ profiled=$(cd fixtures && "$memprof" run --modules -o "$out/objects.json" saved_
 echo "$profiled"
 if [ -n "$plain" ] && [ "$plain" = "$profiled" ]; then echo "same as python: yes"; else
   echo "same as python: NO; python printed:"; echo "$plain"; status=1; fi
-echo "== 2. module rows, hooks in C++ and in Python"
-for hooks in native python; do
-  MEMPROF_SAVED_HOOKS=$hooks "$memprof" run --modules -o "$out/resnet-$hooks.json" \
-    benches/workloads.py resnet --repeats 3 >/dev/null 2>&1 || { echo "resnet $hooks failed"; status=1; }
-  MEMPROF_SAVED_HOOKS=$hooks "$memprof" run --modules -o "$out/gpt2-$hooks.json" \
-    examples/gpt2_train.py --steps 3 >/dev/null 2>&1 || { echo "gpt2 $hooks failed"; status=1; }
-done
-"$python" - "$out" <<'PY' || status=1
+echo "== 2. module rows, hooks in C++ and in Python${BEFORE:+, and the build in $BEFORE}"
+both() { # label, then the command that is memprof: the resnet50 and GPT-2 reports
+  local label=$1; shift
+  "$@" run --modules -o "$out/resnet-$label.json" benches/workloads.py resnet --repeats 3 \
+    >/dev/null 2>&1 || { echo "resnet $label failed"; status=1; }
+  "$@" run --modules -o "$out/gpt2-$label.json" examples/gpt2_train.py --steps 3 \
+    >/dev/null 2>&1 || { echo "gpt2 $label failed"; status=1; }
+}
+both native env MEMPROF_SAVED_HOOKS=native "$memprof"
+both python env MEMPROF_SAVED_HOOKS=python "$memprof"
+pairs="python=native"
+if [ -n "${BEFORE:-}" ]; then
+  install_wheel --target "$out/before-lib" "$(ls "$BEFORE"/*.whl | head -1)" || status=1
+  both before env PYTHONPATH="$out/before-lib" "$python" -m memprof
+  pairs="$pairs before=native"
+fi
+"$python" - "$out" $pairs <<'PY' || status=1
 import json, os, sys
 out, failed = sys.argv[1], False
-for case in ("resnet", "gpt2"):
-    rows = lambda v: [(e["root"], e["module"], e["phase"], e["calls"], e["peak_bytes"],
-                       e.get("saved_bytes")) for e in
-                      json.load(open(os.path.join(out, f"{case}-{v}.json")))["modules"]["modules"]]
-    a, b = rows("python"), rows("native")
-    same = sum(x == y for x, y in zip(a, b))
-    saved = sum(r[5] or 0 for r in b if r[2] == "forward")
-    print(f"{case}: {len(b)} module rows; {same} the same with the hooks in C++ as in Python "
-          f"(calls, peak, saved bytes); forward rows' saved bytes sum to {saved}"
-          + ("" if same == len(a) == len(b) else "; differences: "
-             + "; ".join(f"{x} -> {y}" for x, y in zip(a, b) if x != y)[:800]))
-    failed |= not (same == len(a) == len(b))
+for pair in sys.argv[2:]:
+    was, now = pair.split("=")
+    for case in ("resnet", "gpt2"):
+        rows = lambda v: [(e["root"], e["module"], e["phase"], e["calls"], e["peak_bytes"],
+                           e.get("saved_bytes")) for e in json.load(
+                               open(os.path.join(out, f"{case}-{v}.json")))["modules"]["modules"]]
+        a, b = rows(was), rows(now)
+        same = sum(x == y for x, y in zip(a, b))
+        saved = sum(r[5] or 0 for r in b if r[2] == "forward")
+        print(f"{case}: {len(b)} module rows; {same} the same as {was}'s (calls, peak, saved "
+              f"bytes); forward rows' saved bytes sum to {saved}"
+              + ("" if same == len(a) == len(b) else "; differences: "
+                 + "; ".join(f"{x} -> {y}" for x, y in zip(a, b) if x != y)[:800]))
+        failed |= not (same == len(a) == len(b))
 sys.exit(failed)
 PY
+[ "${COST:-1}" = 0 ] && exit $status
 echo "== 3. the cost, in-process (benches/paired_cost.sh)"
 VARIANTS=${VARIANTS:-none,modules,modules_python} GPUS=${GPUS:-0} PROCS=${PROCS:-3} \
   PYTHON=$python benches/paired_cost.sh 2>&1 | grep -v '^BENCH' || status=1
