@@ -35,8 +35,8 @@ both native env MEMPROF_SAVED_HOOKS=native "$memprof"
 both python env MEMPROF_SAVED_HOOKS=python "$memprof"
 pairs="python=native"
 if [ -n "${BEFORE:-}" ]; then
-  install_wheel --target "$out/before-lib" "$(ls "$BEFORE"/*.whl | head -1)" || status=1
-  both before env PYTHONPATH="$out/before-lib" "$python" -m memprof
+  install_wheel --target /tmp/memprof-before-lib "$(ls "$BEFORE"/*.whl | head -1)" || status=1
+  both before env PYTHONPATH=/tmp/memprof-before-lib "$python" -m memprof
   pairs="$pairs before=native"
 fi
 "$python" - "$out" $pairs <<'PY' || status=1

@@ -110,32 +110,10 @@ pub fn end_all() {
     event(0, PASS_ENDED);
 }
 
-/// Called by the hooks, on autograd's threads, without the GIL: `n` events (`tokens[i]`,
-/// `kinds[i]`) in order, under one lock. Returns 1 when the engine should call back at the end
-/// of this backward pass.
-pub extern "C" fn mp_rust_grad_events(tokens: *const u64, kinds: *const c_int, n: usize) -> c_int {
-    std::panic::catch_unwind(|| {
-        if n == 0 || tokens.is_null() || kinds.is_null() {
-            return 0;
-        }
-        // SAFETY: the hook passes two arrays of `n` elements that live through the call.
-        let (tokens, kinds) = unsafe {
-            (
-                std::slice::from_raw_parts(tokens, n),
-                std::slice::from_raw_parts(kinds, n),
-            )
-        };
-        let mut guard = lock();
-        let Some(state) = guard.as_mut() else {
-            return 0;
-        };
-        let mut queue = false;
-        for (&token, &kind) in tokens.iter().zip(kinds) {
-            queue |= event_in(state, token, kind).queue;
-        }
-        c_int::from(queue)
-    })
-    .unwrap_or(0)
+/// Called by the hooks, on autograd's threads, without the GIL. Returns 1 when the engine should
+/// call back at the end of this backward pass.
+pub extern "C" fn mp_rust_grad_event(token: u64, kind: c_int) -> c_int {
+    std::panic::catch_unwind(|| c_int::from(event(token, kind).queue)).unwrap_or(0)
 }
 
 /// What an event did.
@@ -151,13 +129,9 @@ pub struct Outcome {
 /// One event of a call's hooks (the kinds above), from the C++ hooks or the Python ones.
 pub fn event(token: u64, kind: c_int) -> Outcome {
     let mut guard = lock();
-    match guard.as_mut() {
-        Some(state) => event_in(state, token, kind),
-        None => Outcome::default(),
-    }
-}
-
-fn event_in(state: &mut State, token: u64, kind: c_int) -> Outcome {
+    let Some(state) = guard.as_mut() else {
+        return Outcome::default();
+    };
     match kind {
         OUTPUT_READY => {
             let Some(call) = state.calls.get_mut(&token) else {

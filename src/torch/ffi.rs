@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 #[repr(C)]
 pub struct Callbacks {
     pub allocation_event: extern "C" fn(u64, i64, u32, i32, i64, i64, i64, u64),
-    pub grad_events: extern "C" fn(*const u64, *const c_int, usize) -> c_int,
+    pub grad_event: extern "C" fn(u64, c_int) -> c_int,
     pub segment_event: extern "C" fn(i32, i64, u64),
     pub saved_tensor: extern "C" fn(*mut c_void),
 }

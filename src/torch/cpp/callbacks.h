@@ -3,15 +3,14 @@
 // the core hands it these functions once, through mp_set_callbacks, before anything calls them.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 struct MpCallbacks {
   // src/capture/peak.rs: an allocation or free of the measured device (no Python, no panic).
   void (*allocation_event)(uint64_t ptr, int64_t bytes, uint32_t backward_site, int32_t has_totals,
                            int64_t total, int64_t reserved, int64_t requested, uint64_t stream);
-  // src/capture/backward.rs: a gradient hook's events, in order (grad_hooks.cpp).
-  int (*grad_events)(const uint64_t* tokens, const int* kinds, size_t n);
+  // src/capture/backward.rs: a gradient hook's event (grad_hooks.cpp).
+  int (*grad_event)(uint64_t token, int kind);
   // src/capture/peak.rs: a segment event of the CUDA allocator's trace (cuda_trace.cpp).
   void (*segment_event)(int32_t kind, int64_t bytes, uint64_t stream);
   // src/python/ext/saved.rs: a tensor that `--modules`' native saved-tensors hook saved (its
@@ -30,8 +29,8 @@ inline void mp_rust_allocation_event(uint64_t ptr, int64_t bytes, uint32_t backw
                                   requested, stream);
 }
 
-inline int mp_rust_grad_events(const uint64_t* tokens, const int* kinds, size_t n) {
-  return mp_callbacks.grad_events ? mp_callbacks.grad_events(tokens, kinds, n) : 0;
+inline int mp_rust_grad_event(uint64_t token, int kind) {
+  return mp_callbacks.grad_event ? mp_callbacks.grad_event(token, kind) : 0;
 }
 
 inline void mp_rust_segment_event(int32_t kind, int64_t bytes, uint64_t stream) {

@@ -14,37 +14,27 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 
-// mp_rust_grad_events, implemented in Rust (src/capture/backward.rs), takes events of calls,
-// in order: kind 0, an output's gradient is ready (the call's backward starts); 1, an input's
-// is; 2, the backward pass ended; 3, a hook of the call is gone with its graph. Returns 1 when
-// the engine should call back at the end of this backward pass (kind 2).
+// mp_rust_grad_event, implemented in Rust (src/capture/backward.rs): kind 0, an output's
+// gradient is ready (the call's backward starts); 1, an input's is; 2, the backward pass ended;
+// 3, a hook of the call is gone with its graph. Returns 1 when the engine should call back at
+// the end of this backward pass (kind 2).
 #include "callbacks.h"
 
 namespace {
 
-// One hook per node, for every module call that waits on it: a module's output is the next
-// module's input (and a parent's output its last child's), so a node often serves several
-// calls, whose events go to Rust in one call, in the order they were hooked.
 struct MemprofGradHook : torch::autograd::FunctionPreHook {
-  std::vector<uint64_t> tokens;
-  std::vector<int> kinds;
-  MemprofGradHook(uint64_t t, int k) : tokens{t}, kinds{k} {}
-  ~MemprofGradHook() override {
-    std::vector<int> freed(tokens.size(), 3);
-    mp_rust_grad_events(tokens.data(), freed.data(), tokens.size());
-  }
+  uint64_t token;
+  int kind;
+  MemprofGradHook(uint64_t t, int k) : token(t), kind(k) {}
+  ~MemprofGradHook() override { mp_rust_grad_event(token, 3); }
 
   torch::autograd::variable_list operator()(
       const torch::autograd::variable_list& grads) override {
-    if (mp_rust_grad_events(tokens.data(), kinds.data(), tokens.size()) == 1) {
+    if (mp_rust_grad_event(token, kind) == 1) {
       try {
-        torch::autograd::Engine::get_default_engine().queue_callback([] {
-          const uint64_t none = 0;
-          const int ended = 2;
-          mp_rust_grad_events(&none, &ended, 1);
-        });
+        torch::autograd::Engine::get_default_engine().queue_callback(
+            [] { mp_rust_grad_event(0, 2); });
       } catch (...) {
       }
     }
@@ -72,16 +62,6 @@ int mp_grad_hook(void* impl, uint64_t token, int kind) {
     at::Tensor tensor(std::move(ptr));
     auto node = tensor.grad_fn();
     if (!node) return 0;
-    // The node's last pre-hook is memprof's when another call hooked it last (nothing of the
-    // program's came between): that hook takes this call too.
-    auto& hooks = node->pre_hooks();
-    if (!hooks.empty()) {
-      if (auto* ours = dynamic_cast<MemprofGradHook*>(hooks.back().get())) {
-        ours->tokens.push_back(token);
-        ours->kinds.push_back(kind);
-        return 1;
-      }
-    }
     node->add_pre_hook(std::make_unique<MemprofGradHook>(token, kind));
     return 1;
   } catch (...) {
