@@ -89,7 +89,8 @@ struct NativeSaved final : SavedVariableHooks {
 
   void call_pack_hook(const at::Tensor& t) override {
     version = static_cast<int64_t>(t.unsafeGetTensorImpl()->version_counter().current_version());
-    auto* meta = static_cast<torch::autograd::AutogradMeta*>(t.unsafeGetTensorImpl()->autograd_meta());
+    auto* meta =
+        static_cast<torch::autograd::AutogradMeta*>(t.unsafeGetTensorImpl()->autograd_meta());
     // The node being built is this thread's newest: autograd numbers each node it makes from
     // the thread's counter, and saves an op's outputs after making its node; an input's node
     // was made before.
@@ -158,13 +159,14 @@ long slot_of(M method) {
   return (p.ptr & 1) ? static_cast<long>((p.ptr - 1) / sizeof(void*)) : -1;
 }
 
-// Protected virtuals' pointers, named through a subclass as C++ requires.
 // The last entry of Engine's table: the largest index of its virtual methods (its destructor's
-// two come first, as it is declared first).
+// two come first, as it is declared first); the protected ones named through a subclass, as C++
+// requires.
 struct EngineAccess : Engine {
   static long last_slot() {
     long last = 1;
-    for (long slot : {slot_of(&EngineAccess::execute), slot_of(&EngineAccess::execute_with_graph_task),
+    for (long slot : {slot_of(&EngineAccess::execute),
+                      slot_of(&EngineAccess::execute_with_graph_task),
                       slot_of(&EngineAccess::make_anomaly_metadata),
                       slot_of(&EngineAccess::get_default_saved_variable_hooks),
                       slot_of(&EngineAccess::thread_on_exception),
@@ -208,7 +210,8 @@ extern "C" {
 /// when it has none: saved.rs asks whether either is an nn.Parameter. 0, or -1 on error.
 int mp_tensor_pyobjs(void* impl, void** obj, void** base_obj) {
   try {
-    auto ptr = c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(static_cast<c10::TensorImpl*>(impl));
+    auto ptr =
+        c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(static_cast<c10::TensorImpl*>(impl));
     at::Tensor t(std::move(ptr));
     *obj = pyobj_of(t);
     *base_obj = t.is_view() ? pyobj_of(t._base()) : nullptr;
