@@ -4,7 +4,7 @@
 //! hook stack (src/torch/cpp/saved_hooks.cpp: nothing of Python per saved tensor, in forward
 //! or backward). Both count through src/capture/saved.rs; a root call begins a pass
 //! (`saved_begin`, which reads the storages of the root's parameters and buffers). An
-//! `nn.Parameter`, or a view of one, never counts (checked here, for both).
+//! `nn.Parameter`, or a view of one, never counts (one check here, for both).
 use crate::capture::int_hash::IntSet;
 use crate::capture::saved;
 use pyo3::exceptions::PyRuntimeError;
@@ -33,7 +33,7 @@ fn saved_begin(
     let device_index = device_index.unwrap_or(-1);
     if PARAMETER.get().is_none() {
         let _ = PARAMETER.set(parameter.unbind());
-        saved::set_parameter_check(native_is_parameter);
+        saved::set_parameter_check(is_parameter);
     }
     let mut skip = IntSet::default();
     for module in modules.iter() {
@@ -110,40 +110,17 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         t.call_method0(pyo3::intern!(py, "detach"))?
     };
     if found == 1 {
-        let mut failed = None;
-        saved::count(ptr, nbytes, || match is_parameter(t) {
-            Ok(yes) => yes,
-            Err(e) => {
-                failed = Some(e);
-                true
-            }
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        saved::count(ptr, nbytes, || is_parameter(impl_ptr));
     }
     PyTuple::new(py, [kept, version.into_pyobject(py)?.into_any()])
 }
 
-/// Whether a saved tensor is a parameter (of type `torch.nn.Parameter`) or a view of one
-/// (autograd saves `weight.t()` for a linear layer). A type check, not isinstance, whose
-/// metaclass would run Python.
-fn is_parameter(t: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let Some(parameter) = PARAMETER.get() else {
-        return Ok(false);
-    };
-    let parameter = parameter.bind(t.py());
-    if t.get_type().is_subclass(parameter)? {
-        return Ok(true);
-    }
-    let base = t.getattr(intern!(t.py(), "_base"))?;
-    Ok(!base.is_none() && base.get_type().is_subclass(parameter)?)
-}
-
-/// The native hook's parameter check (src/capture/saved.rs asks it for a storage the pass has
-/// not seen): the same check on the Python objects of the tensor and of its base, where they
-/// have one (a tensor without a Python object, such as an op's fresh output, is no parameter).
-fn native_is_parameter(tensor_impl: usize) -> bool {
+/// Whether a saved tensor (its TensorImpl) is a parameter or a view of one (autograd saves
+/// `weight.t()` for a linear layer), for both hooks (src/capture/saved.rs asks the native one's
+/// for a storage the pass has not seen): the type of its Python object, or of its base's, is
+/// `torch.nn.Parameter` or a subclass (a type check, not isinstance, whose metaclass would run
+/// Python). A tensor without a Python object, such as an op's fresh output, is no parameter.
+fn is_parameter(tensor_impl: usize) -> bool {
     // SAFETY: autograd holds the tensor while it calls the pack hook.
     let Some((obj, base)) = (unsafe { crate::torch::tensor_pyobjs(tensor_impl) }) else {
         return false;
