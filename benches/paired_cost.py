@@ -16,8 +16,8 @@ Each round runs one block of `--steps` steps per variant: `base` and `control` u
 ratio is the noise floor), `none` under `memprof.profile()` (no flags: the peak tracker and the
 site of every allocation), `f` under `memprof.profile(STEP)` (the step's lines), `modules`
 under `memprof.profile(modules=True)`, `modules_python` the same with its saved-tensors hooks in
-Python (MEMPROF_SAVED_HOOKS=python, as before they ran in C++), `tensors` under `memprof.profile(STEP, tensors=True)` (an
-inventory when each step ends). A session starts before its block's first step and stops after
+Python (MEMPROF_SAVED_HOOKS=python, as before they ran in C++), `tensors` under
+`memprof.profile(STEP, tensors=True)` (an inventory when each step ends). A session starts before its block's first step and stops after
 the last, outside the timed steps; each block's first step is not counted (a session's first
 call does one-time work: wrapping the modules, the first inventory's walk of every object).
 What stays in the process between sessions is memprof's allocation reporter in libtorch's

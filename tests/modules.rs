@@ -577,8 +577,8 @@ fn forward_passes_without_backward_free_what_they_saved() {
 }
 
 /// `memprof run --modules` with the saved-tensors hooks in Python (`MEMPROF_SAVED_HOOKS=python`)
-/// or in C++ (the default, src/torch/cpp/saved_hooks.cpp): (stdout, the modules section).
-fn modules_with_hooks(hooks: &str, args: &[&str]) -> (String, Value) {
+/// or in C++ (the default, src/torch/cpp/saved_hooks.cpp): (the run, the modules section).
+fn modules_with_hooks(hooks: &str, args: &[&str]) -> (Run, Value) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report.json");
     let r = finish(
@@ -600,7 +600,7 @@ fn modules_with_hooks(hooks: &str, args: &[&str]) -> (String, Value) {
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    (r.stdout, report["modules"].clone())
+    (r, report["modules"].clone())
 }
 
 #[test]
@@ -661,9 +661,9 @@ fn a_forward_leaves_the_program_the_tensor_objects_python_leaves_it() {
     assert_eq!(plain.code, 0, "{}", plain.stderr);
     assert!(plain.stdout.contains("after forward 3"), "{}", plain.stdout);
     let (native, _) = modules_with_hooks("native", &["saved_objects.py"]);
-    assert_eq!(native, plain.stdout);
+    assert_eq!(native.stdout, plain.stdout);
     let (python_hooks, _) = modules_with_hooks("python", &["saved_objects.py"]);
-    assert_ne!(python_hooks, plain.stdout);
+    assert_ne!(python_hooks.stdout, plain.stdout);
 }
 
 /// Compiled autograd (fixtures/compiled_autograd.py) unpacks memprof's saved tensors as tensors
@@ -675,24 +675,12 @@ fn a_forward_leaves_the_program_the_tensor_objects_python_leaves_it() {
 fn a_backward_under_compiled_autograd_runs_as_without_memprof() {
     let plain = python_output(&root().join("fixtures").join("compiled_autograd.py"), &[]);
     assert_eq!(plain.code, 0, "{}", plain.stderr);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("report.json");
-    let r = finish(
-        memprof()
-            .args(["--device", device_flag(), "run", "--modules", "-o"])
-            .arg(&out)
-            .arg("compiled_autograd.py")
-            .output()
-            .expect("memprof starts"),
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (r, m) = modules_with_hooks("native", &["compiled_autograd.py"]);
     assert_eq!(r.stdout, plain.stdout);
     assert!(!r.stderr.contains("_memprof"), "{}", r.stderr);
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    let m = &report["modules"];
     for (module, saved) in [("", 5120), ("0", 1024), ("1", 2048), ("2", 2048)] {
         assert_eq!(
-            int(&entry(m, module, "forward")["saved_bytes"]),
+            int(&entry(&m, module, "forward")["saved_bytes"]),
             saved,
             "{module}"
         );

@@ -13,7 +13,7 @@ struct MpCallbacks {
   int (*grad_event)(uint64_t token, int kind);
   // src/capture/peak.rs: a segment event of the CUDA allocator's trace (cuda_trace.cpp).
   void (*segment_event)(int32_t kind, int64_t bytes, uint64_t stream);
-  // src/python/ext/saved.rs: a tensor that `--modules`' native saved-tensors hook saved (its
+  // src/capture/saved.rs: a tensor that `--modules`' native saved-tensors hook saved (its
   // TensorImpl), on the thread that saved it (saved_hooks.cpp).
   void (*saved_tensor)(void* tensor_impl);
 };

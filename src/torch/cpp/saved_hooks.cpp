@@ -97,7 +97,7 @@ struct NativeSaved final : SavedVariableHooks {
     const bool own_output = meta != nullptr && meta->grad_fn_ &&
                             meta->grad_fn_->sequence_nr() + 1 == at::sequence_number::peek();
     kept = own_output ? t.detach() : t;
-    // The bytes it saves: the pass's bookkeeping is memprof's (saved.rs).
+    // The bytes it saves: the pass's bookkeeping is memprof's (src/capture/saved.rs).
     mp_rust_saved_tensor(t.unsafeGetTensorImpl());
   }
 
