@@ -74,8 +74,6 @@ def predict(only=None):
         allocated = whole["predicted"]["allocated_bytes.all.peak"]
         reserved = whole["predicted"]["reserved_bytes.all.peak"]
         caps = sorted({int(allocated * 0.97)} | {int(reserved * f) for f in FRACTIONS})
-        if workload.endswith("_compiled"):
-            caps = []  # simulated as the eager program: only its uncapped peaks are compared
         out[key] = {
             "workload": workload, "batch": batch,
             "allocated_bytes.all.peak": allocated, "reserved_bytes.all.peak": reserved,

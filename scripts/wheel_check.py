@@ -249,6 +249,16 @@ def check_simulate(memprof):
           and "max_memory_allocated 102761472" in r.stderr,
           "memprof run --simulate-gpu H100 --simulate-ranks 4 simulated_ranks.py fsdp: rank 0 of 4",
           r.stderr[-2000:])
+    # torch.compile: inductor's code for the simulated GPU, on this release's inductor: the
+    # chain is one fused kernel, whose 4 KiB output is its only buffer (tests/simulate.rs).
+    r = run([str(memprof), "run", "--simulate-gpu", "H100", "--format", "json",
+             "simulated_compiled.py"])
+    notes = json.loads(r.stdout)["simulated"]["notes"] if r.returncode == 0 else []
+    check(r.returncode == 0 and "max_memory_allocated 8396800" in r.stderr
+          and [n["what"] for n in notes] == [
+              "torch.compile: inductor's code for the simulated GPU (its buffers; no kernel runs)"],
+          "memprof run --simulate-gpu H100 simulated_compiled.py: inductor's buffers",
+          r.stderr[-2000:] + repr(notes))
 
 
 def check_attach(memprof):

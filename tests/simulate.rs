@@ -542,3 +542,119 @@ fn ddp_runs_as_rank_0_of_4_with_its_gradient_buckets() {
     assert_eq!(reading(&r, "max_memory_allocated"), predicted_peak);
     assert_eq!(reading(&r, "max_memory_allocated"), 168_820_736);
 }
+
+/// `memprof run --simulate-gpu H100 --trace T simulated_compiled.py ARGS`: the run, the notes
+/// of its prediction, and the trace's allocations.
+fn simulate_compiled(args: &[&str]) -> (Run, Vec<String>, Vec<(i64, String, String)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let prediction = dir.path().join("prediction.json");
+    let r = finish(
+        memprof()
+            .args(["run", "--simulate-gpu", "H100", "--trace"])
+            .arg(&trace)
+            .args(["--format", "json", "-o"])
+            .arg(&prediction)
+            .arg("simulated_compiled.py")
+            .args(args)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let notes = read_json(&prediction)["simulated"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            format!(
+                "{}: {}",
+                n["at"].as_str().unwrap(),
+                n["what"].as_str().unwrap()
+            )
+        })
+        .collect();
+    (r, notes, allocations(&read_json(&trace)))
+}
+
+/// The line of fixtures/simulated_compiled.py that holds `needle`, as the trace names it.
+fn compiled_at(needle: &str) -> String {
+    let text = std::fs::read_to_string(fixture("simulated_compiled.py")).unwrap();
+    let n = text.lines().position(|l| l.contains(needle)).unwrap();
+    format!("simulated_compiled.py:{}", n + 1)
+}
+
+#[test]
+fn a_compiled_model_allocates_the_buffers_of_inductors_code_for_the_simulated_gpu() {
+    let chain = compiled_at("return ((x * 2 + 1)");
+    let sizes_at = |allocs: &[(i64, String, String)], line: &str| -> Vec<i64> {
+        allocs.iter().filter(|a| a.1 == line).map(|a| a.0).collect()
+    };
+    // Eagerly each step of the chain is a 4 MiB tensor; inductor fuses the chain and its sum
+    // into one kernel, whose 4 KiB output is the only buffer (one a call).
+    let (eager, _, allocs) = simulate_compiled(&["--eager"]);
+    assert_eq!(
+        sizes_at(&allocs, &chain)
+            .iter()
+            .filter(|&&s| s == 4 << 20)
+            .count(),
+        8,
+        "{allocs:?}"
+    );
+    assert!(
+        eager.stdout.contains("max_memory_allocated 16781312"),
+        "{}",
+        eager.stdout
+    );
+    let (r, notes, allocs) = simulate_compiled(&[]);
+    assert_eq!(sizes_at(&allocs, &chain), [4096, 4096], "{allocs:?}");
+    // Nothing said from memprof's frames, nor about a fake tensor's data.
+    assert!(
+        !r.stderr.contains("<memprof") && !r.stderr.contains("FakeTensor"),
+        "{}",
+        r.stderr
+    );
+    // x and w, and the second call's output made while the first's is still held.
+    assert!(
+        r.stdout.contains("max_memory_allocated 8396800"),
+        "{}",
+        r.stdout
+    );
+    let compiled = compiled_at("fn = torch.compile(fn");
+    assert_eq!(
+        notes,
+        [format!(
+            "{compiled}: torch.compile: inductor's code for the simulated GPU (its buffers; \
+             no kernel runs)"
+        )]
+    );
+    // Training: every buffer at a line of the program (the generated code's lines are mapped
+    // back to the source lines their FX nodes came from), and autograd's zeros for `h`, which
+    // the loss does not use, handed to the compiled backward at `loss.backward()`, as on the
+    // GPU: 4 MiB a step.
+    let (r, _, allocs) = simulate_compiled(&["--train"]);
+    assert!(
+        r.stdout
+            .contains("h (1024, 1024) cuda:0 grad (1024, 1024) cuda:0"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        allocs
+            .iter()
+            .all(|a| a.1.starts_with("simulated_compiled.py:")),
+        "{allocs:?}"
+    );
+    let backward = compiled_at("loss.backward()");
+    let zeros = allocs
+        .iter()
+        .filter(|a| a.1 == backward && a.0 == 4 << 20 && a.2 == "autograd temporaries")
+        .count();
+    assert_eq!(zeros, 2, "{allocs:?}");
+    // CUDA graphs are not simulated: the graphs' buffers are, and the note says what is not.
+    let (_, notes, allocs) = simulate_compiled(&["--mode", "reduce-overhead"]);
+    assert_eq!(sizes_at(&allocs, &chain), [4096, 4096], "{allocs:?}");
+    assert!(
+        notes[0].ends_with("mode 'reduce-overhead': its CUDA graphs are not simulated"),
+        "{notes:?}"
+    );
+}

@@ -28,6 +28,7 @@ const SIMULATE_LEDGER: &str = include_str!("py/simulate_ledger.py");
 const SIMULATE_DEVICE: &str = include_str!("py/simulate_device.py");
 const SIMULATE_TORCH: &str = include_str!("py/simulate_torch.py");
 const SIMULATE_DISTRIBUTED: &str = include_str!("py/simulate_distributed.py");
+const SIMULATE_COMPILE: &str = include_str!("py/simulate_compile.py");
 
 /// What to run.
 pub struct Program {
@@ -347,7 +348,7 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
 
 /// memprof's Python files: (module name, file name shown in tracebacks, source), in the order
 /// they are loaded (the bootstrap imports the others by name).
-const PY_FILES: [(&str, &str, &str); 15] = [
+const PY_FILES: [(&str, &str, &str); 16] = [
     ("_memprof_imports", "<memprof imports>", IMPORTS),
     ("_memprof_modules", "<memprof modules>", MODULES),
     ("_memprof_inventory", "<memprof inventory>", INVENTORY),
@@ -375,6 +376,11 @@ const PY_FILES: [(&str, &str, &str); 15] = [
         "_memprof_simulate_torch",
         "<memprof simulate torch>",
         SIMULATE_TORCH,
+    ),
+    (
+        "_memprof_simulate_compile",
+        "<memprof simulate compile>",
+        SIMULATE_COMPILE,
     ),
     (
         "_memprof_simulate_distributed",

@@ -14,6 +14,7 @@
 # (simulate_torch.py).
 import threading
 
+import _memprof_simulate_compile as compiled
 import _memprof_simulate_device as gpu_device
 import _memprof_simulate_distributed as distributed
 import _memprof_simulate_ledger as ledger
@@ -71,6 +72,8 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     products = {
         aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
         aten.addmv.default, aten.mv.default, aten._addmm_activation.default,
+        # What inductor's generated code calls (into its own buffers).
+        aten.mm.out, aten.addmm.out, aten.bmm.out, aten.baddbmm.out,
     }
     # Made from options alone (no tensor among their arguments); while simulate_device's
     # factories_on_gpu is on, those of floating point are the simulated GPU's (the gradient
@@ -78,6 +81,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     factories = {aten.empty.memory_format, aten.zeros.default, aten.empty_strided.default,
                  aten.full.default, aten.ones.default}
     get_mode, fake_key = torch._C._get_dispatch_mode, torch._C._TorchDispatchModeKey.FAKE
+    tracing_context = torch._guards.TracingContext.try_get
     # Per thread: > 0 while the fake mode computes (fake tensors tell it their real device).
     inside = _Inside()
 
@@ -102,7 +106,8 @@ def install(gpu, trace_path, is_user_file, ranks=0):
         fake mode computing (and to libtorch) they are where libtorch made them, the CPU."""
 
         def seen_by_program(self):
-            return not inside.n and is_simulated(self)
+            # Dynamo traces them as the CPU's (simulate_compile.py).
+            return not inside.n and is_simulated(self) and tracing_context() is None
 
         for name, seen in (("device", cuda0), ("is_cuda", True), ("is_cpu", False),
                            ("is_meta", False)):
@@ -223,6 +228,12 @@ def install(gpu, trace_path, is_user_file, ranks=0):
             return func(*args, **kwargs)
 
     class SimulatedGpu(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):
+            # Dynamo traces frames with the mode on (else it skips them all), and turns it off
+            # while it compiles: the compiled code's ops come back to it when they run.
+            return True
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if get_mode(fake_key) is not None:
@@ -232,10 +243,12 @@ def install(gpu, trace_path, is_user_file, ranks=0):
             leaves = tree_flatten((args, kwargs))[0]
             has_fake = any(simulated(a) for a in leaves)
             made_as = None
+            zero_grad = False
             if not has_fake and kwargs.get("device") == cpu and func in factories and \
                     (kwargs.get("dtype") or torch.get_default_dtype()).is_floating_point:
                 made_as = gpu_device.cpu_factories_on_gpu()
-            to_cuda = is_cuda(kwargs.get("device")) or made_as is not None
+                zero_grad = func is aten.zeros.default and materializing_grads()
+            to_cuda = is_cuda(kwargs.get("device")) or made_as is not None or zero_grad
             if not has_fake and not to_cuda:
                 if any(wraps_fake(a) for a in leaves):
                     # A tensor subclass (DTensor) around simulated tensors: it runs the op on
@@ -280,10 +293,18 @@ def install(gpu, trace_path, is_user_file, ranks=0):
             if func in products:
                 # After the product's output, as cuBLAS asks for them (measured on an H100).
                 ledger.workspace("cublas")
-                if func is aten.addmm.default and args[0].dim() == 1 and \
+                if func in (aten.addmm.default, aten.addmm.out) and args[0].dim() == 1 and \
                         kwargs.get("beta", 1) == 1:
                     ledger.workspace("cublaslt")
             return out
+
+    current_node = getattr(torch._C, "_current_autograd_node", lambda: None)
+
+    def materializing_grads():
+        """Autograd makes the zeros of a custom Function's output that no gradient reached
+        (a compiled graph's logits, returned beside the loss) from the output's options: a
+        simulated output's are the CPU's to libtorch, and these zeros the GPU's."""
+        return hasattr(current_node(), "_forward_cls")
 
     def wraps_fake(a):
         if not is_traceable_wrapper_subclass(a):
@@ -368,6 +389,8 @@ def install(gpu, trace_path, is_user_file, ranks=0):
     torch.UntypedStorage.resize_ = resize_
     gpu_device.install(torch, gpu)
     torch_as_cuda.install(torch)
+    compiled.install(torch, gpu, lambda args, kwargs: torch_as_cuda.sdpa_choice(
+        torch, gpu, args, kwargs))
     distributed.install(torch, ranks)
     for cls in distributed.tensor_subclasses(torch):
         # A subclass around simulated tensors (DTensor): libtorch made its wrapper on theirs.

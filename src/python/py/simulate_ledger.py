@@ -5,6 +5,7 @@
 # written from it at the end (model/trace.rs). Uses nothing of memprof's other modules.
 import json
 import os
+import re
 import sys
 import weakref
 
@@ -70,7 +71,12 @@ def _site():
         code = f.f_code
         name = code.co_filename
         if site is None and _is_user_file(name):
-            site = f"{_label(name)}:{f.f_lineno}"
+            if name in _generated_files():
+                # Inductor's generated code: the line its buffer's FX node came from, else
+                # the line that called the graph (further out).
+                site = _generated_site(name, f.f_lineno)
+            else:
+                site = f"{_label(name)}:{f.f_lineno}"
         if code.co_name in _CALLS and name.endswith(_MODULE_CALL):
             in_module = True
             break
@@ -84,6 +90,36 @@ def _site():
                 site = f"{_label(name)}:{f.f_lineno}"
             f = f.f_back
     return site or "<unknown>", in_module
+
+
+def _generated_files():
+    """Inductor's map from each generated wrapper's lines to the stack traces of the FX nodes
+    they came from (torch keeps it for its profiler), by the wrapper's path."""
+    codecache = sys.modules.get("torch._inductor.codecache")
+    cache = getattr(codecache, "PyCodeCache", None)
+    return getattr(cache, "linemaps", None) or {}
+
+
+_generated = {}  # (path, line) -> the program's line it came from, or None
+
+
+def _generated_site(path, line):
+    key = (path, line)
+    if key in _generated:
+        return _generated[key]
+    starts, traces = _generated_files().get(path) or ((), ())
+    trace = None
+    for start, t in zip(starts, traces):
+        if int(start) > line:
+            break
+        trace = t
+    site = None
+    # The innermost frame of the program's own in the node's stack trace (outermost first).
+    for name, number in re.findall(r'File "(.+)", line (\d+), in ', trace or ""):
+        if _is_user_file(name):
+            site = f"{_label(name)}:{number}"
+    _generated[key] = site
+    return site
 
 
 _labels = {}

@@ -1,8 +1,7 @@
 # `--simulate-gpu`'s adjustments to torch's own Python: where simulated tensors (the CPU's to
 # libtorch, cuda:0 to the program) would make torch behave as on the CPU, it behaves as on
 # CUDA: CUDA autocast (and its cross-entropy), SDPA's backend choice on that GPU, moving a model
-# to the device (tied weights, a model moved again), foreach ops' device groups; torch.compile
-# is noted as simulated eagerly; the optimizer's steps name parameters, gradients and state;
+# to the device (tied weights, a model moved again), foreach ops' device groups; the optimizer's steps name parameters, gradients and state;
 # torch.save writes placeholders. (torch.distributed: simulate_distributed.py.)
 import _memprof_simulate_ledger as ledger
 
@@ -13,7 +12,6 @@ def install(torch):
     _install_swaps(torch)
     _install_grouping(torch)
     _install_foreach_defaults(torch)
-    _install_compile(torch)
     _install_roles(torch)
     _install_save(torch)
 
@@ -211,20 +209,6 @@ def _install_foreach_defaults(torch):
             continue
         if FakeTensor not in types:
             types.append(FakeTensor)
-
-
-def _install_compile(torch):
-    """torch.compile's graphs run eagerly on simulated tensors (dynamo does not trace under
-    memprof's modes): what a compiled model allocates is its eager program's, and the report
-    says so at the line that compiled it."""
-    compile_ = torch.compile
-
-    def noted(*args, **kwargs):
-        ledger.note("torch.compile: simulated as the eager program (inductor's buffers and "
-                    "their reuse are not modelled)")
-        return compile_(*args, **kwargs)
-
-    torch.compile = noted
 
 
 def _install_roles(torch):
