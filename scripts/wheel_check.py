@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,6 +250,20 @@ def check_simulate(memprof):
           and "max_memory_allocated 102761472" in r.stderr,
           "memprof run --simulate-gpu H100 --simulate-ranks 4 simulated_ranks.py fsdp: rank 0 of 4",
           r.stderr[-2000:])
+    # cuDNN's workspaces as measured on the H200: resnet50's 64-channel 3 x 3 convolution at
+    # batch 32, forward, input's and weight's gradients (tests/simulate.rs).
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "trace.json")
+        r = run([str(memprof), "run", "--simulate-gpu", "H100", "--trace", trace,
+                 "simulated_conv.py", "32"])
+        lent = []
+        if r.returncode == 0:
+            with open(trace) as f:
+                lent = [e["size"] for e in json.load(f)["events"]
+                        if e.get("category") == "workspaces"]
+    check(lent == [25837584, 51527696, 53592743],
+          "memprof run --simulate-gpu H100 simulated_conv.py 32: cuDNN's workspaces",
+          r.stderr[-2000:] + repr(lent))
     # torch.compile: inductor's code for the simulated GPU, on this release's inductor: the
     # chain is one fused kernel, whose 4 KiB output is its only buffer (tests/simulate.rs).
     r = run([str(memprof), "run", "--simulate-gpu", "H100", "--format", "json",

@@ -658,3 +658,95 @@ fn a_compiled_model_allocates_the_buffers_of_inductors_code_for_the_simulated_gp
         "{notes:?}"
     );
 }
+
+/// The trace of `memprof run --simulate-gpu GPU --trace T simulated_conv.py BATCH`: its
+/// allocations and the notes of its prediction.
+fn simulate_conv(gpu: &str, batch: &str) -> (Vec<(i64, String, String)>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let prediction = dir.path().join("prediction.json");
+    let r = finish(
+        memprof()
+            .args(["run", "--simulate-gpu", gpu, "--trace"])
+            .arg(&trace)
+            .args(["--format", "json", "-o"])
+            .arg(&prediction)
+            .args(["simulated_conv.py", batch])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let notes = read_json(&prediction)["simulated"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            format!(
+                "{}: {}",
+                n["at"].as_str().unwrap(),
+                n["what"].as_str().unwrap()
+            )
+        })
+        .collect();
+    (allocations(&read_json(&trace)), notes)
+}
+
+#[test]
+fn cudnn_lends_each_convolution_the_workspace_measured_on_the_gpu() {
+    let text = std::fs::read_to_string(fixture("simulated_conv.py")).unwrap();
+    let line = |needle: &str| {
+        let n = text.lines().position(|l| l.contains(needle)).unwrap();
+        format!("simulated_conv.py:{}", n + 1)
+    };
+    let (forward, backward) = (line("y = conv(x)"), line("y.sum().backward()"));
+    let output = 32 * 64 * 56 * 56 * 4;
+    // Batch 32 was measured on the H200 (cudnn_sm90.py): each call's output, then its plan's
+    // workspace, lent and given back within the call.
+    let (allocs, notes) = simulate_conv("H100", "32");
+    let from = allocs.iter().position(|a| a.1 == forward).unwrap();
+    let calls: Vec<(i64, &str, &str)> = allocs[from..]
+        .iter()
+        .filter(|a| a.0 > 4)
+        .map(|a| (a.0, a.1.as_str(), a.2.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (output, forward.as_str(), "activations"),
+            (25837584, forward.as_str(), "workspaces"),
+            (output, backward.as_str(), "autograd temporaries"),
+            (51527696, backward.as_str(), "workspaces"),
+            (64 * 64 * 9 * 4, backward.as_str(), "autograd temporaries"),
+            (53592743, backward.as_str(), "workspaces"),
+        ]
+    );
+    assert!(notes.is_empty(), "{notes:?}");
+    // Batch 40 was not: the layer's at batch 48 (as near as 32; the larger is taken), scaled
+    // by 40/48, and the prediction says so at both lines.
+    let (allocs, notes) = simulate_conv("H100", "40");
+    let workspaces: Vec<i64> = allocs
+        .iter()
+        .filter(|a| a.2 == "workspaces")
+        .map(|a| a.0)
+        .collect();
+    assert_eq!(
+        workspaces,
+        [77217939 * 40 / 48, 77217939 * 40 / 48, 79282855 * 40 / 48]
+    );
+    let estimated = "cuDNN's convolution workspace: estimated from this layer's at batch 48, \
+                     scaled by the batch";
+    assert_eq!(
+        notes,
+        [
+            format!("{forward}: {estimated}"),
+            format!("{backward}: {estimated}")
+        ]
+    );
+    // Nothing measured on an A100: none counted, said.
+    let (allocs, notes) = simulate_conv("A100", "32");
+    assert!(allocs.iter().all(|a| a.2 != "workspaces"), "{allocs:?}");
+    assert!(
+        notes[0].ends_with("none measured on this GPU's architecture (none counted)"),
+        "{notes:?}"
+    );
+}

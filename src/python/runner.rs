@@ -29,6 +29,8 @@ const SIMULATE_DEVICE: &str = include_str!("py/simulate_device.py");
 const SIMULATE_TORCH: &str = include_str!("py/simulate_torch.py");
 const SIMULATE_DISTRIBUTED: &str = include_str!("py/simulate_distributed.py");
 const SIMULATE_COMPILE: &str = include_str!("py/simulate_compile.py");
+const SIMULATE_CUDNN: &str = include_str!("py/simulate_cudnn.py");
+const CUDNN_SM90: &str = include_str!("py/cudnn_sm90.py");
 
 /// What to run.
 pub struct Program {
@@ -348,7 +350,7 @@ pub(crate) fn collect(py: Python<'_>, boot: &Bound<'_, PyModule>, outcome: Outco
 
 /// memprof's Python files: (module name, file name shown in tracebacks, source), in the order
 /// they are loaded (the bootstrap imports the others by name).
-const PY_FILES: [(&str, &str, &str); 16] = [
+const PY_FILES: [(&str, &str, &str); 18] = [
     ("_memprof_imports", "<memprof imports>", IMPORTS),
     ("_memprof_modules", "<memprof modules>", MODULES),
     ("_memprof_inventory", "<memprof inventory>", INVENTORY),
@@ -376,6 +378,12 @@ const PY_FILES: [(&str, &str, &str); 16] = [
         "_memprof_simulate_torch",
         "<memprof simulate torch>",
         SIMULATE_TORCH,
+    ),
+    ("_memprof_cudnn_sm90", "<memprof cudnn sm90>", CUDNN_SM90),
+    (
+        "_memprof_simulate_cudnn",
+        "<memprof simulate cudnn>",
+        SIMULATE_CUDNN,
     ),
     (
         "_memprof_simulate_compile",

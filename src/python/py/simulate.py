@@ -15,6 +15,7 @@
 import threading
 
 import _memprof_simulate_compile as compiled
+import _memprof_simulate_cudnn as cudnn
 import _memprof_simulate_device as gpu_device
 import _memprof_simulate_distributed as distributed
 import _memprof_simulate_ledger as ledger
@@ -287,9 +288,19 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                 out = value_dependent(func, args, kwargs)
             finally:
                 inside.n -= 1
-            for t in tree_flatten(out)[0]:
-                if simulated(t):
-                    ledger.track(t, role)
+
+            def track(value):
+                for t in tree_flatten(value)[0]:
+                    if simulated(t):
+                        ledger.track(t, role)
+
+            # A convolution's outputs, each followed by its cuDNN plan's workspace.
+            if func is aten.convolution.default:
+                cudnn.convolution(torch, args, out, track)
+            elif func is aten.convolution_backward.default:
+                cudnn.convolution_backward(torch, args, out, track)
+            else:
+                track(out)
             if func in products:
                 # After the product's output, as cuBLAS asks for them (measured on an H100).
                 ledger.workspace("cublas")
@@ -388,6 +399,7 @@ def install(gpu, trace_path, is_user_file, ranks=0):
 
     torch.UntypedStorage.resize_ = resize_
     gpu_device.install(torch, gpu)
+    cudnn.install(gpu)
     torch_as_cuda.install(torch)
     compiled.install(torch, gpu, lambda args, kwargs: torch_as_cuda.sdpa_choice(
         torch, gpu, args, kwargs))

@@ -312,6 +312,13 @@ def workspace(library):
         _allocate(size, "workspaces")
 
 
+def scratch(nbytes):
+    """A library's workspace for one call (a cuDNN plan's): taken from the caching allocator
+    after the call's outputs and given back before the call returns."""
+    if nbytes > 0:
+        _release_block([_allocate(nbytes, "workspaces"), 0, int(nbytes)])
+
+
 def allocated():
     return _state.allocated
 

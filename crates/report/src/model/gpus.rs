@@ -1,6 +1,7 @@
 //! The GPU models `memprof run --simulate-gpu NAME` can stand in for: what torch.cuda reports for
 //! each (name, memory, compute capability, SMs) and what differs for memory (cuBLAS's workspace,
-//! what a process has on the device outside the caching allocator). Data, one row per model.
+//! what a process has on the device outside the caching allocator, the table of cuDNN's
+//! workspaces measured on its architecture). Data, one row per model.
 use serde::Serialize;
 
 /// One GPU model, as the simulated run's torch.cuda answers for it.
@@ -27,6 +28,9 @@ pub struct GpuModel {
     /// libraries' handles (measured on the H100 and H200 at the end of a run; the others are
     /// estimates from the same driver and torch, and say so in docs/fit.md).
     pub outside_allocator: i64,
+    /// The table of cuDNN's convolution workspaces measured on this architecture
+    /// (`simulate_cudnn.py`; "" where none was measured: not modelled there).
+    pub cudnn_workspaces: &'static str,
 }
 
 const MIB: i64 = 1 << 20;
@@ -44,6 +48,7 @@ pub const GPUS: &[GpuModel] = &[
         multi_processor_count: 132,
         cublas_workspace: HOPPER_WORKSPACE,
         cublaslt_workspace: MIB,
+        cudnn_workspaces: "sm90",
         outside_allocator: 808_255_488,
     },
     GpuModel {
@@ -55,6 +60,7 @@ pub const GPUS: &[GpuModel] = &[
         multi_processor_count: 132,
         cublas_workspace: HOPPER_WORKSPACE,
         cublaslt_workspace: MIB,
+        cudnn_workspaces: "sm90",
         outside_allocator: 808_255_488,
     },
     GpuModel {
@@ -66,6 +72,7 @@ pub const GPUS: &[GpuModel] = &[
         multi_processor_count: 108,
         cublas_workspace: AMPERE_WORKSPACE,
         cublaslt_workspace: MIB,
+        cudnn_workspaces: "",
         outside_allocator: 600 * MIB,
     },
     GpuModel {
@@ -77,6 +84,7 @@ pub const GPUS: &[GpuModel] = &[
         multi_processor_count: 108,
         cublas_workspace: AMPERE_WORKSPACE,
         cublaslt_workspace: MIB,
+        cudnn_workspaces: "",
         outside_allocator: 600 * MIB,
     },
     GpuModel {
@@ -88,6 +96,7 @@ pub const GPUS: &[GpuModel] = &[
         multi_processor_count: 58,
         cublas_workspace: AMPERE_WORKSPACE,
         cublaslt_workspace: MIB,
+        cudnn_workspaces: "",
         outside_allocator: 500 * MIB,
     },
     GpuModel {
@@ -99,6 +108,7 @@ pub const GPUS: &[GpuModel] = &[
         multi_processor_count: 128,
         cublas_workspace: AMPERE_WORKSPACE,
         cublaslt_workspace: MIB,
+        cudnn_workspaces: "",
         outside_allocator: 500 * MIB,
     },
 ];
