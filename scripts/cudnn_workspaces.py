@@ -4,7 +4,7 @@ forward, its input gradient and its weight gradient: the bytes the caching alloc
 for the call beside the call's own output (the workspace of the plan cuDNN's heuristics chose,
 allocated and freed inside the call). What `--simulate-gpu` models them from.
 
-    python3 scripts/cudnn_workspaces.py OUT.json [MODEL:BATCH[:DTYPE]...]   # on the GPU
+    python3 scripts/cudnn_workspaces.py OUT.json [MODEL:BATCH[:DTYPE[:cl]]...]   # on the GPU
     python3 scripts/cudnn_workspaces.py --module OUT.json src/python/py/cudnn_sm90.py  # here
 
 `--module` writes the measurements as the data module the simulation reads.
@@ -14,11 +14,14 @@ import sys
 
 MODELS = ["resnet50:16", "resnet50:32", "resnet50:48", "resnet50:64", "resnet50:128",
           "resnet18:64", "resnet101:16", "vgg16:16", "mobilenet_v3_large:64", "efficientnet_b0:32",
-          "resnet50:32:bfloat16", "resnet50:64:bfloat16", "convnext_tiny:32", "densenet121:32"]
+          "resnet50:32:bfloat16", "resnet50:64:bfloat16", "convnext_tiny:32", "densenet121:32",
+          # channels last (what inductor's layout optimization gives a compiled conv net)
+          "resnet50:32:float32:cl", "resnet50:64:float32:cl", "resnet50:64:bfloat16:cl"]
 
 
-def convolutions(name, batch, dtype):
-    """The distinct convolutions a training step of torchvision's `name` runs, with how often."""
+def convolutions(name, batch, dtype, channels_last=False):
+    """The distinct convolutions a training step of torchvision's `name` runs, with how often
+    (the model and its input channels-last when `channels_last`)."""
     import torch
     import torchvision
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -43,6 +46,9 @@ def convolutions(name, batch, dtype):
 
     model = getattr(torchvision.models, name)().cuda()
     x = torch.randn(batch, 3, 224, 224, device="cuda")
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     mode = Convolutions()
     with mode:
         with torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=dtype != "float32"):
@@ -111,7 +117,7 @@ def main():
     for spec in wanted:
         name, batch, *rest = spec.split(":")
         dtype = rest[0] if rest else "float32"
-        for key, calls in convolutions(name, int(batch), dtype).items():
+        for key, calls in convolutions(name, int(batch), dtype, rest[1:] == ["cl"]).items():
             seen.setdefault(key, []).append((spec, calls))
     torch.cuda.memory._record_memory_history(max_entries=10_000_000)
     for key, uses in seen.items():

@@ -18,11 +18,13 @@ import torch
 MiB = 1024 * 1024
 
 
-def resnet50(batch, steps):
+def resnet50(batch, steps, compiled=False):
     import torchvision
 
     torch.manual_seed(0)
     model = torchvision.models.resnet50().cuda()
+    if compiled:
+        model = torch.compile(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for _ in range(steps):
         images = torch.randn(batch, 3, 224, 224, device="cuda")
@@ -53,6 +55,11 @@ def gpt2(batch, steps, compiled=False):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
+
+
+def resnet50_compiled(batch, steps):
+    """resnet50's step with the model under torch.compile (inductor)."""
+    resnet50(batch, steps, compiled=True)
 
 
 def gpt2_compiled(batch, steps):
@@ -191,9 +198,9 @@ def fragment(batch, steps):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("workload", choices=["resnet50", "gpt2", "gpt2_compiled", "llama_lora", "fragment",
-                                        "gpt2_fsdp", "gpt2_ddp", "llama_trainer",
-                                        "llama_trainer_ddp"])
+    p.add_argument("workload", choices=["resnet50", "resnet50_compiled", "gpt2", "gpt2_compiled",
+                                        "llama_lora", "fragment", "gpt2_fsdp", "gpt2_ddp",
+                                        "llama_trainer", "llama_trainer_ddp"])
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--cap", type=int, default=None, help="bytes the allocator may reserve")
@@ -206,7 +213,8 @@ def main():
         torch.cuda.set_per_process_memory_fraction(args.cap / total, local)
     oom = None
     try:
-        {"resnet50": resnet50, "gpt2": gpt2, "gpt2_compiled": gpt2_compiled, "llama_lora": llama_lora,
+        {"resnet50": resnet50, "resnet50_compiled": resnet50_compiled, "gpt2": gpt2,
+         "gpt2_compiled": gpt2_compiled, "llama_lora": llama_lora,
          "fragment": fragment, "gpt2_fsdp": gpt2_fsdp, "gpt2_ddp": gpt2_ddp,
          "llama_trainer": llama_trainer,
          "llama_trainer_ddp": llama_trainer_ddp}[args.workload](args.batch, args.steps)

@@ -21,8 +21,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 STATE = os.path.join(ROOT, ".device", "simulate")
 # (workload, batch): GPT-2 124M (bf16 autocast, fused AdamW, 12 x 1024), the same compiled,
-# torchvision resnet50 (SGD momentum) at 32 and 64, a Llama-style model with LoRA.
+# torchvision resnet50 (SGD momentum) at 32 and 64 and compiled at 64, a Llama-style model with
+# LoRA.
 WORKLOADS = [("gpt2", 12), ("gpt2_compiled", 12), ("resnet50", 32), ("resnet50", 64),
+             ("resnet50_compiled", 64),
              ("llama_lora", 8), ("gpt2_fsdp", 12), ("gpt2_ddp", 12), ("llama_trainer", 8),
              ("llama_trainer_ddp", 8)]
 # Workloads run as one rank of several (`--simulate-ranks` here, torchrun there: rank 0's peaks).

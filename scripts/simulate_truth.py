@@ -32,7 +32,8 @@ def site(frames):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("workload", choices=["gpt2", "resnet50", "gpt2_compiled", "llama_lora",
+    p.add_argument("workload", choices=["gpt2", "resnet50", "gpt2_compiled", "resnet50_compiled",
+                                        "llama_lora",
                                         "gpt2_fsdp", "gpt2_ddp", "llama_trainer",
                                         "llama_trainer_ddp"])
     p.add_argument("--batch", type=int, required=True)

@@ -4,8 +4,8 @@
 # Dynamo and AOTAutograd trace the program's simulated tensors as the CPU's (what they are to
 # libtorch: autograd's joint trace needs no CUDA device thread), with SDPA's backend chosen as
 # on the GPU. Each graph AOTAutograd hands to inductor (the forward and the backward, after its
-# partitioner chose what the forward saves) is traced again with fake CUDA inputs, and inductor
-# compiles that for CUDA: its fusions, the buffers its wrapper allocates, frees and reuses, and
+# partitioner chose what the forward saves) is given fake CUDA inputs and values, and inductor
+# compiles it for CUDA: its fusions, the buffers its wrapper allocates, frees and reuses, and
 # the kernels it leaves to libtorch (matrix products, attention) are the GPU's. No kernel is
 # compiled or launched: triton's kernels are placeholders that do nothing, triton's driver
 # answers as the GPU, and the wrapper's buffers are simulated tensors. What cannot be compiled
@@ -178,42 +178,42 @@ class _Backend:
     # --- AOTAutograd's graphs, compiled for the GPU ----------------------------------------
 
     def _inner_for_gpu(self, gm, example_inputs, **kwargs):
-        """Inductor's inner compile of one graph (forward, backward or inference), on the GPU's
-        fake tensors: the graph traced again with CUDA inputs and devices."""
+        """Inductor's inner compile of one graph (forward, backward or inference) for the GPU:
+        its inputs, the values its nodes were traced to and the devices it names made the
+        GPU's fake tensors, at the same sizes and strides. (Not traced again: a backward's
+        inputs come with the strides inductor gave the forward's outputs, channels-last
+        convolutions' among them, which its views were not traced for; inductor lowers them as
+        on the GPU.)"""
         torch = self.torch
         from torch._guards import TracingContext
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-        from torch.fx.experimental.proxy_tensor import make_fx
+        from torch.utils._pytree import tree_map
 
         mode = self.fake_mode(allow_non_fake_inputs=True)
         cuda = torch.device("cuda", 0)
 
         def on_gpu(t):
-            if not isinstance(t, torch.Tensor):
+            if not isinstance(t, torch.Tensor) or t.device.type not in ("cpu", "cuda"):
                 return t
             with mode:
-                return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
-                                           device=cuda, requires_grad=False)
+                out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                                          device=cuda)
+            return out.requires_grad_(t.requires_grad) if out.is_leaf else out
 
         inputs = [on_gpu(t) for t in example_inputs]
         for node in gm.graph.nodes:
             if node.op in ("call_function", "call_method"):
                 node.args = _retarget(node.args, torch, cuda)
                 node.kwargs = _retarget(node.kwargs, torch, cuda)
+            if "val" in node.meta:
+                node.meta["val"] = tree_map(on_gpu, node.meta["val"])
         gm.recompile()
-        interpreter = torch.fx.Interpreter(gm)
-        # Each node keeps its stack trace: the program's lines the wrapper's buffers came from.
-        # Under the GPU's fake mode alone (not the CPU's, which AOTAutograd left on), so that
-        # what the graph makes from nothing (an arange) is a fake CUDA tensor too.
-        with unset_fake_temporarily(), mode, torch.fx.traceback.preserve_node_meta():
-            traced = make_fx(lambda *a: interpreter.run(*a), tracing_mode="real")(*inputs)
         context = TracingContext.try_get()
         saved = context.fake_mode if context is not None else None
         if context is not None:
             context.fake_mode = mode
         try:
             with mode, self._gpu_answers(True):
-                return self.compile_fx.compile_fx_inner(traced, inputs, **kwargs)
+                return self.compile_fx.compile_fx_inner(gm, inputs, **kwargs)
         finally:
             if context is not None:
                 context.fake_mode = saved
