@@ -408,7 +408,7 @@ fn an_nccl_process_group_without_simulated_ranks_stops_the_program_with_one_clea
 /// `memprof run --simulate-gpu H100 --simulate-ranks 4 simulated_ranks.py KIND`: its output,
 /// its predicted allocated peak and its trace's allocations (the trace and the prediction both
 /// say it was one of 4 ranks).
-fn simulate_rank(kind: &str) -> (Run, i64, Vec<(i64, String, String)>) {
+fn simulate_rank(kind: &str) -> (Run, i64, Vec<(i64, String, String)>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
     let prediction = dir.path().join("prediction.json");
@@ -437,7 +437,13 @@ fn simulate_rank(kind: &str) -> (Run, i64, Vec<(i64, String, String)>) {
     let peak = prediction["predicted"]["allocated_bytes.all.peak"]
         .as_i64()
         .unwrap();
-    (r, peak, allocations(&trace))
+    let notes = prediction["simulated"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["what"].as_str().unwrap().to_string())
+        .collect();
+    (r, peak, allocations(&trace), notes)
 }
 
 /// The line of fixtures/simulated_ranks.py that holds `needle`, as the trace names it.
@@ -455,7 +461,7 @@ fn reading(r: &Run, name: &str) -> i64 {
 
 #[test]
 fn fsdp2_runs_as_rank_0_of_4_with_a_quarter_of_each_layer() {
-    let (r, predicted_peak, allocations) = simulate_rank("fsdp");
+    let (r, predicted_peak, allocations, _) = simulate_rank("fsdp");
     // torchrun's environment and a process group of 4; parameters sharded, on the GPU.
     assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);
     assert!(
@@ -494,8 +500,26 @@ fn fsdp2_runs_as_rank_0_of_4_with_a_quarter_of_each_layer() {
 }
 
 #[test]
+fn fsdp2_over_compiled_blocks_runs_inductors_code_on_the_shards() {
+    // Each layer torch.compile'd, then sharded (torchtitan's order): dynamo traces through
+    // FSDP2's hooks, its graphs (dynamic shapes among them) compiled for the simulated GPU,
+    // none run eagerly instead; the rank's readings as without compiling, and its peak its own.
+    let (r, predicted_peak, _, notes) = simulate_rank("fsdp_compiled");
+    assert_eq!(reading(&r, "after wrapping"), 4 << 20);
+    assert_eq!(
+        reading(&r, "after steps"),
+        (4 << 20) + (8 << 20) + (1 << 20) + 2 * WORKSPACE_SM90
+    );
+    assert_eq!(reading(&r, "max_memory_allocated"), predicted_peak);
+    assert_eq!(
+        notes,
+        ["torch.compile: inductor's code for the simulated GPU (its buffers; no kernel runs)"]
+    );
+}
+
+#[test]
 fn fsdp1_runs_as_rank_0_of_4_with_a_quarter_of_its_flat_parameter() {
-    let (r, predicted_peak, allocations) = simulate_rank("fsdp1");
+    let (r, predicted_peak, allocations, _) = simulate_rank("fsdp1");
     assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);
     // The model moved to the GPU (four 4 MiB layers), flattened into one 16 MiB parameter and a
     // quarter of it kept, at the line that wrapped it.
@@ -512,7 +536,7 @@ fn fsdp1_runs_as_rank_0_of_4_with_a_quarter_of_its_flat_parameter() {
 
 #[test]
 fn ddp_runs_as_rank_0_of_4_with_its_gradient_buckets() {
-    let (r, predicted_peak, allocations) = simulate_rank("ddp");
+    let (r, predicted_peak, allocations, _) = simulate_rank("ddp");
     assert!(r.stdout.contains("world 0 4 0 4\n"), "{}", r.stdout);
     // (A simulated parameter is torch's fake tensor marked as a parameter: isinstance holds.)
     assert!(

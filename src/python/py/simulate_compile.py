@@ -188,7 +188,11 @@ class _Backend:
         from torch._guards import TracingContext
         from torch.utils._pytree import tree_map
 
-        mode = self.fake_mode(allow_non_fake_inputs=True)
+        context = TracingContext.try_get()
+        saved = context.fake_mode if context is not None else None
+        # Dynamic shapes' symbols are the tracer's: the same shape environment.
+        mode = self.fake_mode(allow_non_fake_inputs=True,
+                              shape_env=getattr(saved, "shape_env", None))
         cuda = torch.device("cuda", 0)
 
         def on_gpu(t):
@@ -207,8 +211,6 @@ class _Backend:
             if "val" in node.meta:
                 node.meta["val"] = tree_map(on_gpu, node.meta["val"])
         gm.recompile()
-        context = TracingContext.try_get()
-        saved = context.fake_mode if context is not None else None
         if context is not None:
             context.fake_mode = mode
         try:

@@ -258,29 +258,31 @@ def install(torch, gpu):
 
     torch.Tensor.record_stream = record_on
 
-    def nothing(*args, **kwargs):
-        return None
+    def nothing():
+        # A function of its own for each name: dynamo maps torch's functions by identity to
+        # how it traces each, and refuses one object under two names with different rules.
+        return lambda *args, **kwargs: None
 
     answers = {
         "is_available": lambda: True,
         "is_initialized": lambda: True,
-        "_lazy_init": nothing,
-        "init": nothing,
+        "_lazy_init": nothing(),
+        "init": nothing(),
         "device_count": lambda: 1,
         "current_device": lambda: 0,
-        "set_device": nothing,
+        "set_device": nothing(),
         "synchronize": lambda device=None: waited(),
-        "empty_cache": nothing,
+        "empty_cache": nothing(),
         # A cap is the replay's to apply (`memprof fit --memory`): nothing runs out here.
-        "set_per_process_memory_fraction": nothing,
+        "set_per_process_memory_fraction": nothing(),
         "get_device_name": lambda device=None: props.name,
         "get_device_capability": lambda device=None: (props.major, props.minor),
         "get_device_properties": lambda device=None: props,
         "is_bf16_supported": lambda including_emulation=True: props.major >= 8,
-        "manual_seed": nothing,
-        "manual_seed_all": nothing,
-        "seed": nothing,
-        "seed_all": nothing,
+        "manual_seed": nothing(),
+        "manual_seed_all": nothing(),
+        "seed": nothing(),
+        "seed_all": nothing(),
         "is_current_stream_capturing": lambda: False,  # no CUDA graph is captured
     }
     answers.update(_memory_readings(props))
