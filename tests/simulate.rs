@@ -405,10 +405,13 @@ fn an_nccl_process_group_without_simulated_ranks_stops_the_program_with_one_clea
     assert!(!r.stdout.contains("available"), "{}", r.stdout);
 }
 
+/// A trace's allocations: (size, line, category).
+type Allocations = Vec<(i64, String, String)>;
+
 /// `memprof run --simulate-gpu H100 --simulate-ranks 4 simulated_ranks.py KIND`: its output,
-/// its predicted allocated peak and its trace's allocations (the trace and the prediction both
-/// say it was one of 4 ranks).
-fn simulate_rank(kind: &str) -> (Run, i64, Vec<(i64, String, String)>, Vec<String>) {
+/// its predicted allocated peak, its trace's allocations and its notes (the trace and the
+/// prediction both say it was one of 4 ranks).
+fn simulate_rank(kind: &str) -> (Run, i64, Allocations, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
     let prediction = dir.path().join("prediction.json");
