@@ -677,6 +677,13 @@ fn a_compiled_model_allocates_the_buffers_of_inductors_code_for_the_simulated_gp
         .filter(|a| a.1 == backward && a.0 == 4 << 20 && a.2 == "autograd temporaries")
         .count();
     assert_eq!(zeros, 2, "{allocs:?}");
+    // A kernel that writes what it reads is tuned at its first launch on clones of both its
+    // x arguments (under the 16 MiB peak made first), as an H200 did: two 4 MiB clones
+    // together, given back; nothing at the second call.
+    let (_, _, allocs) = simulate_compiled(&["--inplace"]);
+    let bump = compiled_at("    x.mul_(2)");
+    let events: Vec<i64> = allocs.iter().filter(|a| a.1 == bump).map(|a| a.0).collect();
+    assert_eq!(events, [4 << 20, 4 << 20], "{allocs:?}");
     // CUDA graphs are not simulated: the graphs' buffers are, and the note says what is not.
     let (_, notes, allocs) = simulate_compiled(&["--mode", "reduce-overhead"]);
     assert_eq!(sizes_at(&allocs, &chain), [4096, 4096], "{allocs:?}");

@@ -12,6 +12,7 @@
 # so (a mode or backend this does not model, a compile error) runs as its eager program, and the
 # ledger says so at the line that compiled it.
 import contextlib
+import re
 
 import _memprof_simulate_ledger as ledger
 
@@ -238,13 +239,40 @@ def _retarget(value, torch, device):
 
 class _Kernel:
     """A triton kernel inductor generated: launched, it does nothing (a simulated tensor has
-    no values)."""
+    no values). At its first launch, a kernel with several configurations to choose from is
+    tuned on the GPU: each configuration runs on clones of the buffers the kernel writes, taken
+    only where they fit under the peak so far (CachingAutotuner.bench: a clone that would raise
+    the peak is copied to the host instead), and given back after each run; here they are taken
+    once and given back."""
 
-    def __init__(self, name):
+    def __init__(self, torch, name, tuner):
         self.__name__ = name
+        self.torch = torch
+        self.tuner = tuner  # inductor's CachingAutotuner for it (not compiled), or None
 
     def run(self, *args, **kwargs):
+        tuner, self.tuner = self.tuner, None
+        if tuner is not None and len(getattr(tuner, "configs", ())) > 1 and \
+                getattr(tuner, "optimize_mem", True):
+            self._clones_while_tuned(tuner, args, kwargs)
         return None
+
+    def _clones_while_tuned(self, tuner, args, kwargs):
+        torch = self.torch
+        written = set(getattr(tuner, "mutated_arg_names", ()))
+        names = getattr(getattr(tuner, "fn", None), "arg_names", ())
+        budget = ledger.peak() - ledger.allocated()
+        clones = []
+        for name, arg in list(zip(names, args)) + list(kwargs.items()):
+            if name not in written or not isinstance(arg, torch.Tensor):
+                continue
+            length = 1 + sum((n - 1) * st for n, st in zip(arg.shape, arg.stride()))
+            size = length * arg.element_size()
+            if size <= budget:
+                budget -= size
+                clones.append(torch.empty_strided((length,), (1,), dtype=arg.dtype,
+                                                  device="cuda"))
+        del clones
 
     def __call__(self, *args, **kwargs):
         return None
@@ -261,7 +289,21 @@ def _install_kernel_placeholders(torch, gpu):
     from triton.backends.compiler import GPUTarget
     from triton.runtime.driver import driver
 
-    async_compile.AsyncCompile.triton = lambda self, name, source, *a, **k: _Kernel(name)
+    def triton(self, name, source, *args, **kwargs):
+        # A kernel that writes buffers it reads (the only ones its tuning clones) has its
+        # module loaded as inductor loads it (its configurations, nothing compiled); the
+        # placeholder alone for the others, or if that fails.
+        tuner = None
+        if re.search(r"'mutated_arg_names': \[[^\]]", source):
+            try:
+                from torch._inductor.codecache import PyCodeCache
+
+                tuner = getattr(PyCodeCache.load(source), name, None)
+            except Exception:
+                tuner = None
+        return _Kernel(torch, name, tuner)
+
+    async_compile.AsyncCompile.triton = triton
     cuda = torch.device("cuda", 0)
 
     def empty_strided_cuda(size, stride, dtype):
@@ -314,6 +356,13 @@ def _install_kernel_placeholders(torch, gpu):
             return cuda
 
     driver.set_active(Driver())
+    try:
+        # A kernel's module makes the GPU's real driver active when it loads: this one stays.
+        from torch._inductor.runtime import triton_helpers
+
+        triton_helpers.set_driver_to_gpu = lambda: None
+    except ImportError:
+        pass
     _answer_as_the_gpu(torch)
     _no_context_for_fake_tensors(torch)
 
