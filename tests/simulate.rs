@@ -27,6 +27,11 @@ fn at(needle: &str) -> String {
 /// `memprof run --simulate-gpu GPU --trace T --format json -o P simulated.py ARGS`: the run,
 /// its prediction and its trace.
 fn simulate(gpu: &str, args: &[&str], code: i32) -> (Run, Value, Value) {
+    simulate_script(gpu, "simulated.py", args, code)
+}
+
+/// The same for another fixture: `memprof run --simulate-gpu GPU ... SCRIPT ARGS`.
+fn simulate_script(gpu: &str, script: &str, args: &[&str], code: i32) -> (Run, Value, Value) {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.json");
     let prediction = dir.path().join("prediction.json");
@@ -36,13 +41,29 @@ fn simulate(gpu: &str, args: &[&str], code: i32) -> (Run, Value, Value) {
             .arg(&trace)
             .args(["--format", "json", "-o"])
             .arg(&prediction)
-            .arg("simulated.py")
+            .arg(script)
             .args(args)
             .output()
             .unwrap(),
     );
     assert_eq!(r.code, code, "{}\n{}", r.stdout, r.stderr);
     (r, read_json(&prediction), read_json(&trace))
+}
+
+/// A prediction's notes, as `FILE:LINE: what`.
+fn notes(prediction: &Value) -> Vec<String> {
+    prediction["simulated"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            format!(
+                "{}: {}",
+                n["at"].as_str().unwrap(),
+                n["what"].as_str().unwrap()
+            )
+        })
+        .collect()
 }
 
 fn read_json(path: &std::path::Path) -> Value {
@@ -57,7 +78,7 @@ fn memprof_run(args: &[&str]) -> Run {
 }
 
 /// The trace's allocations: (size, line, category).
-fn allocations(trace: &Value) -> Vec<(i64, String, String)> {
+fn allocations(trace: &Value) -> Allocations {
     trace["events"]
         .as_array()
         .unwrap()
@@ -572,35 +593,9 @@ fn ddp_runs_as_rank_0_of_4_with_its_gradient_buckets() {
 
 /// `memprof run --simulate-gpu H100 --trace T simulated_compiled.py ARGS`: the run, the notes
 /// of its prediction, and the trace's allocations.
-fn simulate_compiled(args: &[&str]) -> (Run, Vec<String>, Vec<(i64, String, String)>) {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("trace.json");
-    let prediction = dir.path().join("prediction.json");
-    let r = finish(
-        memprof()
-            .args(["run", "--simulate-gpu", "H100", "--trace"])
-            .arg(&trace)
-            .args(["--format", "json", "-o"])
-            .arg(&prediction)
-            .arg("simulated_compiled.py")
-            .args(args)
-            .output()
-            .unwrap(),
-    );
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let notes = read_json(&prediction)["simulated"]["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| {
-            format!(
-                "{}: {}",
-                n["at"].as_str().unwrap(),
-                n["what"].as_str().unwrap()
-            )
-        })
-        .collect();
-    (r, notes, allocations(&read_json(&trace)))
+fn simulate_compiled(args: &[&str]) -> (Run, Vec<String>, Allocations) {
+    let (r, prediction, trace) = simulate_script("H100", "simulated_compiled.py", args, 0);
+    (r, notes(&prediction), allocations(&trace))
 }
 
 /// The line of fixtures/simulated_compiled.py that holds `needle`, as the trace names it.
@@ -695,34 +690,9 @@ fn a_compiled_model_allocates_the_buffers_of_inductors_code_for_the_simulated_gp
 
 /// The trace of `memprof run --simulate-gpu GPU --trace T simulated_conv.py BATCH`: its
 /// allocations and the notes of its prediction.
-fn simulate_conv(gpu: &str, batch: &str) -> (Vec<(i64, String, String)>, Vec<String>) {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("trace.json");
-    let prediction = dir.path().join("prediction.json");
-    let r = finish(
-        memprof()
-            .args(["run", "--simulate-gpu", gpu, "--trace"])
-            .arg(&trace)
-            .args(["--format", "json", "-o"])
-            .arg(&prediction)
-            .args(["simulated_conv.py", batch])
-            .output()
-            .unwrap(),
-    );
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let notes = read_json(&prediction)["simulated"]["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| {
-            format!(
-                "{}: {}",
-                n["at"].as_str().unwrap(),
-                n["what"].as_str().unwrap()
-            )
-        })
-        .collect();
-    (allocations(&read_json(&trace)), notes)
+fn simulate_conv(gpu: &str, batch: &str) -> (Allocations, Vec<String>) {
+    let (_, prediction, trace) = simulate_script(gpu, "simulated_conv.py", &[batch], 0);
+    (allocations(&trace), notes(&prediction))
 }
 
 #[test]
