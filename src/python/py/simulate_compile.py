@@ -56,7 +56,8 @@ def install(torch, gpu, sdpa_choice):
         if mode in ("reduce-overhead", "max-autotune"):
             what += f"; mode {mode!r}: its CUDA graphs are not simulated"
         if mode in ("max-autotune", "max-autotune-no-cudagraphs") or options:
-            what += "; inductor's default kernel choices (nothing is tuned without the GPU)"
+            what += ("; inductor's default kernel choices (max-autotune's benchmarks of "
+                     "other kernels need the GPU)")
         ledger.note(what)
         return compile_(model, *args, **kwargs)
 
@@ -68,10 +69,10 @@ class _Backend:
 
     def __init__(self, torch, gpu, sdpa_choice):
         from torch._inductor import compile_fx
+        from torch._subclasses.fake_tensor import FakeTensorMode
 
         self.torch = torch
         self.sdpa_choice = sdpa_choice
-        from torch._subclasses.fake_tensor import FakeTensorMode
 
         class GpuFakeMode(FakeTensorMode):
             # Its tensors are CUDA's: the mode must never touch a device (torch 2.11 makes a
