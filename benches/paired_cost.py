@@ -17,9 +17,10 @@ ratio is the noise floor), `none` under `memprof.profile()` (no flags: the peak 
 site of every allocation), `f` under `memprof.profile(STEP)` (the step's lines), `modules`
 under `memprof.profile(modules=True)`, `modules_python` the same with its saved-tensors hooks in
 Python (MEMPROF_SAVED_HOOKS=python, as before they ran in C++), `tensors` under
-`memprof.profile(STEP, tensors=True)` (an inventory when each step ends). A session starts before its block's first step and stops after
-the last, outside the timed steps; each block's first step is not counted (a session's first
-call does one-time work: wrapping the modules, the first inventory's walk of every object).
+`memprof.profile(STEP, tensors=True)` (an inventory when each step ends). A session starts
+before its block's first step and stops after the last, outside the timed steps; each block's
+first step is not counted (a session's first call does one-time work: wrapping the modules, the
+first inventory's walk of every object).
 What stays in the process between sessions is memprof's allocation reporter in libtorch's
 profiler slot (installed once per process), which then returns at once: its cost is in the
 process-level method (benches/modes_cost.sh), not in these ratios.

@@ -244,11 +244,14 @@ def install(gpu, trace_path, is_user_file, ranks=0):
             leaves = tree_flatten((args, kwargs))[0]
             has_fake = any(simulated(a) for a in leaves)
             made_as = None
+            # Autograd makes the zeros of a custom Function's output that no gradient reached
+            # (a compiled graph's logits, returned beside the loss) from the output's options:
+            # a simulated output's are the CPU's to libtorch, and these zeros the GPU's.
             zero_grad = False
             if not has_fake and kwargs.get("device") == cpu and func in factories and \
                     (kwargs.get("dtype") or torch.get_default_dtype()).is_floating_point:
                 made_as = gpu_device.cpu_factories_on_gpu()
-                zero_grad = func is aten.zeros.default and materializing_grads()
+                zero_grad = func is aten.zeros.default and ledger.in_custom_backward()
             to_cuda = is_cuda(kwargs.get("device")) or made_as is not None or zero_grad
             if not has_fake and not to_cuda:
                 if any(wraps_fake(a) for a in leaves):
@@ -308,14 +311,6 @@ def install(gpu, trace_path, is_user_file, ranks=0):
                         kwargs.get("beta", 1) == 1:
                     ledger.workspace("cublaslt")
             return out
-
-    current_node = getattr(torch._C, "_current_autograd_node", lambda: None)
-
-    def materializing_grads():
-        """Autograd makes the zeros of a custom Function's output that no gradient reached
-        (a compiled graph's logits, returned beside the loss) from the output's options: a
-        simulated output's are the CPU's to libtorch, and these zeros the GPU's."""
-        return hasattr(current_node(), "_forward_cls")
 
     def wraps_fake(a):
         if not is_traceable_wrapper_subclass(a):

@@ -137,10 +137,7 @@ class _Backend:
                 node.target = on_gpu
             if node.op == "call_method" and node.target == "cuda":
                 node.target = "cpu"
-            if node.op in ("call_function", "call_method"):
-                node.args = _retarget(node.args, torch, "cpu")
-                node.kwargs = _retarget(node.kwargs, torch, "cpu")
-        gm.recompile()
+        _retarget_nodes(gm, torch, "cpu")
 
     def _as_traced(self, example_inputs):
         """The inputs as dynamo traced them: torch 2.9's dynamo hands the backend the program's
@@ -201,18 +198,14 @@ class _Backend:
             if not isinstance(t, torch.Tensor) or t.device.type not in ("cpu", "cuda"):
                 return t
             with mode:
-                out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
-                                          device=cuda)
-            return out.requires_grad_(t.requires_grad) if out.is_leaf else out
+                return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                                           device=cuda, requires_grad=t.requires_grad)
 
         inputs = [on_gpu(t) for t in example_inputs]
         for node in gm.graph.nodes:
-            if node.op in ("call_function", "call_method"):
-                node.args = _retarget(node.args, torch, cuda)
-                node.kwargs = _retarget(node.kwargs, torch, cuda)
             if "val" in node.meta:
                 node.meta["val"] = tree_map(on_gpu, node.meta["val"])
-        gm.recompile()
+        _retarget_nodes(gm, torch, cuda)
         if context is not None:
             context.fake_mode = mode
         try:
@@ -221,6 +214,15 @@ class _Backend:
         finally:
             if context is not None:
                 context.fake_mode = saved
+
+
+def _retarget_nodes(gm, torch, device):
+    """Each CPU or CUDA device the graph's calls name made `device`."""
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method"):
+            node.args = _retarget(node.args, torch, device)
+            node.kwargs = _retarget(node.kwargs, torch, device)
+    gm.recompile()
 
 
 def _retarget(value, torch, device):
@@ -255,24 +257,29 @@ class _Kernel:
         tuner, self.tuner = self.tuner, None
         if tuner is not None and len(getattr(tuner, "configs", ())) > 1 and \
                 getattr(tuner, "optimize_mem", True):
-            self._clones_while_tuned(tuner, args, kwargs)
+            try:
+                self._clones_while_tuned(tuner, args, kwargs)
+            except Exception:
+                pass  # a release's tuner unlike this one: no clones, the program goes on
         return None
 
     def _clones_while_tuned(self, tuner, args, kwargs):
-        torch = self.torch
-        written = set(getattr(tuner, "mutated_arg_names", ()))
-        names = getattr(getattr(tuner, "fn", None), "arg_names", ())
+        """The tuner's own clones (`maybe_clone_args`), leaving out, as its
+        `copy_args_to_cpu_if_needed` does, each written buffer that would raise the peak."""
+        from torch._prims_common import compute_required_storage_length
+
+        written = set(tuner.mutated_arg_names)
         budget = ledger.peak() - ledger.allocated()
-        clones = []
-        for name, arg in list(zip(names, args)) + list(kwargs.items()):
-            if name not in written or not isinstance(arg, torch.Tensor):
-                continue
-            length = 1 + sum((n - 1) * st for n, st in zip(arg.shape, arg.stride()))
-            size = length * arg.element_size()
-            if size <= budget:
-                budget -= size
-                clones.append(torch.empty_strided((length,), (1,), dtype=arg.dtype,
-                                                  device="cuda"))
+        to_host = set()
+        for name, arg in list(zip(tuner.fn.arg_names, args)) + list(kwargs.items()):
+            if name in written and isinstance(arg, self.torch.Tensor):
+                size = compute_required_storage_length(arg.shape, arg.stride(), 0) * \
+                    arg.element_size()
+                if size > budget:
+                    to_host.add(name)
+                else:
+                    budget -= size
+        clones = tuner.maybe_clone_args(to_host, *args, **kwargs)
         del clones
 
     def __call__(self, *args, **kwargs):

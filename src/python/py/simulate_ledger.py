@@ -216,6 +216,11 @@ def in_backward():
     return _current_node is not None and _current_node() is not None
 
 
+def in_custom_backward():
+    """Whether the backward of a custom autograd Function (a compiled graph's) runs now."""
+    return _current_node is not None and hasattr(_current_node(), "_forward_cls")
+
+
 def _passes():
     """The backward passes begun so far (one begins where an event in a backward follows one
     outside)."""

@@ -1,8 +1,9 @@
 # `--simulate-gpu`'s adjustments to torch's own Python: where simulated tensors (the CPU's to
 # libtorch, cuda:0 to the program) would make torch behave as on the CPU, it behaves as on
 # CUDA: CUDA autocast (and its cross-entropy), SDPA's backend choice on that GPU, moving a model
-# to the device (tied weights, a model moved again), foreach ops' device groups; the optimizer's steps name parameters, gradients and state;
-# torch.save writes placeholders. (torch.distributed: simulate_distributed.py.)
+# to the device (tied weights, a model moved again), foreach ops' device groups; the optimizer's
+# steps name parameters, gradients and state; torch.save writes placeholders.
+# (torch.distributed: simulate_distributed.py.)
 import _memprof_simulate_ledger as ledger
 
 
