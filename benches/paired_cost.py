@@ -15,8 +15,9 @@ process it cancels.
 Each round runs one block of `--steps` steps per variant: `base` and `control` unprofiled (their
 ratio is the noise floor), `none` under `memprof.profile()` (no flags: the peak tracker and the
 site of every allocation), `f` under `memprof.profile(STEP)` (the step's lines), `modules`
-under `memprof.profile(modules=True)`, `modules_python` the same with its saved-tensors hooks in
-Python (MEMPROF_SAVED_HOOKS=python, as before they ran in C++), `tensors` under
+under `memprof.profile(modules=True)` (saved bytes counted without a hook), `modules_hooks` and
+`modules_python` the same counting through saved-tensors hooks in C++ or in Python
+(MEMPROF_SAVED_HOOKS=hooks or python, as before), `tensors` under
 `memprof.profile(STEP, tensors=True)` (an inventory when each step ends). A session starts
 before its block's first step and stops after the last, outside the timed steps; each block's
 first step is not counted (a session's first call does one-time work: wrapping the modules, the
@@ -41,7 +42,7 @@ import torch  # noqa: E402
 
 import workloads  # noqa: E402
 
-VARIANTS = ("none", "f", "modules", "modules_python", "tensors")
+VARIANTS = ("none", "f", "modules", "modules_hooks", "modules_python", "tensors")
 
 
 def session(memprof, variant, step_fn):
@@ -54,18 +55,19 @@ def session(memprof, variant, step_fn):
         return memprof.profile(step_fn)
     if variant == "modules":
         return memprof.profile(modules=True)
-    if variant == "modules_python":
-        return _python_saved_hooks(memprof)
+    if variant in ("modules_hooks", "modules_python"):
+        return _saved_hooks(memprof, variant[len("modules_"):])
     if variant == "tensors":
         return memprof.profile(step_fn, tensors=True)
     raise SystemExit(f"paired_cost: unknown variant {variant!r} (one of {', '.join(VARIANTS)})")
 
 
 @contextlib.contextmanager
-def _python_saved_hooks(memprof):
-    """`modules` with the saved-tensors hooks in Python: the environment is read when the
-    session's first module call configures its tracker, inside the block."""
-    os.environ["MEMPROF_SAVED_HOOKS"] = "python"
+def _saved_hooks(memprof, which):
+    """`modules` counting saved bytes through saved-tensors hooks (`which`: hooks, in C++, or
+    python): the environment is read when the session's first module call configures its
+    tracker, inside the block."""
+    os.environ["MEMPROF_SAVED_HOOKS"] = which
     try:
         with memprof.profile(modules=True) as p:
             yield p

@@ -22,6 +22,7 @@ LABELS = {"control": "unprofiled again (the noise floor)",
           "none": "memprof.profile() (no flags)",
           "f": "memprof.profile(STEP) (-f)",
           "modules": "memprof.profile(modules=True) (--modules)",
+          "modules_hooks": "--modules, saved-tensors hooks in C++ (MEMPROF_SAVED_HOOKS=hooks)",
           "modules_python": "--modules, saved-tensors hooks in Python (MEMPROF_SAVED_HOOKS=python)",
           "tensors": "memprof.profile(STEP, tensors=True) (--tensors)"}
 

@@ -7,20 +7,22 @@
 use std::path::{Path, PathBuf};
 
 /// The C++ sources of the library, relative to the project's root.
-pub const SOURCES: [&str; 5] = [
+pub const SOURCES: [&str; 6] = [
     "src/torch/cpp/shim.cpp",
     "src/torch/cpp/grad_hooks.cpp",
     "src/torch/cpp/saved_info.cpp",
     "src/torch/cpp/saved_hooks.cpp",
+    "src/torch/cpp/saved_interpose.cpp",
     "src/torch/cpp/cuda_trace.cpp",
 ];
 
 /// Every file the library is built from (for cargo's rerun-if-changed).
-pub const INPUTS: [&str; 9] = [
+pub const INPUTS: [&str; 10] = [
     "src/torch/cpp/shim.cpp",
     "src/torch/cpp/grad_hooks.cpp",
     "src/torch/cpp/saved_info.cpp",
     "src/torch/cpp/saved_hooks.cpp",
+    "src/torch/cpp/saved_interpose.cpp",
     "src/torch/cpp/cuda_trace.cpp",
     "src/torch/cpp/callbacks.h",
     "src/torch/cpp/portable.h",

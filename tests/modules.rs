@@ -576,8 +576,10 @@ fn forward_passes_without_backward_free_what_they_saved() {
     assert_eq!(relu["saved_bytes"], 10 * 512 * 4096 * 4, "{relu:#}");
 }
 
-/// `memprof run --modules` with the saved-tensors hooks in Python (`MEMPROF_SAVED_HOOKS=python`)
-/// or in C++ (the default, src/torch/cpp/saved_hooks.cpp): (the run, the modules section).
+/// `memprof run --modules` with saved bytes counted as `MEMPROF_SAVED_HOOKS` asks: "" (the
+/// default: memprof's stand-in for SavedVariable's constructor, no hook), "hooks" (saved-tensors
+/// hooks in C++, src/torch/cpp/saved_hooks.cpp) or "python" (hooks in Python): (the run, the
+/// modules section).
 fn modules_with_hooks(hooks: &str, args: &[&str]) -> (Run, Value) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report.json");
@@ -603,11 +605,14 @@ fn modules_with_hooks(hooks: &str, args: &[&str]) -> (Run, Value) {
     (r, report["modules"].clone())
 }
 
+/// The three ways of counting saved bytes give every module row the same numbers: memprof's
+/// stand-in for SavedVariable's constructor (the default), its C++ saved-tensors hooks and its
+/// Python ones.
 #[test]
-fn saved_tensors_hooks_in_cpp_count_what_the_python_hooks_count() {
+fn saved_bytes_are_the_same_without_hooks_as_with_cpp_or_python_hooks() {
     // saved_foreign.py: parameters that the model does not own, and a view of one, are saved
     // and not counted (each is told by its Python type).
-    let (_, m) = modules_with_hooks("native", &["saved_foreign.py"]);
+    let (_, m) = modules_with_hooks("", &["saved_foreign.py"]);
     assert_eq!(int(&entry(&m, "", "forward")["saved_bytes"]), 8192);
     assert_eq!(int(&entry(&m, "lin", "forward")["saved_bytes"]), 4096);
     for (script, dtype) in [
@@ -640,49 +645,75 @@ fn saved_tensors_hooks_in_cpp_count_what_the_python_hooks_count() {
         } else {
             &[script, dtype, "3"]
         };
-        let (_, native) = modules_with_hooks("native", args);
+        let (_, stand_in) = modules_with_hooks("", args);
+        let (_, cpp) = modules_with_hooks("hooks", args);
         let (_, python) = modules_with_hooks("python", args);
-        assert_eq!(rows(&native), rows(&python), "{script}");
+        assert_eq!(rows(&stand_in), rows(&cpp), "{script}");
+        assert_eq!(rows(&stand_in), rows(&python), "{script}");
         assert!(
-            rows(&native).iter().any(|r| r.3 > 0),
+            rows(&stand_in).iter().any(|r| r.3 > 0),
             "{script}: nothing saved"
         );
     }
 }
 
 /// Autograd keeps the tensors it saves, and torch keeps the Python object of a kept tensor that
-/// had one: a program that counts its tensor objects after a forward pass (fixtures/
-/// saved_objects.py) counts as many under `--modules` as under python. Python saved-tensors
-/// hooks cannot: they hold a Python object for every saved tensor (the second run shows the
-/// check can tell).
+/// had one: a program that counts its tensor objects after forward passes, and looks at the
+/// saved-tensors hooks its forward runs under (fixtures/saved_objects.py), sees under `--modules`
+/// what it sees under python: no hook. With memprof's C++ hooks it would count the same objects
+/// but see a hook; Python hooks hold a Python object for every saved tensor (the checks can
+/// tell).
 #[test]
 fn a_forward_leaves_the_program_the_tensor_objects_python_leaves_it() {
     let plain = python_output(&root().join("fixtures").join("saved_objects.py"), &[]);
     assert_eq!(plain.code, 0, "{}", plain.stderr);
     assert!(plain.stdout.contains("after forward 3"), "{}", plain.stdout);
-    let (native, _) = modules_with_hooks("native", &["saved_objects.py"]);
-    assert_eq!(native.stdout, plain.stdout);
+    assert!(
+        plain.stdout.contains("hooks seen in forward: none\n"),
+        "{}",
+        plain.stdout
+    );
+    let (stand_in, _) = modules_with_hooks("", &["saved_objects.py"]);
+    assert_eq!(stand_in.stdout, plain.stdout);
+    let (cpp_hooks, _) = modules_with_hooks("hooks", &["saved_objects.py"]);
+    let counts = |out: &str| -> String {
+        out.lines()
+            .filter(|l| l.contains("tensor objects"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(counts(&cpp_hooks.stdout), counts(&plain.stdout));
+    assert!(
+        cpp_hooks
+            .stdout
+            .contains("hooks seen in forward: saved_pack and saved_unpack"),
+        "{}",
+        cpp_hooks.stdout
+    );
     let (python_hooks, _) = modules_with_hooks("python", &["saved_objects.py"]);
     assert_ne!(python_hooks.stdout, plain.stdout);
 }
 
-/// Compiled autograd (fixtures/compiled_autograd.py) unpacks memprof's saved tensors as tensors
-/// saved without a hook: the gradients are python's, dynamo is asked to trace nothing of
-/// memprof's (the Python hooks made it warn that it cannot trace `_memprof.saved_unpack`), and
-/// the forward rows count what each module saved. (The backward rows are missing there: the
-/// C++ gradient hooks are left out of the compiled backward, docs/limits.md.)
+/// Compiled autograd (fixtures/compiled_autograd.py) unpacks the tensors memprof counted as
+/// tensors saved without a hook (with the stand-in there is none; the C++ hooks give it none to
+/// trace): the gradients are python's, dynamo is asked to trace nothing of memprof's (the
+/// Python hooks made it warn that it cannot trace `_memprof.saved_unpack`), and the forward rows
+/// count what each module saved. (The backward rows are missing there: the C++ gradient hooks
+/// are left out of the compiled backward, docs/limits.md.)
 #[test]
 fn a_backward_under_compiled_autograd_runs_as_without_memprof() {
     let plain = python_output(&root().join("fixtures").join("compiled_autograd.py"), &[]);
     assert_eq!(plain.code, 0, "{}", plain.stderr);
-    let (r, m) = modules_with_hooks("native", &["compiled_autograd.py"]);
-    assert_eq!(r.stdout, plain.stdout);
-    assert!(!r.stderr.contains("_memprof"), "{}", r.stderr);
-    for (module, saved) in [("", 5120), ("0", 1024), ("1", 2048), ("2", 2048)] {
-        assert_eq!(
-            int(&entry(&m, module, "forward")["saved_bytes"]),
-            saved,
-            "{module}"
-        );
+    for hooks in ["", "hooks"] {
+        let (r, m) = modules_with_hooks(hooks, &["compiled_autograd.py"]);
+        assert_eq!(r.stdout, plain.stdout, "{hooks}");
+        assert!(!r.stderr.contains("_memprof"), "{hooks}: {}", r.stderr);
+        for (module, saved) in [("", 5120), ("0", 1024), ("1", 2048), ("2", 2048)] {
+            assert_eq!(
+                int(&entry(&m, module, "forward")["saved_bytes"]),
+                saved,
+                "{hooks} {module}"
+            );
+        }
     }
 }

@@ -1,6 +1,8 @@
-//! `--modules`' bytes saved for backward, per forward pass and thread: the storages that the
-//! saved-tensors hooks see (src/python/ext/saved.rs's Python pack hook, or the native one in
-//! src/torch/cpp/saved_hooks.cpp, which calls `mp_rust_saved_tensor`), each counted once per
+//! `--modules`' bytes saved for backward, per forward pass and thread: the storages of the
+//! tensors autograd saves, as memprof's stand-in for SavedVariable's constructor sees them
+//! (src/torch/cpp/saved_interpose.cpp, no hook: it calls `mp_rust_saved_tensor` while the pass
+//! counts) or, where it cannot stand in, a saved-tensors hook does (src/python/ext/saved.rs's
+//! Python pack hook, or the native one in src/torch/cpp/saved_hooks.cpp), each counted once per
 //! pass, on the measured device only, never a parameter's. A root module call begins a pass
 //! (`begin`, with the storages of the root's parameters and buffers, which are not
 //! activations), each call reads the pass's running total when it starts and ends
@@ -36,8 +38,10 @@ pub fn set_parameter_check(check: ParameterCheck) {
 }
 
 /// A root module call starts a forward pass on this thread; `skip` holds the storages of its
-/// parameters and buffers.
-pub fn begin(device_index: c_int, skip: IntSet<usize>) {
+/// parameters and buffers; `interposed`: the stand-in for SavedVariable's constructor counts
+/// what the pass saves (else a hook does, or nothing).
+pub fn begin(device_index: c_int, skip: IntSet<usize>, interposed: bool) {
+    crate::torch::saved_counting(interposed);
     PASS.with(|p| {
         *p.borrow_mut() = Some(Pass {
             device_index,
@@ -54,6 +58,7 @@ pub fn pass_bytes() -> u64 {
 
 /// The root call ended: nothing is counted on this thread until the next one.
 pub fn end_pass() {
+    crate::torch::saved_counting(false);
     PASS.with(|p| *p.borrow_mut() = None);
 }
 
@@ -90,8 +95,9 @@ pub fn count(ptr: usize, nbytes: u64, is_parameter: impl FnOnce() -> bool) {
     });
 }
 
-/// The native pack hook saved the tensor whose TensorImpl is at `tensor_impl` on this thread.
-/// Called from C++ (src/torch/cpp/saved_hooks.cpp): never unwinds.
+/// Autograd saved the tensor whose TensorImpl is at `tensor_impl` on this thread, as the
+/// stand-in or the native pack hook saw it. Called from C++ (src/torch/cpp/saved_interpose.cpp,
+/// saved_hooks.cpp): never unwinds.
 pub extern "C" fn mp_rust_saved_tensor(tensor_impl: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
         let impl_ptr = tensor_impl as usize;

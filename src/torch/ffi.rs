@@ -134,6 +134,11 @@ shim_functions! {
     /// `--modules`' native saved-tensors hooks on where `pack` tops a thread's hook stack, or
     /// off (null) (saved_hooks.cpp): 1 on, 0 off, -1 not possible in this process.
     fn mp_native_saved_hooks(pack: *mut c_void) -> c_int;
+    /// Stands in for SavedVariable's constructor in torch's libraries (1) or stops (0)
+    /// (saved_interpose.cpp): the slots written, or -1 an error.
+    fn mp_saved_interpose(on: c_int) -> c_int;
+    /// Whether the calling thread's pass counts what the stand-in sees (saved_interpose.cpp).
+    fn mp_saved_counting(on: c_int);
 }
 
 static SHIM: OnceLock<Shim> = OnceLock::new();

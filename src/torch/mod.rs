@@ -77,6 +77,23 @@ pub unsafe fn native_saved_hooks(pack: usize) -> bool {
     unsafe { ffi::mp_native_saved_hooks(pack as *mut std::ffi::c_void) == 1 }
 }
 
+/// Counts saved tensors without hooks from now on (true: memprof stands in for SavedVariable's
+/// constructor in torch's libraries), or stops (false). True when it stands in.
+///
+/// # Safety
+/// libtorch must be loaded.
+pub unsafe fn saved_interpose(on: bool) -> bool {
+    // SAFETY: per the contract above; the shim catches every C++ exception.
+    unsafe { ffi::mp_saved_interpose(c_int::from(on)) > 0 }
+}
+
+/// Whether the calling thread's forward pass counts the tensors that the stand-in for
+/// SavedVariable's constructor sees (`saved_interpose`).
+pub fn saved_counting(on: bool) {
+    // SAFETY: sets a thread-local flag of the shim.
+    unsafe { ffi::mp_saved_counting(c_int::from(on)) }
+}
+
 /// Whether autograd records on this thread now (`torch.is_grad_enabled()`).
 ///
 /// # Safety

@@ -1,10 +1,12 @@
-//! `--modules`' saved-tensors hooks, the Python side: `_memprof.saved_pack`/`saved_unpack`, the
-//! hooks that modules.py pushes while a root module's forward runs, as native functions (no
-//! Python frame), and `saved_native`, which lets C++ hooks take their place where they top the
-//! hook stack (src/torch/cpp/saved_hooks.cpp: nothing of Python per saved tensor, in forward
-//! or backward). Both count through src/capture/saved.rs; a root call begins a pass
-//! (`saved_begin`, which reads the storages of the root's parameters and buffers). An
-//! `nn.Parameter`, or a view of one, never counts (one check here, for both).
+//! `--modules`' bytes saved for backward, the Python side. `saved_interpose` makes memprof stand
+//! in for SavedVariable's constructor (src/torch/cpp/saved_interpose.cpp: no hook, autograd
+//! saves as without memprof). Where it cannot, or MEMPROF_SAVED_HOOKS asks, saved-tensors
+//! hooks count instead: `_memprof.saved_pack`/`saved_unpack`, which modules.py pushes while a
+//! root module's forward runs, as native functions (no Python frame), and `saved_native`, which
+//! lets C++ hooks take their place where they top the hook stack (src/torch/cpp/saved_hooks.cpp).
+//! All count through src/capture/saved.rs; a root call begins a pass (`saved_begin`, which reads
+//! the storages of the root's parameters and buffers). An `nn.Parameter`, or a view of one, never
+//! counts (one check here, for all).
 use crate::capture::int_hash::IntSet;
 use crate::capture::saved;
 use pyo3::exceptions::PyRuntimeError;
@@ -22,13 +24,15 @@ static NATIVE_MARKER: Mutex<Option<Py<PyAny>>> = Mutex::new(None);
 
 /// A root module call starts a forward pass on this thread. `modules` are the root's modules:
 /// their parameters and buffers are state, not saved activations, as is any saved tensor of
-/// type `parameter` (`torch.nn.Parameter`, or a subclass).
+/// type `parameter` (`torch.nn.Parameter`, or a subclass). `interposed`: the stand-in for
+/// SavedVariable's constructor counts what this pass saves.
 #[pyfunction]
-#[pyo3(signature = (modules, device_index, parameter))]
+#[pyo3(signature = (modules, device_index, parameter, interposed=false))]
 fn saved_begin(
     modules: &Bound<'_, PyList>,
     device_index: Option<c_int>,
     parameter: Bound<'_, PyType>,
+    interposed: bool,
 ) {
     let device_index = device_index.unwrap_or(-1);
     if PARAMETER.get().is_none() {
@@ -58,7 +62,16 @@ fn saved_begin(
             }
         }
     }
-    saved::begin(device_index, skip);
+    saved::begin(device_index, skip, interposed);
+}
+
+/// Makes memprof stand in for SavedVariable's constructor in torch's libraries (true), so that
+/// passes begun with `interposed` count what autograd saves without any hook, or stops (false).
+/// True when it stands in; false when torch's libraries could not be read (hooks count then).
+#[pyfunction]
+fn saved_interpose(on: bool) -> bool {
+    // SAFETY: torch is loaded (modules.py calls this at a module's first call).
+    unsafe { crate::torch::saved_interpose(on) }
 }
 
 /// The address of a tensor's TensorImpl (its `_cdata`).
@@ -193,5 +206,6 @@ pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(saved_pack, m)?)?;
     m.add_function(wrap_pyfunction!(saved_unpack, m)?)?;
     m.add_function(wrap_pyfunction!(saved_native, m)?)?;
+    m.add_function(wrap_pyfunction!(saved_interpose, m)?)?;
     Ok(())
 }

@@ -10,8 +10,11 @@
 # (src/torch/cpp/grad_hooks.cpp, no Python in backward), or, with --history or a schedule of root
 # calls, by plain tensor hooks (which wrap nothing and return nothing); src/capture/backward.rs
 # keeps that state for both.
-# Bytes saved for backward are counted by a saved-tensors pack hook (native: src/python/ext/saved.rs)
-# pushed only while a root module's forward runs and the program has no such hook of its own.
+# Bytes saved for backward are counted without a hook: memprof stands in for SavedVariable's
+# constructor in torch's libraries (src/torch/cpp/saved_interpose.cpp), and a root module's
+# forward that the program runs under no saved-tensors hook of its own counts what it sees. Where
+# that cannot be done (or MEMPROF_SAVED_HOOKS=hooks|python asks), a pack hook counts instead
+# (src/python/ext/saved.rs, in C++ where it tops the stack), pushed only while such a forward runs.
 # Nothing here keeps a tensor alive beyond what autograd itself keeps. Sharded (DTensor)
 # parameters count by their local shard, with their full size beside it. With --warmup/--calls,
 # only the scheduled root calls (or the module calls inside the targets' measured calls) are
@@ -62,15 +65,17 @@ class _TensorHook:
 
 
 class _Pass:
-    """One forward pass of a root module on a thread: its root, whether memprof pushed its
-    saved-tensors hooks for it, and (with Python tensor hooks) the hook on each tensor version."""
+    """One forward pass of a root module on a thread: its root, whether it counts what autograd
+    saves (through memprof's stand-in, or the saved-tensors hooks memprof pushed for it), and
+    (with Python tensor hooks) the hook on each tensor version."""
 
-    __slots__ = ("root", "state", "pushed", "hooks")
+    __slots__ = ("root", "state", "counted", "pushed", "hooks")
 
     def __init__(self, root, state):
         self.root = root
         # The modules whose parameters and buffers are not activations.
         self.state = state
+        self.counted = False
         self.pushed = False
         # (id of a tensor, its version) -> its _TensorHook, while the pass's forward runs.
         self.hooks = {}
@@ -124,6 +129,9 @@ class Tracker:
         self.finish_pending = False
         # (torch.nn.Module, memprof's _call_impl, torch's) while memprof's is in its place.
         self.wrapped = None
+        # Saved tensors are counted by memprof's stand-in for SavedVariable's constructor (no
+        # hook); else by pushed hooks.
+        self.interposed = False
         # (id of the latest exception seen leaving a forward call, the calls running then).
         self.exception_active = (None, [])
 
@@ -224,11 +232,16 @@ class Tracker:
         torch = self.torch = sys.modules["torch"]
         self.tensor_type = torch.Tensor
         _memprof.modules_configure(torch.Tensor, self.native, bool(self.plan))
-        self._lend_hooks_to_disablers(torch._C._autograd)
-        # Where memprof's saved-tensors hooks top the stack, C++ does their work
-        # (src/torch/cpp/saved_hooks.cpp); MEMPROF_SAVED_HOOKS=python keeps them in Python.
-        if os.environ.get("MEMPROF_SAVED_HOOKS") != "python":
-            _memprof.saved_native(_memprof.saved_pack)
+        # Saved tensors counted without a hook (src/torch/cpp/saved_interpose.cpp); else by
+        # hooks, whose work C++ does where they top the stack (src/torch/cpp/saved_hooks.cpp).
+        # MEMPROF_SAVED_HOOKS=hooks asks for those, =python for the hooks in Python.
+        hooks = os.environ.get("MEMPROF_SAVED_HOOKS")
+        if hooks not in ("hooks", "python"):
+            self.interposed = _memprof.saved_interpose(True)
+        if not self.interposed:
+            self._lend_hooks_to_disablers(torch._C._autograd)
+            if hooks != "python":
+                _memprof.saved_native(_memprof.saved_pack)
         return torch
 
     def enter_slow(self, module, args, todo):
@@ -255,7 +268,8 @@ class Tracker:
         scope = _memprof.scope_open()
         if self.device_type == "cuda":
             self.device_index = _memprof.measured_device()
-        _memprof.saved_begin(pass_.state, self.device_index, torch.nn.Parameter)
+        _memprof.saved_begin(pass_.state, self.device_index, torch.nn.Parameter,
+                             pass_.counted and self.interposed)
         self.local.pass_ = pass_
         entry, keep = self._site(pass_.root, module, -1)
         return _memprof.module_enter_root(pass_.root, module, args, scope, entry, keep,
@@ -284,14 +298,16 @@ class Tracker:
         # saved_begin reads at each root call: parameters are swapped (FSDP2, `.to()`).
         self._name_in(module, module)
         pass_ = _Pass(module, list(self.names[module]))
-        # Not around a compiled module (dynamo would inline the hook into its graphs), and
-        # not over the program's own saved-tensors hooks (activation checkpointing,
-        # save_on_cpu): on top of them, memprof's would take their place.
+        # Not around a compiled module (dynamo would inline a hook into its graphs), and not
+        # under the program's own saved-tensors hooks (activation checkpointing, save_on_cpu):
+        # they decide what is kept (and memprof's hooks on top would take their place).
         if grad and not hasattr(module, "_orig_mod"):
             if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
-                torch._C._autograd._push_saved_tensors_default_hooks(
-                    _memprof.saved_pack, _memprof.saved_unpack)
-                pass_.pushed = True
+                pass_.counted = True
+                if not self.interposed:
+                    torch._C._autograd._push_saved_tensors_default_hooks(
+                        _memprof.saved_pack, _memprof.saved_unpack)
+                    pass_.pushed = True
             else:
                 self.unmeasured_passes += 1
         return pass_
@@ -608,7 +624,9 @@ def uninstall():
     """The schedule is complete: module calls run without memprof from now on."""
     global _unmeasured
     _unmeasured = _always
-    _memprof.saved_native(None)
+    if _tracker is not None and _tracker.torch is not None:  # torch's libraries were read
+        _memprof.saved_native(None)
+        _memprof.saved_interpose(False)
     if _tracker is not None and _tracker.wrapped is not None:
         module_cls, ours, original = _tracker.wrapped
         # Unless something wrapped it again since (then ours stays, passing calls through).
