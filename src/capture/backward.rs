@@ -47,28 +47,31 @@ fn lock() -> MutexGuard<'static, Option<State>> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Hooks the node that produced a tensor (its TensorImpl address, a Python tensor's `_cdata`)
-/// for module call `token`: `output` for one of the call's outputs, else one of its inputs.
-/// True when hooked; false for a leaf (no node) or an error.
-pub fn hook(tensor_impl: usize, token: u64, output: bool) -> bool {
+/// Hooks the nodes that produced tensors (their TensorImpl addresses, Python tensors' `_cdata`)
+/// for module call `token`: `output` for the call's outputs, else its inputs. True when any was
+/// hooked (a leaf has no node; an error hooks nothing).
+pub fn hook(tensor_impls: &[usize], token: u64, output: bool) -> bool {
     let kind = if output { OUTPUT_READY } else { INPUT_READY };
-    // SAFETY: the caller holds the tensor (and the GIL) for the duration of the call.
-    let hooked = unsafe { crate::torch::grad_hook(tensor_impl, token, kind) };
-    if hooked {
-        note_hooked(token, output, true);
+    let hooked = tensor_impls
+        .iter()
+        // SAFETY: the caller holds the tensors (and the GIL) for the duration of the call.
+        .filter(|&&t| unsafe { crate::torch::grad_hook(t, token, kind) })
+        .count() as u32;
+    if hooked > 0 {
+        note_hooked(token, output, hooked, true);
     }
-    hooked
+    hooked > 0
 }
 
 /// With Python tensor hooks (--history, a schedule of root calls): call `token` has a hooked
 /// output, or one more hooked input. Such calls stay known until the run ends.
 pub fn register(token: u64, output: bool) {
-    note_hooked(token, output, false);
+    note_hooked(token, output, 1, false);
 }
 
-/// Counts a hooked input (or notes an output) of call `token`; a C++ hook is also counted until
-/// it is freed with its graph.
-fn note_hooked(token: u64, output: bool, freed_later: bool) {
+/// Counts `n` hooked inputs (or notes outputs) of call `token`; C++ hooks are also counted
+/// until they are freed with their graph.
+fn note_hooked(token: u64, output: bool, n: u32, freed_later: bool) {
     let mut guard = lock();
     let call = guard
         .get_or_insert_with(State::default)
@@ -76,10 +79,10 @@ fn note_hooked(token: u64, output: bool, freed_later: bool) {
         .entry(token)
         .or_default();
     if freed_later {
-        call.hooks += 1;
+        call.hooks += n;
     }
     if !output {
-        call.inputs += 1;
+        call.inputs += n;
     }
 }
 

@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple, PyType, PyWeakrefReference};
 use std::cell::RefCell;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Timeline items kept in the report; later calls are counted as dropped.
@@ -80,6 +81,12 @@ thread_local! {
     static THREAD: RefCell<ThreadCalls> = RefCell::new(ThreadCalls::default());
 }
 
+/// The tracker's settings (modules_configure), read on every call without the lock: the
+/// backward is measured by C++ hooks (else Python tensor hooks, which need follow-ups), and
+/// checkpoint suggestions need each call's input bytes.
+static NATIVE: AtomicBool = AtomicBool::new(false);
+static PLAN: AtomicBool = AtomicBool::new(false);
+
 /// A module under a root, found once: its forward entry.
 struct Site {
     root: Py<PyWeakrefReference>,
@@ -111,10 +118,6 @@ struct Slot {
 
 #[derive(Default)]
 struct Tracker {
-    /// The backward is measured by C++ hooks (else Python tensor hooks, which need follow-ups).
-    native: bool,
-    /// Checkpoint suggestions: each call's input bytes are counted.
-    plan: bool,
     sites: IntMap<(usize, usize), Site>,
     /// Sites alive at the last sweep of dead ones.
     sites_live: usize,
@@ -257,18 +260,19 @@ fn grad_enabled() -> bool {
     unsafe { crate::torch::grad_enabled() }
 }
 
-/// The TensorImpl addresses (`_cdata`) of the tensors among `values`.
-fn tensor_impls(values: &Bound<'_, PyTuple>) -> Vec<usize> {
+/// Adds the TensorImpl addresses (`_cdata`) of the tensors among `values` to `out`.
+fn tensor_impls(values: &Bound<'_, PyTuple>, out: &mut Vec<usize>) {
     let py = values.py();
     let Some(tensor) = TENSOR_TYPE.get() else {
-        return Vec::new();
+        return;
     };
     let tensor = tensor.bind(py);
-    values
-        .iter()
-        .filter(|v| v.is_instance(tensor).unwrap_or(false))
-        .filter_map(|v| super::saved::tensor_impl(&v).ok())
-        .collect()
+    out.extend(
+        values
+            .iter()
+            .filter(|v| v.is_instance(tensor).unwrap_or(false))
+            .filter_map(|v| super::saved::tensor_impl(&v).ok()),
+    );
 }
 
 /// Calls `f` with the TensorImpl address of each tensor in a module's output: the output
@@ -329,17 +333,22 @@ fn enter(
     entry: u32,
     scope: Option<u64>,
 ) -> Entered {
-    let (native, plan) = with_tracker(|t| (t.native, t.plan));
+    let (native, plan) = (NATIVE.load(Ordering::Relaxed), PLAN.load(Ordering::Relaxed));
     let grad = grad_enabled();
     // Python is read first, with no lock held.
-    let impls = if (grad && native) || plan {
-        tensor_impls(args)
-    } else {
-        Vec::new()
-    };
+    let mut impls = Vec::new();
+    if (grad && native) || plan {
+        tensor_impls(args, &mut impls);
+    }
     let token = scope.unwrap_or_else(|| recorder::with(|r| r.open_scope()).unwrap_or(0));
     let saved_from = crate::capture::saved::pass_bytes();
-    let slot = with_tracker(|t| t.slot(entry));
+    let hooked = grad && native && crate::capture::backward::hook(&impls, token, false);
+    let slot = with_tracker(|t| {
+        if hooked {
+            t.hooked.insert(token, entry);
+        }
+        t.slot(entry)
+    });
     THREAD.with(|th| {
         let mut th = th.borrow_mut();
         let th = &mut *th;
@@ -367,15 +376,6 @@ fn enter(
             slot,
         });
     });
-    if grad && native {
-        let mut hooked = false;
-        for &t in &impls {
-            hooked |= crate::capture::backward::hook(t, token, false);
-        }
-        if hooked {
-            with_tracker(|t| t.hooked.insert(token, entry));
-        }
-    }
     (!native).then_some((FOLLOW_UP, token, i64::from(entry)))
 }
 
@@ -467,7 +467,7 @@ type Exited = Option<(u8, u64, i64, i64, bool)>;
 #[pyfunction]
 fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
     let id = module.as_ptr() as usize;
-    let native = with_tracker(|t| t.native);
+    let native = NATIVE.load(Ordering::Relaxed);
     // Pop this module's call (and any whose post-hook an exception skipped), each ended here.
     let (token, entry, parent, root) = THREAD.with(|th| {
         let mut th = th.borrow_mut();
@@ -506,9 +506,9 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
     let mut hooked = false;
     if native && !output.is_none() && grad_enabled() {
         if let Some(tensor) = TENSOR_TYPE.get() {
-            for_each_output(output, tensor.bind(output.py()), 0, &mut |t| {
-                hooked |= crate::capture::backward::hook(t, token, true);
-            });
+            let mut impls = Vec::new();
+            for_each_output(output, tensor.bind(output.py()), 0, &mut |t| impls.push(t));
+            hooked = crate::capture::backward::hook(&impls, token, true);
         }
     }
     if hooked {
@@ -561,10 +561,8 @@ fn modules_configure(tensor_type: Bound<'_, PyType>, native: bool, plan: bool) {
     // A fresh tracker: the module tracker that configures it is a new one (each in-process
     // session has its own), and its entries are numbered from 0.
     *lock() = Some(Tracker::default());
-    with_tracker(|t| {
-        t.native = native;
-        t.plan = plan;
-    });
+    NATIVE.store(native, Ordering::Relaxed);
+    PLAN.store(plan, Ordering::Relaxed);
 }
 
 /// A new forward entry; returns its id.
