@@ -175,29 +175,31 @@ def check_tensors(memprof, python):
 
 
 def check_saved_hooks(memprof, python):
-    """`--modules`' saved-tensors hooks in C++ on the venv's torch (src/torch/cpp/saved_hooks.cpp):
-    the program counts the tensor objects python leaves it, and every module row equals the
-    one the Python hooks give (MEMPROF_SAVED_HOOKS=python)."""
+    """How `--modules` counts saved bytes on the venv's torch: without a hook by default
+    (src/torch/cpp/saved_interpose.cpp), the program seeing the tensor objects and the
+    saved-tensors hooks (none) that python gives it; and every module row the same as with the
+    hooks in C++ (MEMPROF_SAVED_HOOKS=hooks) and in Python (=python)."""
     plain = run([str(python), "saved_objects.py"])
     r = run([str(memprof), "run", "--modules", "-o", "/tmp/memprof-wheel-objects.json",
              "saved_objects.py"])
     same = r.returncode == 0 and plain.stdout and r.stdout == plain.stdout
-    check(same, "--modules leaves the program the tensor objects python leaves it",
+    check(same, "--modules leaves the program the tensor objects and hooks python leaves it",
           "" if same else r.stdout + r.stderr[-1000:])
     rows = []
-    for hooks in ("native", "python"):
-        out = f"/tmp/memprof-wheel-saved-{hooks}.json"
+    for hooks in ("", "hooks", "python"):
+        out = f"/tmp/memprof-wheel-saved-{hooks or 'none'}.json"
         r = run([str(memprof), "--device", "cpu", "run", "--modules", "--format", "json", "-o",
                  out, "cnn.py", "float32", "3"], {"MEMPROF_SAVED_HOOKS": hooks})
-        check(r.returncode == 0, f"memprof run --modules cnn.py, {hooks} hooks (exit 0)",
+        check(r.returncode == 0, f"memprof run --modules cnn.py, hooks {hooks!r} (exit 0)",
               r.stderr[-2000:])
         if r.returncode != 0:
             return
         rows.append([(e["module"], e["phase"], e["calls"], e.get("saved_bytes"), e["peak_bytes"])
                      for e in json.load(open(out))["modules"]["modules"]])
-    check(rows[0] == rows[1] and any(row[3] for row in rows[0]),
-          "--modules: every row the same with the hooks in C++ as in Python",
-          "" if rows[0] == rows[1] else rows)
+    same = rows[0] == rows[1] == rows[2]
+    check(same and any(row[3] for row in rows[0]),
+          "--modules: every row the same without a hook as with the hooks in C++ and in Python",
+          "" if same else rows)
 
 
 def check_snapshot(memprof):
