@@ -694,6 +694,32 @@ fn a_forward_leaves_the_program_the_tensor_objects_python_leaves_it() {
     assert_ne!(python_hooks.stdout, plain.stdout);
 }
 
+/// torch's own error from inside SavedVariable's constructor (an inference tensor saved for
+/// backward, fixtures/inference_saved.py) passes through memprof's stand-in for it: the program
+/// catches it and goes on as under python.
+#[test]
+fn an_error_saving_a_tensor_reaches_the_program_as_without_memprof() {
+    let plain = python_output(&root().join("fixtures").join("inference_saved.py"), &[]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert!(
+        plain
+            .stdout
+            .contains("error: Inference tensors cannot be saved"),
+        "{}",
+        plain.stdout
+    );
+    let (r, m) = modules_with_hooks("", &["inference_saved.py"]);
+    assert_eq!(r.stdout, plain.stdout);
+    // What the second call saved: its 2 x 4 float32 input (the weight is a parameter); the
+    // first call's inference tensor was never saved.
+    let root = entry(&m, "", "forward");
+    assert_eq!(
+        (int(&root["calls"]), int(&root["saved_bytes"])),
+        (2, 32),
+        "{m:#}"
+    );
+}
+
 /// Compiled autograd (fixtures/compiled_autograd.py) unpacks the tensors memprof counted as
 /// tensors saved without a hook (with the stand-in there is none; the C++ hooks give it none to
 /// trace): the gradients are python's, dynamo is asked to trace nothing of memprof's (the
