@@ -66,17 +66,16 @@ class _TensorHook:
 
 class _Pass:
     """One forward pass of a root module on a thread: its root, whether it counts what autograd
-    saves (through memprof's stand-in, or the saved-tensors hooks memprof pushed for it), and
-    (with Python tensor hooks) the hook on each tensor version."""
+    saves (through memprof's stand-in, or else the saved-tensors hooks memprof pushed for it),
+    and (with Python tensor hooks) the hook on each tensor version."""
 
-    __slots__ = ("root", "state", "counted", "pushed", "hooks")
+    __slots__ = ("root", "state", "counted", "hooks")
 
     def __init__(self, root, state):
         self.root = root
         # The modules whose parameters and buffers are not activations.
         self.state = state
         self.counted = False
-        self.pushed = False
         # (id of a tensor, its version) -> its _TensorHook, while the pass's forward runs.
         self.hooks = {}
 
@@ -307,7 +306,6 @@ class Tracker:
                 if not self.interposed:
                     torch._C._autograd._push_saved_tensors_default_hooks(
                         _memprof.saved_pack, _memprof.saved_unpack)
-                    pass_.pushed = True
             else:
                 self.unmeasured_passes += 1
         return pass_
@@ -363,9 +361,9 @@ class Tracker:
         self.local.pass_ = None
         if pass_ is not None:
             pass_.hooks = {}
-            if pass_.pushed:
+            if pass_.counted and not self.interposed:  # memprof pushed its hooks for it
                 self.torch._C._autograd._pop_saved_tensors_default_hooks()
-                pass_.pushed = False
+                pass_.counted = False
         if self.finish_pending and not hooked:
             # The last scheduled root call, with no backward to wait for: stop now; else
             # when its backward pass ends (or when the next root call starts).
