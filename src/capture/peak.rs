@@ -5,7 +5,10 @@
 //! copied at the moment `allocated_bytes.all.current` reached its maximum: for the whole run, and
 //! for each targeted function while its calls run; the same events feed the run's timeline
 //! (`timeline`, bounded). Its memory is the live blocks and the distinct sites, never the run's
-//! length. Uses `torch` (device stats), `int_hash` and `timeline`.
+//! length. The reporter queues the events and the tracker records them in batches (`queue`).
+//! Uses `torch` (device stats), `int_hash` and `timeline`.
+mod queue;
+
 use super::growth::Ledger;
 use super::int_hash::IntMap;
 use super::timeline::{self, MarkKind, Timeline};
@@ -252,6 +255,9 @@ struct Watch {
     copy: Option<Composition>,
     /// Calls of the function running now (the run's watch is always on).
     active: u32,
+    /// A compiled graph's buffers count towards it (`attribute_site`), whether or not a call
+    /// of it runs.
+    compiled: bool,
 }
 
 /// A site's counts beside its live bytes.
@@ -306,9 +312,14 @@ pub struct Tracker {
     started: Instant,
     /// `--trace`: every allocation and free seen, in order.
     trace: Option<TraceLog>,
-    /// The size requested and the stream of the allocation reported next (the CUDA
+    /// The size requested and the stream of the allocation recorded next (the CUDA
     /// allocator's trace entry), for the trace.
     requested: Option<(i64, u64)>,
+    /// The `--modules` forward entry (+1; 0: none) of the allocation recorded next, for the
+    /// trace.
+    module: u32,
+    /// Which blocks a copy of a maximum holds, for the queue.
+    held: queue::Held,
     /// The run's memory over time (always on, bounded).
     timeline: Timeline,
     /// Which sites grow from one optimizer step to the next, and from one call of each
@@ -430,6 +441,8 @@ impl Default for Tracker {
             started: Instant::now(),
             trace: None,
             requested: None,
+            module: 0,
+            held: queue::Held::default(),
             timeline: Timeline::default(),
             steps: Ledger::default(),
             calls: IntMap::default(),
@@ -524,6 +537,12 @@ impl Tracker {
         if self.live.contains_key(&ptr) {
             self.free(ptr, self.freed_now(false, UNKNOWN_SITE));
         }
+        if !in_backward {
+            let live = &self.live;
+            self.held.allocated(self.serial, ptr, live.len(), |s, p| {
+                live.get(&p).is_some_and(|b| b.serial == s)
+            });
+        }
         self.live.insert(
             ptr,
             Block {
@@ -546,7 +565,7 @@ impl Tracker {
                 bytes,
                 requested,
                 site,
-                module: THREAD_MODULE.with(|m| m.get()),
+                module: self.module,
                 stream,
             });
         }
@@ -601,6 +620,9 @@ impl Tracker {
         let Some(block) = self.live.remove(&ptr) else {
             return false;
         };
+        if self.held_by_copies(&block) {
+            self.held.released(ptr);
+        }
         let role = if block.role == Role::Other {
             let fate = Role::fate(&block, ending);
             self.name_in_copies(&block, fate);
@@ -652,6 +674,12 @@ impl Tracker {
         for b in self.live.values() {
             self.timeline.inherited(b.site, b.bytes);
         }
+        self.held.restart(
+            self.live
+                .iter()
+                .filter(|(_, b)| !b.in_backward)
+                .map(|(&p, b)| (b.serial, p)),
+        );
         self.steps = Ledger::default();
         self.calls.clear();
     }
@@ -663,6 +691,7 @@ impl Tracker {
 
     /// Records every allocation and free from now on (`--trace`), up to `max` events.
     pub fn record_trace(&mut self, max: usize) {
+        TRACING.store(true, Ordering::Relaxed);
         self.trace = Some(TraceLog {
             events: Vec::new(),
             truncated: false,
@@ -702,6 +731,7 @@ impl Tracker {
 
     /// The recorded trace, if one was asked for.
     pub fn take_trace(&mut self) -> Option<TraceLog> {
+        TRACING.store(false, Ordering::Relaxed);
         self.trace.take()
     }
 
@@ -920,8 +950,12 @@ impl Tracker {
         if b.role == role {
             return;
         }
+        let block = *b;
         let (old, site, bytes, serial) = (b.role, b.site, b.bytes, b.serial);
         b.role = role;
+        if self.held_by_copies(&block) {
+            self.held.released(ptr);
+        }
         let mut live_roles = std::mem::take(&mut self.site_roles);
         let copies = self.copies_holding(serial).map(|c| &mut c.role_bytes);
         for map in std::iter::once(&mut live_roles).chain(copies) {
@@ -968,7 +1002,7 @@ impl Tracker {
         for &id in ids {
             if !known.contains(&id) {
                 known.push(id);
-                self.functions.entry(id).or_default();
+                self.functions.entry(id).or_default().compiled = true;
             }
         }
     }
@@ -1014,6 +1048,7 @@ impl Tracker {
     /// Copies every pending maximum now (the end of a run, of a call).
     fn settle(&mut self) {
         let now = self.composition();
+        let mut copied = false;
         for w in std::iter::once(&mut self.whole).chain(self.functions.values_mut()) {
             if w.dirty {
                 w.dirty = false;
@@ -1022,8 +1057,48 @@ impl Tracker {
                     unseen_bytes: w.max - self.seen_total,
                     ..now.clone()
                 });
+                copied = true;
             }
         }
+        if copied {
+            let live = &self.live;
+            self.held.copied(self.serial, |s, p| {
+                live.get(&p)
+                    .is_some_and(|b| b.serial == s && b.role == Role::Other)
+            });
+        }
+    }
+
+    /// Whether a copy of a maximum holds `b`, a live block, so that its free needs the freeing
+    /// line (`needs_free_site` without the pending maxima).
+    fn held_by_copies(&self, b: &Block) -> bool {
+        b.role == Role::Other && !b.in_backward && b.serial <= self.held.copied_at
+    }
+
+    /// For the queue: whether a maximum is pending (the next free copies it), and the lowest
+    /// maximum an allocation can raise (i64::MAX: none).
+    fn raisable(&self) -> (bool, i64) {
+        let raisable = self
+            .functions
+            .values()
+            .filter(|w| w.active > 0 || w.compiled);
+        let pending = self.watches().any(|w| w.dirty);
+        let threshold = std::iter::once(&self.whole)
+            .chain(raisable)
+            .map(|w| w.max)
+            .min()
+            .unwrap_or(i64::MAX);
+        (pending, threshold)
+    }
+
+    /// Records a queued event.
+    fn take(&mut self, q: queue::Queued) {
+        self.requested = q.requested;
+        self.module = q.module;
+        if q.tag != 0 && q.event.bytes > 0 {
+            self.count_tagged(q.tag, q.event.bytes, q.in_pool);
+        }
+        self.record(q.event);
     }
 
     /// The run's maximum and its sites (None before any allocation).
@@ -1051,6 +1126,8 @@ impl Tracker {
 pub static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
 /// Whether the reporter hands allocations to the tracker (checked before any lock).
 static ON: AtomicBool = AtomicBool::new(false);
+/// Whether a trace is recorded (the reporter then reads the module running at each event).
+static TRACING: AtomicBool = AtomicBool::new(false);
 /// CUDA graphs' captures (and CUDA-graph trees' warm-ups in their pools) under way: what is
 /// allocated meanwhile goes to a private pool.
 static GRAPH_POOL_WINDOWS: AtomicU32 = AtomicU32::new(0);
@@ -1172,13 +1249,55 @@ pub fn restart() {
     }
 }
 
-/// Runs `f` on the tracker, if there is one.
+/// Runs `f` on the tracker, if there is one (every event before it recorded).
 pub fn with<T>(f: impl FnOnce(&mut Tracker) -> T) -> Option<T> {
     lock().as_mut().map(f)
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Option<Tracker>> {
-    TRACKER.lock().unwrap_or_else(|e| e.into_inner())
+/// The tracker, with the events queued so far recorded (and the site attributions found so
+/// far taken); the queue learns the tracker's state when the lock is let go.
+fn lock() -> Locked {
+    let mut tracker = TRACKER.lock().unwrap_or_else(|e| e.into_inner());
+    let batch = queue::take();
+    if let Some(t) = tracker.as_mut() {
+        // No panic may leave here: this runs inside the allocator, and under the program's
+        // calls into memprof.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for q in batch {
+                t.take(q);
+            }
+            if HAS_PENDING.load(Ordering::Acquire) && HAS_PENDING.swap(false, Ordering::AcqRel) {
+                let pending =
+                    std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner()));
+                for (s, ids) in pending {
+                    t.attribute_site(s, &ids);
+                }
+            }
+        }));
+    }
+    Locked(tracker)
+}
+
+/// The tracker's lock, held: tells the queue what it decides by when let go.
+struct Locked(std::sync::MutexGuard<'static, Option<Tracker>>);
+
+impl std::ops::Deref for Locked {
+    type Target = Option<Tracker>;
+    fn deref(&self) -> &Option<Tracker> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Locked {
+    fn deref_mut(&mut self) -> &mut Option<Tracker> {
+        &mut self.0
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        queue::publish(self.0.as_mut());
+    }
 }
 
 /// Called by the shim's reporter for every allocation and free on the measured device, inside
@@ -1186,6 +1305,8 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Tracker>> {
 /// `backward_site`: the site of the backward this allocation works for (0: none); `has_totals`:
 /// whether `total`/`reserved` are the allocator's (CUDA); `requested` (> 0 when known) and
 /// `stream`: what the allocation asked for, from the CUDA allocator's trace entry (`--trace`).
+/// What must be read now is (the site, the line's tag, the module running); the tracker records
+/// the event later, in a batch (`queue`).
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn mp_rust_allocation_event(
@@ -1203,7 +1324,7 @@ pub extern "C" fn mp_rust_allocation_event(
     }
     let _ = std::panic::catch_unwind(|| {
         let in_backward = backward_site != 0;
-        let mut found = if bytes > 0 {
+        let found = if bytes > 0 {
             match resolve() {
                 Found {
                     site: UNKNOWN_SITE,
@@ -1225,46 +1346,57 @@ pub extern "C" fn mp_rust_allocation_event(
         } else {
             Found::default()
         };
-        let totals = (has_totals != 0).then_some((total, reserved));
         if has_totals != 0 && bytes > 0 {
             super::device_use::first_allocation(reserved);
         }
-        let mut tracker = lock();
-        if bytes < 0 && !in_backward && tracker.as_ref().is_some_and(|t| t.needs_free_site(ptr)) {
-            // A block of a peak freed outside a backward pass: the line freeing it says whether
-            // it was its own line's temporary. The walk runs outside the tracker's lock, as an
-            // allocation's does (the allocator's lock keeps `ptr` from being reused); most frees
-            // need none and take the lock once.
-            drop(tracker);
-            found = resolve();
-            tracker = lock();
-        }
-        if let Some(t) = tracker.as_mut() {
-            // A load first: the swap's write on every allocation would bounce the flag's cache
-            // line between allocating threads.
-            if HAS_PENDING.load(Ordering::Acquire) && HAS_PENDING.swap(false, Ordering::AcqRel) {
-                let pending =
-                    std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner()));
-                for (s, ids) in pending {
-                    t.attribute_site(s, &ids);
-                }
-            }
-            t.requested = (requested > 0).then_some((requested, stream));
-            if found.tag != 0 && bytes > 0 {
-                t.count_tagged(
-                    found.tag,
-                    bytes,
-                    GRAPH_POOL_WINDOWS.load(Ordering::Relaxed) > 0,
-                );
-            }
-            t.record(Event {
+        let mut q = queue::Queued {
+            event: Event {
                 ptr,
                 bytes,
                 site: found.site,
                 in_backward,
                 in_module: found.in_module,
-                totals,
-            });
+                totals: (has_totals != 0).then_some((total, reserved)),
+            },
+            tag: found.tag,
+            in_pool: found.tag != 0 && GRAPH_POOL_WINDOWS.load(Ordering::Relaxed) > 0,
+            requested: (requested > 0).then_some((requested, stream)),
+            module: if TRACING.load(Ordering::Relaxed) {
+                THREAD_MODULE.with(|m| m.get())
+            } else {
+                0
+            },
+        };
+        // A site attribution found by this event's walk applies from this event on: the queue
+        // is recorded first, then the attribution, then the event.
+        let offer = if HAS_PENDING.load(Ordering::Acquire) {
+            queue::Offer::Decide
+        } else {
+            queue::offer(q)
+        };
+        match offer {
+            queue::Offer::Queued => {}
+            queue::Offer::Full => drop(lock()),
+            queue::Offer::Decide => {
+                let mut tracker = lock();
+                if bytes < 0
+                    && !in_backward
+                    && tracker.as_ref().is_some_and(|t| t.needs_free_site(ptr))
+                {
+                    // A block of a peak freed outside a backward pass: the line freeing it
+                    // says whether it was its own line's temporary. The walk runs outside the
+                    // tracker's lock, as an allocation's does (the allocator's lock keeps `ptr`
+                    // from being reused).
+                    drop(tracker);
+                    let found = resolve();
+                    q.event.site = found.site;
+                    q.event.in_module = found.in_module;
+                    tracker = lock();
+                }
+                if let Some(t) = tracker.as_mut() {
+                    t.take(q);
+                }
+            }
         }
     });
 }

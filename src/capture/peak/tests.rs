@@ -220,3 +220,82 @@ fn a_line_run_again_after_a_backward_frees_no_temporary_of_its_own() {
     assert_eq!(peak.role_bytes.get(&(7, Role::Activations)), Some(&10));
     assert_eq!(peak.role_bytes.get(&(7, Role::Temporaries)), None);
 }
+
+/// What the reporter's queue is told a copy of a maximum holds is what `needs_free_site` says,
+/// event after event, and no allocation at or below the threshold it is told sets a maximum:
+/// a pseudo-random run of allocations and frees (a quarter by backward passes), calls of two
+/// targeted functions, backward passes' gradients and roles learnt on the way.
+#[test]
+fn the_queue_is_told_exactly_which_frees_need_their_line() {
+    let mut t = Tracker::default();
+    let mut told = crate::capture::int_hash::IntSet::default();
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut live: Vec<u64> = Vec::new();
+    let mut active = [0u32; 2];
+    let (mut needed, mut held_seen, mut maxima) = (0, 0, 0);
+    for ptr in 1..=30_000u64 {
+        let (pending_before, threshold) = t.raisable();
+        match next(100) {
+            0..=49 => {
+                let bytes = 1 + next(1000) as i64;
+                t.on_event(ptr, bytes, 1 + next(20) as u32, next(4) == 0, None);
+                live.push(ptr);
+                let (pending, _) = t.raisable();
+                if pending && !pending_before {
+                    maxima += 1;
+                    assert!(
+                        t.last_total > threshold,
+                        "a maximum set at or below the threshold"
+                    );
+                }
+            }
+            50..=94 if !live.is_empty() => {
+                let p = live.swap_remove(next(live.len() as u64) as usize);
+                let bytes = t.block(p).expect("live").2;
+                t.on_event(p, -bytes, 0, next(4) == 0, None);
+            }
+            95 | 96 if !live.is_empty() => {
+                let p = live[next(live.len() as u64) as usize];
+                t.mark_role(
+                    p,
+                    [Role::Parameters, Role::OptimizerState][next(2) as usize],
+                );
+            }
+            97 => {
+                let f = next(2) as usize;
+                if active[f] > 0 && next(2) == 0 {
+                    active[f] -= 1;
+                    t.function_ended(f as u64 + 1);
+                } else {
+                    active[f] += 1;
+                    t.function_started(f as u64 + 1);
+                }
+            }
+            98 => {
+                let since = t.backward_started(3);
+                t.mark_gradients(since.saturating_sub(next(50)));
+            }
+            _ => {}
+        }
+        t.held.tell(&mut told);
+        if t.raisable().0 {
+            continue; // every free is decided by the tracker until the maximum is copied
+        }
+        for &p in &live {
+            let needs = t.needs_free_site(p);
+            assert_eq!(told.contains(&p), needs, "block {p} after event {ptr}");
+            needed += usize::from(needs);
+        }
+        held_seen = held_seen.max(told.len());
+    }
+    assert!(
+        needed > 1000 && held_seen > 10 && maxima > 10,
+        "{needed} {held_seen} {maxima}"
+    );
+}
