@@ -105,7 +105,16 @@ pub struct Chain {
     pub site_generation: u32,
     pub context_generation: u32,
     pub in_module: bool,
+    /// The sites the table named for this chain's instructions lately: (site frame's offset,
+    /// context frame's offset, site id, tag); a site id of 0 is an empty entry. An allocation
+    /// made again at one of them needs no look into the table (nor its lock).
+    named: [(i32, i32, u32, u32); NAMED],
+    next_named: usize,
 }
+
+/// Instructions remembered per chain: a layer's chain serves the lines of its caller that call it
+/// (a bottleneck block's three convolutions and its downsampling).
+const NAMED: usize = 8;
 
 /// What a chain found again gives: the instructions of its site and context frames now, with
 /// their codes' generations (the site table's cache key), and whether a module call is on it.
@@ -113,6 +122,10 @@ pub struct Replayed {
     pub site: (u32, i32),
     pub context: (u32, i32),
     pub in_module: bool,
+    /// The site id and tag the table named these instructions, where the chain remembers them.
+    pub named: Option<(u32, u32)>,
+    /// The chain's slot, to `remember` the table's answer in.
+    pub slot: usize,
 }
 
 thread_local! {
@@ -141,6 +154,7 @@ pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -
         .try_with(|chains| {
             let chains = chains.borrow();
             let mut chain: Option<&Chain> = None;
+            let mut slot_of_chain = 0;
             let mut at = 0;
             let (mut site, mut context) = (0, 0);
             let (mut any, mut whole) = (false, false);
@@ -151,6 +165,7 @@ pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -
                     None => match chains.get(slot(f)) {
                         Some(c) if c.epoch == epoch && !c.frames.is_empty() => {
                             chain = Some(c);
+                            slot_of_chain = slot(f);
                             c
                         }
                         _ => return false,
@@ -175,12 +190,35 @@ pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -
                     site: (c.site_generation, site),
                     context: (c.context_generation, context),
                     in_module: c.in_module,
+                    named: c
+                        .named
+                        .iter()
+                        .find(|n| n.2 != 0 && n.0 == site && n.1 == context)
+                        .map(|n| (n.2, n.3)),
+                    slot: slot_of_chain,
                 }),
                 None if !any => Replay::NoFrames,
                 None => Replay::Missed,
             }
         })
         .unwrap_or(Replay::Missed)
+}
+
+/// The table named the instructions `r` replayed to (noted in `epoch`) as `site` with `tag`:
+/// the chain remembers it, if it is still the one in its slot.
+pub fn remember(epoch: u64, r: &Replayed, site: u32, tag: u32) {
+    let _ = CHAINS.try_with(|chains| {
+        let mut chains = chains.borrow_mut();
+        let Some(c) = chains.get_mut(r.slot) else {
+            return;
+        };
+        if c.epoch != epoch || site == 0 {
+            return;
+        }
+        let i = c.next_named;
+        c.named[i] = (r.site.1, r.context.1, site, tag);
+        c.next_named = (i + 1) % NAMED;
+    });
 }
 
 /// Notes a full walk's chain (made in `epoch`), in the slot of its innermost frame.

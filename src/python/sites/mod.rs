@@ -442,6 +442,13 @@ pub(crate) fn site_here() -> peak::Found {
             // A thread that runs no Python now (autograd's device threads): no site, and no lock.
             memo::Replay::NoFrames => return NONE,
             memo::Replay::Found(r) => {
+                if let Some((site, tag)) = r.named {
+                    return peak::Found {
+                        site,
+                        tag,
+                        in_module: r.in_module,
+                    };
+                }
                 let key = (
                     (r.site.0, r.site.1, 0),
                     (r.context.0, r.context.1, 0),
@@ -450,6 +457,8 @@ pub(crate) fn site_here() -> peak::Found {
                 let table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(&(site, tag)) = table.as_ref().and_then(|t| t.by_instruction.get(&key))
                 {
+                    drop(table);
+                    memo::remember(epoch, &r, site, tag);
                     return peak::Found {
                         site,
                         tag,
