@@ -67,6 +67,15 @@ void atomic_max(std::atomic<int64_t>& slot, int64_t value) {
   }
 }
 
+// Adds to a counter that one thread at a time writes: the CUDA caching allocator reports with
+// its device's lock held, so the reporter's device counters need no locked instruction (each
+// makes the allocating thread wait for its pending stores, a cost paid at every allocation and
+// free); readers on other threads still read whole values. The CPU's reports come from any
+// thread at once, and keep fetch_add.
+void serial_add(std::atomic<int64_t>& slot, int64_t value) {
+  slot.store(slot.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
+}
+
 // Counters for one device, fed by the allocator's reports.
 struct Tally {
   // CUDA: the allocator passes its own totals (allocated_bytes.all.current and
@@ -180,7 +189,7 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
       return;
     }
     if (device.index() != device_index.load(std::memory_order_relaxed)) return;
-    own_device.fetch_add(size, std::memory_order_relaxed);
+    serial_add(own_device, size);
     remember(ptr, size);
     int64_t requested = 0;
     uint64_t stream = 0;
@@ -193,7 +202,7 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
     t.reserved_current.store((int64_t)total_reserved, std::memory_order_relaxed);
     atomic_max(t.allocated_max, (int64_t)total_allocated);
     atomic_max(t.reserved_max, (int64_t)total_reserved);
-    count(t, size);
+    count_serially(t, size);
   }
 
   void reportOutOfMemory(int64_t, size_t, size_t, c10::Device) override {}
@@ -214,6 +223,21 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
       t.bytes_freed.fetch_add(-size, std::memory_order_relaxed);
       t.count_freed.fetch_add(1, std::memory_order_relaxed);
       t.count_current.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  // `count` for the device's reports, which come one at a time (`serial_add`).
+  static void count_serially(Tally& t, int64_t size) {
+    serial_add(t.events, 1);
+    if (size >= 0) {
+      serial_add(t.bytes_allocated, size);
+      serial_add(t.count_allocated, 1);
+      serial_add(t.count_current, 1);
+      atomic_max(t.count_max, t.count_current.load(std::memory_order_relaxed));
+    } else {
+      serial_add(t.bytes_freed, -size);
+      serial_add(t.count_freed, 1);
+      serial_add(t.count_current, -1);
     }
   }
 };
