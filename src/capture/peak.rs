@@ -538,10 +538,7 @@ impl Tracker {
             self.free(ptr, self.freed_now(false, UNKNOWN_SITE));
         }
         if !in_backward {
-            let live = &self.live;
-            self.held.allocated(self.serial, ptr, live.len(), |s, p| {
-                live.get(&p).is_some_and(|b| b.serial == s)
-            });
+            self.held.allocated(self.serial, ptr, self.live.len());
         }
         self.live.insert(
             ptr,
@@ -674,12 +671,7 @@ impl Tracker {
         for b in self.live.values() {
             self.timeline.inherited(b.site, b.bytes);
         }
-        self.held.restart(
-            self.live
-                .iter()
-                .filter(|(_, b)| !b.in_backward)
-                .map(|(&p, b)| (b.serial, p)),
-        );
+        self.held.restart();
         self.steps = Ledger::default();
         self.calls.clear();
     }
@@ -1061,11 +1053,7 @@ impl Tracker {
             }
         }
         if copied {
-            let live = &self.live;
-            self.held.copied(self.serial, |s, p| {
-                live.get(&p)
-                    .is_some_and(|b| b.serial == s && b.role == Role::Other)
-            });
+            self.held.copied(self.serial, &self.live);
         }
     }
 

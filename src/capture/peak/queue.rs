@@ -11,8 +11,8 @@
 //! `needs_free_site`), and above what total an allocation may set a new maximum, after which
 //! every free outside a backward pass is decided by the tracker itself, the queue recorded
 //! first. Uses `int_hash`.
-use super::{Event, Tracker};
-use crate::capture::int_hash::IntSet;
+use super::{Block, Event, Role, Tracker};
+use crate::capture::int_hash::{IntMap, IntSet};
 use std::cell::UnsafeCell;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -180,20 +180,30 @@ pub fn publish(tracker: Option<&mut Tracker>) {
 /// queue as changes.
 pub struct Held {
     /// Allocations outside backward passes since the latest copy, (serial, address): the
-    /// blocks that the next copy holds, where still live.
+    /// blocks that the next copy holds, where still live. Bounded: past `LOG_MARGIN` more than
+    /// twice the live blocks (a steady loop sets no maximum for a long while) it is dropped, and
+    /// the next copy looks through every live block instead.
     recent: Vec<(u64, u64)>,
+    overflowed: bool,
     /// The serial of the latest allocation when the latest copy was taken.
     pub copied_at: u64,
     /// (address, held) since the queue was last told.
     changes: Vec<(u64, bool)>,
-    /// The queue's set is to be emptied first (a new tracker, a forked process).
+    /// The queue's set is to be emptied first (a new tracker, a forked process, a look through
+    /// every live block).
     reset: bool,
 }
+
+#[cfg(not(test))]
+const LOG_MARGIN: usize = 4096;
+#[cfg(test)]
+const LOG_MARGIN: usize = 64;
 
 impl Default for Held {
     fn default() -> Self {
         Held {
             recent: Vec::new(),
+            overflowed: false,
             copied_at: 0,
             changes: Vec::new(),
             reset: true,
@@ -202,27 +212,37 @@ impl Default for Held {
 }
 
 impl Held {
-    /// A block was allocated outside a backward pass. `still_live` keeps the log as long as
-    /// the live blocks, at most, plus a margin.
-    pub fn allocated(
-        &mut self,
-        serial: u64,
-        ptr: u64,
-        live: usize,
-        still_live: impl Fn(u64, u64) -> bool,
-    ) {
-        if self.recent.len() >= 2 * live + 4096 {
-            self.recent.retain(|&(s, p)| still_live(s, p));
+    /// A block was allocated outside a backward pass (`live`: the live blocks before it).
+    pub fn allocated(&mut self, serial: u64, ptr: u64, live: usize) {
+        if self.overflowed {
+            return;
+        }
+        if self.recent.len() >= 2 * live + LOG_MARGIN {
+            self.recent = Vec::new();
+            self.overflowed = true;
+            return;
         }
         self.recent.push((serial, ptr));
     }
 
-    /// A copy of a maximum was taken at allocation `serial`: the blocks allocated since the
-    /// previous copy that are still live and of no known role (`holds`) are held now.
-    pub fn copied(&mut self, serial: u64, holds: impl Fn(u64, u64) -> bool) {
-        for (s, p) in self.recent.drain(..) {
-            if holds(s, p) {
-                self.changes.push((p, true));
+    /// A copy of a maximum was taken at allocation `serial`: every block live now of no known
+    /// role, not allocated by a backward pass, is held (those allocated since the previous copy
+    /// are added).
+    pub fn copied(&mut self, serial: u64, live: &IntMap<u64, Block>) {
+        let holds = |b: &Block| b.role == Role::Other && !b.in_backward;
+        if std::mem::take(&mut self.overflowed) {
+            self.reset = true;
+            self.changes.clear();
+            let all = live
+                .iter()
+                .filter(|(_, b)| holds(b))
+                .map(|(&p, _)| (p, true));
+            self.changes.extend(all);
+        } else {
+            for (s, p) in self.recent.drain(..) {
+                if live.get(&p).is_some_and(|b| b.serial == s && holds(b)) {
+                    self.changes.push((p, true));
+                }
             }
         }
         self.copied_at = serial;
@@ -247,13 +267,12 @@ impl Held {
         self.changes.push((ptr, false));
     }
 
-    /// Nothing is held (the copies are gone: a forked process); `live` are the blocks still
-    /// live, (serial, address), which the next copy holds.
-    pub fn restart(&mut self, live: impl Iterator<Item = (u64, u64)>) {
-        self.recent = live.collect();
-        self.recent.sort_unstable();
-        self.changes.clear();
-        self.copied_at = 0;
-        self.reset = true;
+    /// Nothing is held (the copies are gone: a forked process); the next copy looks through
+    /// every live block.
+    pub fn restart(&mut self) {
+        *self = Held {
+            overflowed: true,
+            ..Held::default()
+        };
     }
 }
