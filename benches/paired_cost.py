@@ -3,7 +3,7 @@ second half): blocks of steps with a `memprof.profile` session running alternate
 without, in an order shuffled per round, so that both sides of every ratio ran on the same cores,
 the same GPU, the same clocks and the same neighbours, seconds apart.
 
-    python3 benches/paired_cost.py resnet|gpt2 [--device cuda] [--rounds 16] [--steps 6]
+    python3 benches/paired_cost.py resnet|gpt2|mlp [--device cuda] [--rounds 16] [--steps 6]
         [--variants none,f,modules,tensors] [--seed N]
 
 Why: on the shared GPU hosts the step of a CPU-bound workload (resnet50, batch 32) moves by
@@ -92,7 +92,8 @@ def block(step, steps, cuda):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("case", choices=["resnet", "gpt2"])
+    p.add_argument("case", choices=["resnet", "gpt2", "mlp"],
+                   help="mlp: workloads.mlp_setup's launch-bound CPU step (set --device cpu)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--tiny", action="store_true", help="gpt2 at 2 layers of 64 (a CPU check)")
     p.add_argument("--batch", type=int, default=None)
@@ -108,6 +109,10 @@ def main():
     if args.case == "gpt2":
         setup = workloads.gpt2_setup(args.device, args.batch or 12, args.tiny)
         step_fn = workloads.gpt2_train_step
+    elif args.case == "mlp":
+        torch.set_num_threads(1)
+        setup = workloads.mlp_setup(args.device, args.batch or 8)
+        step_fn = workloads.train_step
     else:
         setup = workloads.resnet_setup(args.device, args.batch or 32)
         step_fn = workloads.train_step

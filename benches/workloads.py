@@ -58,6 +58,31 @@ def resnet_setup(device="cuda", batch=32):
     return model, optimizer, images, labels
 
 
+class _Block(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.linear = torch.nn.Linear(width, width)
+        self.norm = torch.nn.BatchNorm1d(width)
+
+    def forward(self, x):
+        return x + torch.relu(self.norm(self.linear(x)))
+
+
+def mlp_setup(device="cpu", batch=8, width=16):
+    """A step shaped like a launch-bound one with none of its compute: 32 residual blocks of a
+    16-wide linear layer, batch norm and relu, in 4 stages, SGD with momentum (about 1,800
+    allocator events a step of 2.4 ms on one CPU thread). On a machine without a GPU it stands
+    for resnet50's step on an H100, whose time follows the launching thread's: each op's cost is
+    its dispatch, and memprof's per-event work shows as it does there."""
+    torch.manual_seed(0)
+    stages = [torch.nn.Sequential(*[_Block(width) for _ in range(8)]) for _ in range(4)]
+    model = torch.nn.Sequential(*stages, torch.nn.Linear(width, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    images = torch.randn(batch, width, device=device)
+    labels = torch.randint(0, 10, (batch,), device=device)
+    return model, optimizer, images, labels
+
+
 def gpt2_setup(device="cuda", batch=12, tiny=False):
     """examples/gpt2_train.py's step as a function (nanoGPT's GPT-2 124M, bf16 autocast, fused
     AdamW, gradient clipping, 1024 tokens), so that `-f train_step` targets the same step in

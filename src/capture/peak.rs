@@ -1293,8 +1293,8 @@ impl Drop for Locked {
 /// `backward_site`: the site of the backward this allocation works for (0: none); `has_totals`:
 /// whether `total`/`reserved` are the allocator's (CUDA); `requested` (> 0 when known) and
 /// `stream`: what the allocation asked for, from the CUDA allocator's trace entry (`--trace`).
-/// What must be read now is (the site, the line's tag, the module running); the tracker records
-/// the event later, in a batch (`queue`).
+/// What can only be read at the event is read here (the site, the line's tag, the module
+/// running); the tracker records the event later, in a batch (`queue`).
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn mp_rust_allocation_event(
