@@ -67,7 +67,7 @@ pub fn child_exits(status: i32) {
 /// This process was just forked from the run: what it measures from now on is its own.
 pub fn forked() {
     super::recorder::with(|r| r.forked());
-    super::peak::with(|t| t.forked());
+    super::peak::forked();
     super::interrupt::forked();
 }
 

@@ -1237,6 +1237,14 @@ pub fn restart() {
     }
 }
 
+/// This process was just forked: its peaks are its own from now on (`Tracker::forked`). Only the
+/// forking thread runs in the child, so a queue lock another thread held at the fork is let go
+/// first (the events queued before it are the child's history too).
+pub fn forked() {
+    queue::forked();
+    with(|t| t.forked());
+}
+
 /// Runs `f` on the tracker, if there is one (every event before it recorded).
 pub fn with<T>(f: impl FnOnce(&mut Tracker) -> T) -> Option<T> {
     lock().as_mut().map(f)

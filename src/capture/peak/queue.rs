@@ -125,6 +125,12 @@ fn queue() -> QueueGuard {
     QueueGuard
 }
 
+/// The process was just forked: no other thread runs in it, so none holds the lock (one that
+/// did at the fork is gone with its thread).
+pub fn forked() {
+    QUEUE.locked.store(false, Ordering::Release);
+}
+
 /// Hands the reporter's event over (see `Offer`). `totals`' allocated bytes (CUDA) or the bound
 /// (CPU) above the threshold mark a maximum possible.
 pub fn offer(q: Queued) -> Offer {
