@@ -3,7 +3,7 @@
 //! the queue in batches, so that its maps, the sites' tallies and the timeline stay in the
 //! processor's cache through a batch instead of being fetched again for every event between the
 //! program's own work (on a host-bound GPU step that was most of what the tracker cost:
-//! BENCHMARKS.md, "the tracker in batches"). Whatever reads or changes the tracker records the
+//! BENCHMARKS.md, "The tracker in batches"). Whatever reads or changes the tracker records the
 //! queue first (`peak::lock`), so it sees every event before it, in order.
 //!
 //! What the reporter must decide at an event itself, the tracker tells the queue after each
@@ -18,7 +18,7 @@ use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Events queued before the allocating thread records them: enough that a batch's first
-/// events' cache misses are a small part of it, few enough (32 KiB) to stay in cache.
+/// events' cache misses are a small part of it, few enough (44 KiB of 88-byte events) to stay in cache.
 pub const BATCH: usize = 512;
 
 /// An event as queued: what the reporter knew when it happened.
