@@ -25,7 +25,8 @@ import statistics
 import sys
 
 CASES = {"resnet": "resnet50, batch 32, SGD momentum",
-         "gpt2": "GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024"}
+         "gpt2": "GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024",
+         "mlp": "MLP of 32 residual blocks, 16 wide, batch 8, SGD momentum (a launch-bound CPU step)"}
 if os.environ.get("TINY"):
     # benches/modes_cost.sh's own check on a CPU (TINY=1): the same code, far smaller.
     CASES["gpt2"] = "GPT-2's code at 2 layers of 64, 64 tokens (--tiny)"

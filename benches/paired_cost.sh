@@ -9,6 +9,9 @@
 #   run(command="GPUS='0 1 2 3' benches/paired_cost.sh", kind="nvidia-h100-x4", carry=[".device"])
 # On a machine without a GPU (the script's own check):
 #   DEVICE=cpu TINY=1 CASES=gpt2 ROUNDS=2 STEPS=3 PROCS=1 PYTHON=.venv/bin/python benches/paired_cost.sh
+# and a step whose time follows its launching thread's, as resnet50's does on an H100 or H200
+# (what the per-allocation work costs, measurable without a GPU):
+#   DEVICE=cpu CASES=mlp PROCS=1 PYTHON=.venv/bin/python benches/paired_cost.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cases=${CASES:-resnet gpt2}
