@@ -72,8 +72,15 @@ void atomic_max(std::atomic<int64_t>& slot, int64_t value) {
 // makes the allocating thread wait for its pending stores, a cost paid at every allocation and
 // free); readers on other threads still read whole values. The CPU's reports come from any
 // thread at once, and keep fetch_add.
-void serial_add(std::atomic<int64_t>& slot, int64_t value) {
-  slot.store(slot.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
+// Both return the counter's new value.
+int64_t serial_add(std::atomic<int64_t>& slot, int64_t value) {
+  int64_t now = slot.load(std::memory_order_relaxed) + value;
+  slot.store(now, std::memory_order_relaxed);
+  return now;
+}
+
+int64_t atomic_add(std::atomic<int64_t>& slot, int64_t value) {
+  return slot.fetch_add(value, std::memory_order_relaxed) + value;
 }
 
 // Counters for one device, fed by the allocator's reports.
@@ -185,7 +192,7 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
       Tally& t = cpu_tally;
       int64_t now = t.allocated_current.fetch_add(size, std::memory_order_relaxed) + size;
       atomic_max(t.allocated_max, now);
-      count(t, size);
+      count<atomic_add>(t, size);
       return;
     }
     if (device.index() != device_index.load(std::memory_order_relaxed)) return;
@@ -202,7 +209,7 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
     t.reserved_current.store((int64_t)total_reserved, std::memory_order_relaxed);
     atomic_max(t.allocated_max, (int64_t)total_allocated);
     atomic_max(t.reserved_max, (int64_t)total_reserved);
-    count_serially(t, size);
+    count<serial_add>(t, size);
   }
 
   void reportOutOfMemory(int64_t, size_t, size_t, c10::Device) override {}
@@ -212,32 +219,19 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
   }
 
  private:
+  // `add`: `atomic_add` where reports come from any thread at once (the CPU's), `serial_add`
+  // where they come one at a time (the device's); a template argument, so each is inlined.
+  template <int64_t (*add)(std::atomic<int64_t>&, int64_t)>
   static void count(Tally& t, int64_t size) {
-    t.events.fetch_add(1, std::memory_order_relaxed);
+    add(t.events, 1);
     if (size >= 0) {
-      t.bytes_allocated.fetch_add(size, std::memory_order_relaxed);
-      t.count_allocated.fetch_add(1, std::memory_order_relaxed);
-      int64_t n = t.count_current.fetch_add(1, std::memory_order_relaxed) + 1;
-      atomic_max(t.count_max, n);
+      add(t.bytes_allocated, size);
+      add(t.count_allocated, 1);
+      atomic_max(t.count_max, add(t.count_current, 1));
     } else {
-      t.bytes_freed.fetch_add(-size, std::memory_order_relaxed);
-      t.count_freed.fetch_add(1, std::memory_order_relaxed);
-      t.count_current.fetch_sub(1, std::memory_order_relaxed);
-    }
-  }
-
-  // `count` for the device's reports, which come one at a time (`serial_add`).
-  static void count_serially(Tally& t, int64_t size) {
-    serial_add(t.events, 1);
-    if (size >= 0) {
-      serial_add(t.bytes_allocated, size);
-      serial_add(t.count_allocated, 1);
-      serial_add(t.count_current, 1);
-      atomic_max(t.count_max, t.count_current.load(std::memory_order_relaxed));
-    } else {
-      serial_add(t.bytes_freed, -size);
-      serial_add(t.count_freed, 1);
-      serial_add(t.count_current, -1);
+      add(t.bytes_freed, -size);
+      add(t.count_freed, 1);
+      add(t.count_current, -1);
     }
   }
 };
