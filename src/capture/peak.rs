@@ -37,6 +37,15 @@ struct Block {
     role: Role,
 }
 
+impl Block {
+    /// Whether its free outside a backward pass needs the freeing line, where a copy of a
+    /// maximum holds it: it has no known role, and no backward pass made it (its fate is read
+    /// from where it ends: `Role::fate`).
+    fn fate_by_freeing_line(&self) -> bool {
+        self.role == Role::Other && !self.in_backward
+    }
+}
+
 /// What a block is to the program, where memprof learns it while the block is live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Role {
@@ -497,7 +506,7 @@ impl Tracker {
         let Some(b) = self.live.get(&ptr) else {
             return false;
         };
-        if b.role != Role::Other || b.in_backward {
+        if !b.fate_by_freeing_line() {
             return false;
         }
         self.watches()
@@ -1060,7 +1069,7 @@ impl Tracker {
     /// Whether a copy of a maximum holds `b`, a live block, so that its free needs the freeing
     /// line (`needs_free_site` without the pending maxima).
     fn held_by_copies(&self, b: &Block) -> bool {
-        b.role == Role::Other && !b.in_backward && b.serial <= self.held.copied_at
+        b.fate_by_freeing_line() && b.serial <= self.held.copied_at
     }
 
     /// For the queue: whether a maximum is pending (the next free copies it), and the lowest

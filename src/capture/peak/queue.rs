@@ -11,7 +11,7 @@
 //! `needs_free_site`), and above what total an allocation may set a new maximum, after which
 //! every free outside a backward pass is decided by the tracker itself, the queue recorded
 //! first. Uses `int_hash`.
-use super::{Block, Event, Role, Tracker};
+use super::{Block, Event, Tracker};
 use crate::capture::int_hash::{IntMap, IntSet};
 use std::cell::UnsafeCell;
 use std::hash::BuildHasherDefault;
@@ -163,7 +163,8 @@ pub fn take() -> Vec<Queued> {
     if queue.events.is_empty() {
         return Vec::new();
     }
-    std::mem::replace(&mut queue.events, Vec::with_capacity(BATCH))
+    // The next push reserves the next buffer (`offer`).
+    std::mem::take(&mut queue.events)
 }
 
 /// The tracker's state as the queue decides by it (None: no tracker; nothing is held).
@@ -235,18 +236,20 @@ impl Held {
     /// role, not allocated by a backward pass, is held (those allocated since the previous copy
     /// are added).
     pub fn copied(&mut self, serial: u64, live: &IntMap<u64, Block>) {
-        let holds = |b: &Block| b.role == Role::Other && !b.in_backward;
         if std::mem::take(&mut self.overflowed) {
             self.reset = true;
             self.changes.clear();
             let all = live
                 .iter()
-                .filter(|(_, b)| holds(b))
+                .filter(|(_, b)| b.fate_by_freeing_line())
                 .map(|(&p, _)| (p, true));
             self.changes.extend(all);
         } else {
             for (s, p) in self.recent.drain(..) {
-                if live.get(&p).is_some_and(|b| b.serial == s && holds(b)) {
+                if live
+                    .get(&p)
+                    .is_some_and(|b| b.serial == s && b.fate_by_freeing_line())
+                {
                     self.changes.push((p, true));
                 }
             }

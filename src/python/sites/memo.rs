@@ -162,14 +162,16 @@ pub fn replay(epoch: u64, walk: impl FnOnce(&mut dyn FnMut(RawFrame) -> bool)) -
                 any = true;
                 let c = match chain {
                     Some(c) => c,
-                    None => match chains.get(slot(f)) {
-                        Some(c) if c.epoch == epoch && !c.frames.is_empty() => {
-                            chain = Some(c);
-                            slot_of_chain = slot(f);
-                            c
+                    None => {
+                        slot_of_chain = slot(f);
+                        match chains.get(slot_of_chain) {
+                            Some(c) if c.epoch == epoch && !c.frames.is_empty() => {
+                                chain = Some(c);
+                                c
+                            }
+                            _ => return false,
                         }
-                        _ => return false,
-                    },
+                    }
                 };
                 if c.frames[at] != (f.frame, f.code) {
                     return false;
