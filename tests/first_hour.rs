@@ -35,6 +35,24 @@ fn run_in(dir: &Path, args: &[&str]) -> Run {
     )
 }
 
+/// A temporary directory for one run (its TMPDIR), to see what the run leaves there.
+fn own_tmpdir(dir: &Path) -> std::path::PathBuf {
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    tmp
+}
+
+/// The folders for children's reports a run left in its TMPDIR (a run that ends, however it
+/// ends, leaves none).
+fn children_folders_left(tmp: &Path) -> Vec<String> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("memprof-children-"))
+        .collect()
+}
+
 #[test]
 fn output_onto_a_fifo_a_symlink_or_a_device_writes_through_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -215,8 +233,10 @@ fn sigterm_kills_as_under_python_after_writing_the_report() {
     assert_eq!(under_python.signal(), Some(libc::SIGTERM));
 
     let report = dir.path().join("r.json");
+    let tmp = own_tmpdir(dir.path());
     let mut cmd = memprof();
-    cmd.args(["--device", "cpu", "run", "-f", "loop", "-o"])
+    cmd.env("TMPDIR", &tmp)
+        .args(["--device", "cpu", "run", "-f", "loop", "-o"])
         .arg(&report)
         .arg(&script)
         .stderr(Stdio::null());
@@ -227,6 +247,7 @@ fn sigterm_kills_as_under_python_after_writing_the_report() {
         "memprof must die of SIGTERM as python does (the shell's 143), not exit {:?}",
         status.code()
     );
+    assert_eq!(children_folders_left(&tmp), Vec::<String>::new());
     let v = read_json(&report);
     assert_eq!(v["metadata"]["outcome"]["status"], "terminated");
     assert_eq!(v["metadata"]["outcome"]["exit_code"], 143);
@@ -409,13 +430,38 @@ fn a_report_that_cannot_be_written_at_the_end_is_kept_and_the_run_fails() {
 #[test]
 fn os_exit_writes_the_report_before_the_process_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let script = step_script(dir.path(), "step()\nos._exit(5)\n");
-    let r = run_in(dir.path(), &["-f", "step", "-o", "r.json", &script]);
+    // A forked child that left first is in the report; the children's folder goes.
+    let script = step_script(
+        dir.path(),
+        "pid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)\nstep()\nos._exit(5)\n",
+    );
+    let tmp = own_tmpdir(dir.path());
+    let r = finish(
+        memprof()
+            .current_dir(dir.path())
+            .env("TMPDIR", &tmp)
+            .args([
+                "--device",
+                device_flag(),
+                "run",
+                "-f",
+                "step",
+                "-o",
+                "r.json",
+                &script,
+            ])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(r.code, 5, "{}", r.stderr);
     let v = read_json(&dir.path().join("r.json"));
     assert_eq!(v["metadata"]["outcome"]["status"], "os_exit");
     assert_eq!(v["metadata"]["outcome"]["exit_code"], 5);
     assert_eq!(function(&v, "step")["calls"], 2);
+    let children = v["children"].as_array().unwrap();
+    assert_eq!(children.len(), 1, "{v:#}");
+    assert_eq!(children[0]["outcome"], "os_exit");
+    assert_eq!(children_folders_left(&tmp), Vec::<String>::new());
     // A forked child leaving through os._exit (as multiprocessing's do) writes nothing.
     let script = step_script(
         dir.path(),

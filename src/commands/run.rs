@@ -186,18 +186,23 @@ fn install_report_so_far(config: RunConfig) {
     }));
 }
 
-/// What a second Ctrl-C, SIGTERM or `os._exit` writes: the session's report so far (in a forked
-/// child, the child's, into the children's folder).
+/// What a second Ctrl-C, SIGTERM or `os._exit` writes: the session's report so far with the
+/// children that reported (in a forked child, the child's, into the children's folder). The
+/// children's folder goes either way: an abrupt ending must not leave it in the temporary
+/// directory.
 fn install_emergency_report(config: RunConfig) {
     capture::interrupt::set_emergency_report(Box::new(move |ending| {
         if capture::children::is_child() {
             session::children::write_child_emergency_report(ending, &config);
             return;
         }
-        if let Some(profile) = session::report_so_far(ending, &config) {
+        if let Some(mut profile) = session::report_so_far(ending, &config) {
+            // The children that reported by now are the run's too; their folder goes.
+            session::children::collect(&mut profile, &config);
             if let Err(e) = emit(&profile, &config.report) {
                 eprintln!("{e}");
             }
         }
+        capture::children::clean_up();
     }));
 }
