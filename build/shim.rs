@@ -7,23 +7,25 @@
 use std::path::{Path, PathBuf};
 
 /// The C++ sources of the library, relative to the project's root.
-pub const SOURCES: [&str; 6] = [
+pub const SOURCES: [&str; 7] = [
     "src/torch/cpp/shim.cpp",
     "src/torch/cpp/grad_hooks.cpp",
     "src/torch/cpp/saved_info.cpp",
     "src/torch/cpp/saved_hooks.cpp",
     "src/torch/cpp/saved_interpose.cpp",
     "src/torch/cpp/cuda_trace.cpp",
+    "src/torch/cpp/tensor_object.cpp",
 ];
 
 /// Every file the library is built from (for cargo's rerun-if-changed).
-pub const INPUTS: [&str; 10] = [
+pub const INPUTS: [&str; 11] = [
     "src/torch/cpp/shim.cpp",
     "src/torch/cpp/grad_hooks.cpp",
     "src/torch/cpp/saved_info.cpp",
     "src/torch/cpp/saved_hooks.cpp",
     "src/torch/cpp/saved_interpose.cpp",
     "src/torch/cpp/cuda_trace.cpp",
+    "src/torch/cpp/tensor_object.cpp",
     "src/torch/cpp/callbacks.h",
     "src/torch/cpp/portable.h",
     "src/torch/cpp/cuda_decls",
@@ -84,6 +86,22 @@ pub fn release_of(root: &Path, torch: &Path) -> Release {
         })
 }
 
+/// How a Python tensor (THPVariable) holds its tensor in this release, as its own header
+/// declares it (src/torch/cpp/tensor_object.cpp): "0" an at::Tensor (2.11 on), "1" a
+/// c10::MaybeOwned<at::Tensor> (before), "-1" neither (the shim then answers null, and memprof
+/// reads `_cdata`).
+fn variable_cdata(include: &Path) -> &'static str {
+    let header = include.join("torch/csrc/autograd/python_variable.h");
+    let text = std::fs::read_to_string(&header).unwrap_or_default();
+    if text.contains("c10::MaybeOwned<at::Tensor> cdata;") {
+        "1"
+    } else if text.contains("at::Tensor cdata;") {
+        "0"
+    } else {
+        "-1"
+    }
+}
+
 /// Builds the library against the libtorch whose lib folder is `torch_lib` (its `include` and
 /// `version.py` beside it) into `out_dir`, objects in `out_dir/objects`; returns its path. `in_build_script`:
 /// cc reads cargo's target and profile from the environment; else x86_64 Linux, -O2.
@@ -116,6 +134,7 @@ pub fn build(root: &Path, torch_lib: &Path, out_dir: &Path, in_build_script: boo
             if release.memory_info { "1" } else { "0" },
         )
         .define("MEMPROF_TRACE_ENTRY", release.trace_entry.as_str())
+        .define("MEMPROF_VARIABLE_CDATA", variable_cdata(&include))
         .flag("-O2")
         .flag("-include")
         .flag(root.join("src/torch/cpp/portable.h").display().to_string());

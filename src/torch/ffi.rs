@@ -117,6 +117,9 @@ shim_functions! {
     /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
     fn mp_tally_take(which: c_int, out: *mut i64);
     fn mp_adopt_cpu_storages(impls: *const u64, n: usize) -> i64;
+    /// The TensorImpl of a Python tensor object, read from the object (tensor_object.cpp);
+    /// null where this release's layout is not known.
+    fn mp_tensor_impl_of(object: *const c_void) -> *mut c_void;
     /// Whether a tensor has a grad_fn (grad_hooks.cpp): 1 or 0, -1 an error.
     fn mp_has_grad_fn(tensor_impl: *mut c_void) -> c_int;
     /// A saved tensor's version and storage (saved_info.cpp): 1 counted on `device_index`'s

@@ -24,6 +24,17 @@ pub unsafe fn grad_hook(tensor_impl: usize, token: u64, kind: c_int) -> bool {
     unsafe { ffi::mp_grad_hook(tensor_impl as *mut std::ffi::c_void, token, kind) == 1 }
 }
 
+/// The TensorImpl address of the Python tensor `object`, read from the object; None where the
+/// shim does not know this release's layout (src/torch/cpp/tensor_object.cpp).
+///
+/// # Safety
+/// `object` must be a live instance of torch.Tensor (or a subclass).
+pub unsafe fn tensor_impl_of(object: *const std::ffi::c_void) -> Option<usize> {
+    // SAFETY: per the contract above; the shim only reads the object.
+    let address = unsafe { ffi::mp_tensor_impl_of(object) };
+    (!address.is_null()).then_some(address as usize)
+}
+
 /// Whether the tensor whose TensorImpl is at `tensor_impl` has no node in the autograd graph
 /// (no grad_fn), so that keeping it keeps no node alive.
 ///

@@ -5,6 +5,7 @@ pub mod history;
 pub mod inventory;
 mod module_calls;
 pub mod saved;
+mod tensor_object;
 use crate::capture::recorder;
 use crate::torch;
 use pyo3::prelude::*;

@@ -19,7 +19,7 @@ use pyo3::types::{PyDict, PyList, PyTuple, PyType, PyWeakrefReference};
 use std::cell::RefCell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 
 /// Timeline items kept in the report; later calls are counted as dropped.
 const TIMELINE_CAP: usize = 20000;
@@ -132,7 +132,6 @@ struct Tracker {
 }
 
 static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
-static TENSOR_TYPE: OnceLock<Py<PyType>> = OnceLock::new();
 
 fn lock() -> MutexGuard<'static, Option<Tracker>> {
     TRACKER.lock().unwrap_or_else(|e| e.into_inner())
@@ -262,11 +261,9 @@ fn grad_enabled() -> bool {
 
 /// Adds the TensorImpl addresses (`_cdata`) of the tensors among `values` to `out`.
 fn tensor_impls(values: &Bound<'_, PyTuple>, out: &mut Vec<usize>) {
-    let py = values.py();
-    let Some(tensor) = TENSOR_TYPE.get() else {
+    let Some(tensor) = super::tensor_object::tensor_type(values.py()) else {
         return;
     };
-    let tensor = tensor.bind(py);
     out.extend(
         values
             .iter()
@@ -505,9 +502,9 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
     // Its outputs' nodes are hooked for its backward (Python is read here, with no lock held).
     let mut hooked = false;
     if native && !output.is_none() && grad_enabled() {
-        if let Some(tensor) = TENSOR_TYPE.get() {
+        if let Some(tensor) = super::tensor_object::tensor_type(output.py()) {
             let mut impls = Vec::new();
-            for_each_output(output, tensor.bind(output.py()), 0, &mut |t| impls.push(t));
+            for_each_output(output, tensor, 0, &mut |t| impls.push(t));
             hooked = crate::capture::backward::hook(&impls, token, true);
         }
     }
@@ -557,7 +554,7 @@ fn end_call(call: &Call, pass: Option<&mut Pass>) -> u64 {
 /// by C++ hooks, and whether checkpoint suggestions need each call's input bytes.
 #[pyfunction]
 fn modules_configure(tensor_type: Bound<'_, PyType>, native: bool, plan: bool) {
-    let _ = TENSOR_TYPE.set(tensor_type.unbind());
+    super::tensor_object::set_tensor_type(tensor_type);
     // A fresh tracker: the module tracker that configures it is a new one (each in-process
     // session has its own), and its entries are numbered from 0.
     *lock() = Some(Tracker::default());

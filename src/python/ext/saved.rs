@@ -12,7 +12,7 @@ use crate::capture::saved;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple, PyType};
+use pyo3::types::{PyDict, PyTuple, PyType, PyWeakrefReference};
 use std::os::raw::c_int;
 use std::sync::{Mutex, OnceLock};
 
@@ -22,14 +22,16 @@ static PARAMETER: OnceLock<Py<PyType>> = OnceLock::new();
 /// The pack hook object the native hooks stand in for, while they are on.
 static NATIVE_MARKER: Mutex<Option<Py<PyAny>>> = Mutex::new(None);
 
-/// A root module call starts a forward pass on this thread. `modules` are the root's modules:
-/// their parameters and buffers are state, not saved activations, as is any saved tensor of
-/// type `parameter` (`torch.nn.Parameter`, or a subclass). `interposed`: the stand-in for
-/// SavedVariable's constructor counts what this pass saves.
+/// A root module call starts a forward pass on this thread. `modules` are weak references to
+/// the root's modules (one that is gone is passed over): their parameters and buffers are
+/// state, not saved activations, as is any saved tensor of type `parameter`
+/// (`torch.nn.Parameter`, or a subclass). They are read at each root call, as they are then
+/// (FSDP2 and `.to()` swap parameters). `interposed`: the stand-in for SavedVariable's
+/// constructor counts what this pass saves.
 #[pyfunction]
 #[pyo3(signature = (modules, device_index, parameter, interposed=false))]
 fn saved_begin(
-    modules: &Bound<'_, PyList>,
+    modules: &Bound<'_, PyTuple>,
     device_index: Option<c_int>,
     parameter: Bound<'_, PyType>,
     interposed: bool,
@@ -40,7 +42,12 @@ fn saved_begin(
         saved::set_parameter_check(is_parameter);
     }
     let mut skip = IntSet::default();
-    for module in modules.iter() {
+    let alive = modules.iter().filter_map(|m| {
+        m.cast_into::<PyWeakrefReference>()
+            .ok()
+            .and_then(|r| r.upgrade())
+    });
+    for module in alive {
         for field in [
             intern!(module.py(), "_parameters"),
             intern!(module.py(), "_buffers"),
@@ -74,9 +81,9 @@ fn saved_interpose(on: bool) -> bool {
     unsafe { crate::torch::saved_interpose(on) }
 }
 
-/// The address of a tensor's TensorImpl (its `_cdata`).
+/// The address of a tensor's TensorImpl (what its `_cdata` says).
 pub fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
-    t.getattr(pyo3::intern!(t.py(), "_cdata"))?.extract()
+    super::tensor_object::tensor_impl(t)
 }
 
 /// Turns the native hooks on where `pack` (this module's `saved_pack`, as modules.py pushes it)

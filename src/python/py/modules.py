@@ -73,7 +73,7 @@ class _Pass:
 
     def __init__(self, root, state):
         self.root = root
-        # The modules whose parameters and buffers are not activations.
+        # Weak references to the modules whose parameters and buffers are not activations.
         self.state = state
         self.counted = False
         # (id of a tensor, its version) -> its _TensorHook, while the pass's forward runs.
@@ -104,6 +104,9 @@ class Tracker:
         self.root_labels = weakref.WeakKeyDictionary()
         self.root_label_count = {}
         self.names = weakref.WeakKeyDictionary()  # root -> WeakKeyDictionary(module -> name)
+        # root -> weak references to its modules, whose parameters and buffers are not
+        # activations (saved_begin).
+        self.state_of = weakref.WeakKeyDictionary()
         # Submodule -> (its root, its name): a submodule called with no module running (activation
         # checkpointing recomputing it during backward) keeps its name.
         self.known = weakref.WeakKeyDictionary()
@@ -292,11 +295,15 @@ class Tracker:
         """The pass a root call starts: a recomputed submodule's keeps its root's names."""
         known = self.known.get(module)
         if known is not None and known[0]() is not None:
-            return _Pass(known[0](), [])
+            return _Pass(known[0](), ())
         # The root's modules (found once, with their names), whose parameters and buffers
-        # saved_begin reads at each root call: parameters are swapped (FSDP2, `.to()`).
-        self._name_in(module, module)
-        pass_ = _Pass(module, list(self.names[module]))
+        # saved_begin reads at each root call: parameters are swapped (FSDP2, `.to()`). Weak
+        # references, made once per root: a module dropped since is passed over.
+        state = self.state_of.get(module)
+        if state is None:
+            self._name_in(module, module)
+            state = self.state_of[module] = tuple(weakref.ref(m) for m in self.names[module])
+        pass_ = _Pass(module, state)
         # Not around a compiled module (dynamo would inline a hook into its graphs), and not
         # under the program's own saved-tensors hooks (activation checkpointing, save_on_cpu):
         # they decide what is kept (and memprof's hooks on top would take their place).
