@@ -60,6 +60,15 @@ pub struct Window {
     peaks: Vec<i64>,
 }
 
+/// What an open scope (a module call) has measured so far: only what its reading needs
+/// (allocated bytes at its start and their peak, the collectives' counters at its start with
+/// `--collectives`), not a line's whole sample: a scope opens and closes for every module call.
+pub struct ScopeWindow {
+    start: i64,
+    peak: i64,
+    collectives: Option<Box<[i64]>>,
+}
+
 /// What a scope measured of `allocated_bytes.all`: at its start and end, and its peak; and
 /// with `--collectives`, the collectives' bytes per kind, then their calls per kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -346,6 +355,50 @@ impl<R: Runtime> Sampler<R> {
         }
     }
 
+    /// Opens a scope's window at the current sample: as `open` would, for what its reading needs.
+    pub fn open_scope(&self) -> ScopeWindow {
+        let (current, _) = self.total_peak();
+        ScopeWindow {
+            start: self.sample[self.delta_at],
+            peak: self.sample[current],
+            collectives: self
+                .collectives_at
+                .map(|at| self.sample[at..at + collectives::LEN].into()),
+        }
+    }
+
+    /// Where the total peak column's value starts (its `.current`) and its peak slot.
+    fn total_peak(&self) -> (usize, usize) {
+        let Probe::Peak { current, slot, .. } = self.probes[self.total_peak_column] else {
+            unreachable!("allocated_bytes.all.peak is a peak column")
+        };
+        (current, slot)
+    }
+
+    /// Folds the highest allocated bytes reached since the previous sample into a scope's
+    /// window.
+    pub fn fold_scope(&self, window: &mut ScopeWindow) {
+        let (_, slot) = self.total_peak();
+        window.peak = window.peak.max(self.since[slot]);
+    }
+
+    /// What a scope's window measured, ending at the latest sample.
+    pub fn scope_reading(&self, window: &ScopeWindow) -> ScopeReading {
+        ScopeReading {
+            start: window.start,
+            end: self.sample[self.delta_at],
+            peak: window.peak,
+            collectives: self.collectives_at.zip(window.collectives.as_ref()).map(
+                |(at, start)| {
+                    (at..at + collectives::LEN)
+                        .zip(start.iter())
+                        .map(|(i, s)| self.sample[i] - s)
+                        .collect()
+                },
+            ),
+        }
+    }
+
     /// Opens a window at the current sample: peaks start at the values at its start.
     pub fn open(&self, window: &mut Window) {
         window.start.copy_from_slice(&self.sample);
@@ -527,23 +580,6 @@ impl<R: Runtime> Sampler<R> {
     /// allocated_bytes.all.current at the latest sample.
     pub fn allocated_current(&self) -> i64 {
         self.sample[self.delta_at]
-    }
-
-    /// What `window` measured of allocated bytes, ending at the latest sample.
-    pub fn allocated_in(&self, window: &Window) -> ScopeReading {
-        let Probe::Peak { slot, .. } = self.probes[self.total_peak_column] else {
-            unreachable!("allocated_bytes.all.peak is a peak column")
-        };
-        ScopeReading {
-            start: window.start[self.delta_at],
-            end: self.sample[self.delta_at],
-            peak: window.peaks[slot],
-            collectives: self.collectives_at.map(|at| {
-                (at..at + collectives::LEN)
-                    .map(|i| self.sample[i] - window.start[i])
-                    .collect()
-            }),
-        }
     }
 
     /// A line's aggregated values for the shown columns, and the total-peak value.

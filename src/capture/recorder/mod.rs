@@ -13,7 +13,7 @@ mod watch;
 
 use crate::capture::int_hash::IntMap;
 pub use crate::capture::sampler::{LineAgg, ScopeReading, Source};
-use crate::capture::sampler::{Sampler, Window};
+use crate::capture::sampler::{Sampler, ScopeWindow, Window};
 use crate::model::stats::StatDef;
 use crate::torch::{Linked, Runtime};
 use std::collections::HashMap;
@@ -89,9 +89,7 @@ pub struct Recorder<R: Runtime = Linked> {
     /// first.
     stacks: IntMap<usize, Vec<usize>>,
     /// Open measurement scopes that are not lines (module calls), by id.
-    scopes: IntMap<u64, Window>,
-    /// Windows of closed scopes, reused: a scope opens and closes for every module call.
-    spare_windows: Vec<Window>,
+    scopes: IntMap<u64, ScopeWindow>,
     next_scope: u64,
     /// Targeted calls that ended since the hook last asked (only with `collect_ended`): the tensor
     /// inventory runs for each.
@@ -155,7 +153,6 @@ impl<R: Runtime> Recorder<R> {
             watch_changes: Vec::new(),
             stacks: IntMap::default(),
             scopes: IntMap::default(),
-            spare_windows: Vec::new(),
             next_scope: 0,
             ended: Vec::new(),
             collect_ended: false,
@@ -622,7 +619,7 @@ impl<R: Runtime> Recorder<R> {
             self.sampler.fold(&mut state.window);
         }
         for window in self.scopes.values_mut() {
-            self.sampler.fold(window);
+            self.sampler.fold_scope(window);
         }
         self.sampler.after_fold();
     }

@@ -8,11 +8,7 @@ impl<R: Runtime> Recorder<R> {
     pub fn open_scope(&mut self) -> u64 {
         self.take_sample_for_scope();
         self.choose_device();
-        let mut window = self
-            .spare_windows
-            .pop()
-            .unwrap_or_else(|| self.sampler.new_window());
-        self.sampler.open(&mut window);
+        let window = self.sampler.open_scope();
         self.next_scope += 1;
         self.scopes.insert(self.next_scope, window);
         self.next_scope
@@ -23,9 +19,7 @@ impl<R: Runtime> Recorder<R> {
     pub fn close_scope(&mut self, id: u64) -> Option<ScopeReading> {
         self.take_sample_for_scope();
         let window = self.scopes.remove(&id)?;
-        let reading = self.sampler.allocated_in(&window);
-        self.spare_windows.push(window);
-        Some(reading)
+        Some(self.sampler.scope_reading(&window))
     }
 
     /// Allocated bytes now (`allocated_bytes.all.current`), at a new sample.
