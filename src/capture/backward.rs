@@ -3,8 +3,8 @@
 //! gradient is ready (the backward starts), when an input's is (it ends once all have arrived),
 //! when the backward pass ends (what is still open ends), and when a hook is freed with its
 //! graph; with --history or a schedule, Python tensor hooks report the same events. This keeps
-//! each call's state, opens and closes its measurement scope in the recorder, and holds the
-//! readings until module_calls.rs collects them.
+//! each call's state (with its forward entry), opens and closes its measurement scope in the
+//! recorder, and holds the readings until module_calls.rs collects them.
 use crate::capture::int_hash::IntMap;
 use crate::capture::recorder;
 use crate::capture::sampler::ScopeReading;
@@ -20,6 +20,8 @@ const HOOK_FREED: c_int = 3;
 /// One module call's backward.
 #[derive(Default)]
 struct CallBackward {
+    /// The call's forward entry (module_calls.rs).
+    entry: u32,
     /// Hooked inputs, and those whose gradient has not arrived since the backward started.
     inputs: u32,
     pending: i64,
@@ -34,10 +36,8 @@ struct State {
     calls: IntMap<u64, CallBackward>,
     /// A callback for the end of the running backward pass has been queued.
     callback_queued: bool,
-    /// (token, scope id, reading) of backwards that ended, in the order they ended.
-    finished: Vec<(u64, u64, ScopeReading)>,
-    /// Tokens forgotten without a backward (their graphs were freed first).
-    released: Vec<u64>,
+    /// (forward entry, scope id, reading) of backwards that ended, in the order they ended.
+    finished: Vec<(u32, u64, ScopeReading)>,
 }
 
 /// Lock order: this state, then the recorder (never the other way: the recorder frees no graph).
@@ -48,36 +48,38 @@ fn lock() -> MutexGuard<'static, Option<State>> {
 }
 
 /// Hooks the nodes that produced tensors (their TensorImpl addresses, Python tensors' `_cdata`)
-/// for module call `token`: `output` for the call's outputs, else its inputs. True when any was
-/// hooked (a leaf has no node; an error hooks nothing).
-pub fn hook(tensor_impls: &[usize], token: u64, output: bool) -> bool {
+/// for module call `token` of forward entry `entry`: `output` for the call's outputs, else its
+/// inputs. True when any was hooked (a leaf has no node; an error hooks nothing).
+pub fn hook(tensor_impls: &[usize], token: u64, entry: u32, output: bool) -> bool {
     let kind = if output { OUTPUT_READY } else { INPUT_READY };
-    let hooked = tensor_impls
-        .iter()
-        // SAFETY: the caller holds the tensors (and the GIL) for the duration of the call.
-        .filter(|&&t| unsafe { crate::torch::grad_hook(t, token, kind) })
-        .count() as u32;
+    if tensor_impls.is_empty() {
+        return false;
+    }
+    // SAFETY: the caller holds the tensors (and the GIL) for the duration of the call.
+    let hooked = unsafe { crate::torch::grad_hooks(tensor_impls, token, kind) };
     if hooked > 0 {
-        note_hooked(token, output, hooked, true);
+        note_hooked(token, entry, output, hooked, true);
     }
     hooked > 0
 }
 
-/// With Python tensor hooks (--history, a schedule of root calls): call `token` has a hooked
-/// output, or one more hooked input. Such calls stay known until the run ends.
-pub fn register(token: u64, output: bool) {
-    note_hooked(token, output, 1, false);
+/// With Python tensor hooks (--history, a schedule of root calls): call `token` of forward entry
+/// `entry` has a hooked output, or one more hooked input. Such calls stay known until the run
+/// ends.
+pub fn register(token: u64, entry: u32, output: bool) {
+    note_hooked(token, entry, output, 1, false);
 }
 
 /// Counts `n` hooked inputs (or notes outputs) of call `token`; C++ hooks are also counted
 /// until they are freed with their graph.
-fn note_hooked(token: u64, output: bool, n: u32, freed_later: bool) {
+fn note_hooked(token: u64, entry: u32, output: bool, n: u32, freed_later: bool) {
     let mut guard = lock();
     let call = guard
         .get_or_insert_with(State::default)
         .calls
         .entry(token)
         .or_default();
+    call.entry = entry;
     if freed_later {
         call.hooks += n;
     }
@@ -86,9 +88,10 @@ fn note_hooked(token: u64, output: bool, n: u32, freed_later: bool) {
     }
 }
 
-/// What the tracker collects: readings of finished backwards, tokens released without one, and
-/// tokens whose backward is running now.
-pub type Collected = (Vec<(u64, u64, ScopeReading)>, Vec<u64>, Vec<u64>);
+/// What the tracker collects: the forward entries and readings of finished backwards (with
+/// their scope ids, the order they started in), and the forward entries of the calls whose
+/// backward is running now.
+pub type Collected = (Vec<(u32, u64, ScopeReading)>, Vec<u32>);
 
 pub fn collect() -> Collected {
     let mut guard = lock();
@@ -97,15 +100,16 @@ pub fn collect() -> Collected {
     };
     let open = state
         .calls
-        .iter()
-        .filter(|(_, c)| c.scope.is_some())
-        .map(|(t, _)| *t)
+        .values()
+        .filter(|c| c.scope.is_some())
+        .map(|c| c.entry)
         .collect();
-    (
-        std::mem::take(&mut state.finished),
-        std::mem::take(&mut state.released),
-        open,
-    )
+    (std::mem::take(&mut state.finished), open)
+}
+
+/// The forward entry of call `token`, while it is known (hooked, its graph alive).
+pub fn entry_of(token: u64) -> Option<u32> {
+    lock().as_ref()?.calls.get(&token).map(|c| c.entry)
 }
 
 /// Ends every running backward now (the report is being written).
@@ -194,7 +198,6 @@ pub fn event(token: u64, kind: c_int) -> Outcome {
                 call.hooks = call.hooks.saturating_sub(1);
                 if call.hooks == 0 && call.scope.is_none() {
                     state.calls.remove(&token);
-                    state.released.push(token);
                 }
             }
             Outcome::default()
@@ -204,7 +207,10 @@ pub fn event(token: u64, kind: c_int) -> Outcome {
 }
 
 fn finish(state: &mut State, token: u64, scope: u64) {
+    let Some(entry) = state.calls.get(&token).map(|c| c.entry) else {
+        return;
+    };
     if let Some(reading) = recorder::with(|r| r.close_scope(scope)).flatten() {
-        state.finished.push((token, scope, reading));
+        state.finished.push((entry, scope, reading));
     }
 }

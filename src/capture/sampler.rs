@@ -388,14 +388,15 @@ impl<R: Runtime> Sampler<R> {
             start: window.start,
             end: self.sample[self.delta_at],
             peak: window.peak,
-            collectives: self.collectives_at.zip(window.collectives.as_ref()).map(
-                |(at, start)| {
+            collectives: self
+                .collectives_at
+                .zip(window.collectives.as_ref())
+                .map(|(at, start)| {
                     (at..at + collectives::LEN)
                         .zip(start.iter())
                         .map(|(i, s)| self.sample[i] - s)
                         .collect()
-                },
-            ),
+                }),
         }
     }
 

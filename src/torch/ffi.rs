@@ -107,9 +107,9 @@ shim_functions! {
     fn mp_collectives_expect(kind: c_int, bytes: i64);
     /// Bytes (8) then calls (8) per kind of collective, since the start.
     fn mp_collectives_take(out: *mut i64);
-    /// Hooks the autograd node that produced a tensor (its TensorImpl), for `--modules`
-    /// (grad_hooks.cpp): 1 hooked, 0 a leaf (no node), -1 an error.
-    fn mp_grad_hook(tensor_impl: *mut c_void, token: u64, kind: c_int) -> c_int;
+    /// Hooks the autograd nodes that produced `n` tensors (their TensorImpls), for `--modules`
+    /// (grad_hooks.cpp): the number hooked (leaves have no node), -1 an error.
+    fn mp_grad_hooks(tensor_impls: *const usize, n: usize, token: u64, kind: c_int) -> c_int;
     /// Whether autograd records on this thread (grad_hooks.cpp): 1 or 0.
     fn mp_grad_enabled() -> c_int;
     /// Notes the site of the backward the calling thread runs (0: none); returns the previous.

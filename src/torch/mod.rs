@@ -14,14 +14,15 @@ use crate::model::stats::CUDA_STAT_COUNT;
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
-/// Hooks the autograd node that produced a tensor (its TensorImpl address) for `--modules`'
-/// C++ gradient hooks; false for a leaf or on error.
+/// Hooks the autograd nodes that produced tensors (their TensorImpl addresses) for `--modules`'
+/// C++ gradient hooks; the number hooked (leaves have none; none on error).
 ///
 /// # Safety
-/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
-pub unsafe fn grad_hook(tensor_impl: usize, token: u64, kind: c_int) -> bool {
+/// Each address must be the TensorImpl of a tensor that stays alive during the call.
+pub unsafe fn grad_hooks(tensor_impls: &[usize], token: u64, kind: c_int) -> u32 {
     // SAFETY: per the contract above; the shim catches every C++ exception.
-    unsafe { ffi::mp_grad_hook(tensor_impl as *mut std::ffi::c_void, token, kind) == 1 }
+    let n = unsafe { ffi::mp_grad_hooks(tensor_impls.as_ptr(), tensor_impls.len(), token, kind) };
+    n.max(0) as u32
 }
 
 /// The TensorImpl address of the Python tensor `object`, read from the object; None where the

@@ -2,7 +2,7 @@
 //! (modules.py) calls `module_enter` and `module_exit` for every forward call; these keep each
 //! thread's stack of running calls, open and close the calls' measurement scopes, take what each
 //! saved for backward (saved.rs), hook their tensors' autograd nodes for backward
-//! (module_backward.rs), and add the readings to the entries and the timeline that the report is
+//! (src/capture/backward.rs), and add the readings to the entries and the timeline that the report is
 //! built from. Python is asked only for what needs it, by what the hooks return: a root call (the
 //! schedule, the saved-tensors hooks), a module seen for the first time under its root (its
 //! name), and with --history or a schedule of root calls the per-call follow-ups (the allocator's
@@ -10,7 +10,7 @@
 //!
 //! Shared state is behind one lock, never held while Python code runs (any bytecode can switch
 //! threads, and the other thread would wait for the lock holding the GIL). Lock order: this
-//! state, then module_backward's, then the recorder's.
+//! state, then src/capture/backward.rs's, then the recorder's.
 use crate::capture::int_hash::IntMap;
 use crate::capture::recorder;
 use crate::capture::sampler::ScopeReading;
@@ -124,8 +124,6 @@ struct Tracker {
     entries: Vec<Entry>,
     timeline: Vec<Slot>,
     dropped: u64,
-    /// Calls hooked for backward (token -> forward entry), until their graph is gone.
-    hooked: IntMap<u64, u32>,
     /// The root pass that saved the most, which checkpoint suggestions plan on: its root
     /// call's entry, what it saved, and its calls.
     best: Option<(u32, u64, Vec<PassCall>)>,
@@ -190,31 +188,22 @@ impl Tracker {
         b
     }
 
-    /// Records the backwards that ended (in the order they started) and forgets calls whose
-    /// graph is gone; returns the forward entries of the calls whose backward runs now.
+    /// Records the backwards that ended (in the order they started); returns the forward
+    /// entries of the calls whose backward runs now.
     fn collect_backwards(&mut self, end_all: bool) -> Vec<u32> {
         if end_all {
             crate::capture::backward::end_all();
         }
-        let (mut finished, released, running) = crate::capture::backward::collect();
+        let (mut finished, running) = crate::capture::backward::collect();
         finished.sort_by_key(|f| f.1);
-        for (token, _, reading) in finished {
-            let Some(&forward) = self.hooked.get(&token) else {
-                continue;
-            };
+        for (forward, _, reading) in finished {
             let entry = self.backward_entry(forward);
             self.record(entry, &reading, None);
             if let Some(slot) = self.slot(entry) {
                 self.timeline[slot].reading = Some(reading);
             }
         }
-        for token in released {
-            self.hooked.remove(&token);
-        }
         running
-            .iter()
-            .filter_map(|t| self.hooked.get(t).copied())
-            .collect()
     }
 
     /// The module's forward entry under `root`, if its site is known and both are alive.
@@ -339,13 +328,10 @@ fn enter(
     }
     let token = scope.unwrap_or_else(|| recorder::with(|r| r.open_scope()).unwrap_or(0));
     let saved_from = crate::capture::saved::pass_bytes();
-    let hooked = grad && native && crate::capture::backward::hook(&impls, token, false);
-    let slot = with_tracker(|t| {
-        if hooked {
-            t.hooked.insert(token, entry);
-        }
-        t.slot(entry)
-    });
+    if grad && native {
+        crate::capture::backward::hook(&impls, token, entry, false);
+    }
+    let slot = with_tracker(|t| t.slot(entry));
     THREAD.with(|th| {
         let mut th = th.borrow_mut();
         let th = &mut *th;
@@ -505,11 +491,8 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
         if let Some(tensor) = super::tensor_object::tensor_type(output.py()) {
             let mut impls = Vec::new();
             for_each_output(output, tensor, 0, &mut |t| impls.push(t));
-            hooked = crate::capture::backward::hook(&impls, token, true);
+            hooked = crate::capture::backward::hook(&impls, token, entry, true);
         }
-    }
-    if hooked {
-        with_tracker(|t| t.hooked.insert(token, entry));
     }
     let entry_id = i64::from(entry);
     let Some((own_root, saved, calls)) = root else {
@@ -578,8 +561,7 @@ fn modules_entry() -> u32 {
 /// its inputs (its backward waits for its gradient) was hooked.
 #[pyfunction]
 fn modules_hooked(token: u64, entry: u32, output: bool) {
-    crate::capture::backward::register(token, output);
-    with_tracker(|t| t.hooked.insert(token, entry));
+    crate::capture::backward::register(token, entry, output);
 }
 
 /// With Python tensor hooks: a gradient arrived for call `token` (see module_backward's kinds).
@@ -593,7 +575,7 @@ fn modules_grad_event(token: u64, kind: c_int) -> (bool, bool, bool) {
 /// The forward entry of call `token`, if it was hooked for backward.
 #[pyfunction]
 fn modules_entry_of(token: u64) -> Option<u32> {
-    with_tracker(|t| t.hooked.get(&token).copied())
+    crate::capture::backward::entry_of(token)
 }
 
 /// The module calls running now: the forward entries of this thread's calls (outermost first)

@@ -53,17 +53,31 @@ extern "C" {
 /// Whether autograd records on this thread (torch.is_grad_enabled()): 1 or 0.
 int mp_grad_enabled() { return c10::GradMode::is_enabled() ? 1 : 0; }
 
-/// Hooks the node that produced the tensor whose TensorImpl is `impl` (a Python tensor's
-/// `_cdata`): 1 when hooked, 0 when the tensor has no node (a leaf), -1 on error.
-int mp_grad_hook(void* impl, uint64_t token, int kind) {
+/// Hooks the nodes that produced the `n` tensors whose TensorImpls are `impls` (Python tensors'
+/// `_cdata`) for call `token`: the number hooked (a tensor without a node, a leaf, is not), or
+/// -1 on error. A view's node is asked of the tensor (autograd may make it anew after an
+/// in-place change); any other tensor's is the field itself, read without touching its
+/// reference counts: the caller holds the tensors, which hold their nodes.
+int mp_grad_hooks(const uintptr_t* impls, size_t n, uint64_t token, int kind) {
   try {
-    auto ptr = c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(
-        static_cast<c10::TensorImpl*>(impl));
-    at::Tensor tensor(std::move(ptr));
-    auto node = tensor.grad_fn();
-    if (!node) return 0;
-    node->add_pre_hook(std::make_unique<MemprofGradHook>(token, kind));
-    return 1;
+    int hooked = 0;
+    for (size_t i = 0; i < n; ++i) {
+      auto* impl = reinterpret_cast<c10::TensorImpl*>(impls[i]);
+      auto* meta = static_cast<torch::autograd::AutogradMeta*>(impl->autograd_meta());
+      if (meta == nullptr) continue;
+      if (meta->is_view_) {
+        at::Tensor tensor(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(impl));
+        auto node = tensor.grad_fn();
+        if (!node) continue;
+        node->add_pre_hook(std::make_unique<MemprofGradHook>(token, kind));
+      } else {
+        torch::autograd::Node* node = meta->grad_fn_.get();
+        if (node == nullptr) continue;
+        node->add_pre_hook(std::make_unique<MemprofGradHook>(token, kind));
+      }
+      ++hooked;
+    }
+    return hooked;
   } catch (...) {
     return -1;
   }
