@@ -49,18 +49,7 @@ python3 benches/rounds_table.py "$out" \
   "resnet=resnet50, batch 32, SGD;gpt2=GPT-2 124M, bf16 autocast, fused AdamW, 12 x 1024" \
   "python=python3;none=memprof run, no flags;before=memprof run --modules, before;after=memprof run --modules;wheel=memprof run --modules, the wheel in the venv's python"
 # The same numbers before and after, module by module (the last round's reports).
-python3 - "$out" $cases <<'PY'
-import json, os, sys
-out = sys.argv[1]
-for case in sys.argv[2:]:
-    a, b = (os.path.join(out, f"{case}-{v}.json") for v in ("before", "after"))
-    if not (os.path.exists(a) and os.path.exists(b)):
-        continue
-    rows = lambda p: [(e["root"], e["module"], e["phase"], e["calls"], e["peak_bytes"],
-                       e.get("saved_bytes")) for e in json.load(open(p))["modules"]["modules"]]
-    ra, rb = rows(a), rows(b)
-    same = sum(x == y for x, y in zip(ra, rb))
-    print(f"{case}: {len(rb)} module rows; {same} the same as before's (calls, peak, saved bytes)"
-          + ("" if same == len(ra) == len(rb) else "; first differences: "
-             + "; ".join(f"{x} -> {y}" for x, y in zip(ra, rb) if x != y)[:600]))
-PY
+for c in $cases; do
+  [ -f "$out/$c-before.json" ] && [ -f "$out/$c-after.json" ] &&
+    python3 benches/modules_rows.py "$c" "$out/$c-before.json" "$out/$c-after.json"
+done
