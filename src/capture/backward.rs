@@ -117,10 +117,33 @@ pub fn end_all() {
     event(0, PASS_ENDED);
 }
 
-/// Called by the hooks, on autograd's threads, without the GIL. Returns 1 when the engine should
-/// call back at the end of this backward pass.
-pub extern "C" fn mp_rust_grad_event(token: u64, kind: c_int) -> c_int {
-    std::panic::catch_unwind(|| c_int::from(event(token, kind).queue)).unwrap_or(0)
+/// Called by the hooks, on autograd's threads, without the GIL: the events of the `n` calls a
+/// node's hook holds, in order (`freed`: the hook is gone with its graph, a HOOK_FREED for
+/// each), under one lock. Returns 1 when the engine should call back at the end of this
+/// backward pass.
+pub extern "C" fn mp_rust_grad_events(
+    calls: *const crate::torch::GradCall,
+    n: usize,
+    freed: i32,
+) -> c_int {
+    std::panic::catch_unwind(|| {
+        if calls.is_null() || n == 0 {
+            return 0;
+        }
+        // SAFETY: the hook passes its own array of `n` calls, alive during the call.
+        let calls = unsafe { std::slice::from_raw_parts(calls, n) };
+        let mut guard = lock();
+        let Some(state) = guard.as_mut() else {
+            return 0;
+        };
+        let mut queue = false;
+        for c in calls {
+            let kind = if freed != 0 { HOOK_FREED } else { c.kind };
+            queue |= apply(state, c.token, kind).queue;
+        }
+        c_int::from(queue)
+    })
+    .unwrap_or(0)
 }
 
 /// What an event did.
@@ -133,12 +156,16 @@ pub struct Outcome {
     pub closed: bool,
 }
 
-/// One event of a call's hooks (the kinds above), from the C++ hooks or the Python ones.
+/// One event of a call's hooks (the kinds above), from the Python hooks or the report.
 pub fn event(token: u64, kind: c_int) -> Outcome {
     let mut guard = lock();
-    let Some(state) = guard.as_mut() else {
-        return Outcome::default();
-    };
+    match guard.as_mut() {
+        Some(state) => apply(state, token, kind),
+        None => Outcome::default(),
+    }
+}
+
+fn apply(state: &mut State, token: u64, kind: c_int) -> Outcome {
     match kind {
         OUTPUT_READY => {
             let Some(call) = state.calls.get_mut(&token) else {

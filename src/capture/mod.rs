@@ -23,7 +23,7 @@ pub mod timeline;
 pub fn load_torch(torch_root: &std::path::Path, version: &str) -> crate::error::Result<()> {
     static CALLBACKS: crate::torch::Callbacks = crate::torch::Callbacks {
         allocation_event: peak::mp_rust_allocation_event,
-        grad_event: backward::mp_rust_grad_event,
+        grad_events: backward::mp_rust_grad_events,
         segment_event: peak::mp_rust_segment_event,
         saved_tensor: saved::mp_rust_saved_tensor,
     };

@@ -6,11 +6,19 @@ use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
 use std::sync::OnceLock;
 
+/// One module call's concern with a gradient, as a C++ gradient hook holds it (`MpGradCall` in
+/// src/torch/cpp/callbacks.h): the call's token and the event's kind.
+#[repr(C)]
+pub struct GradCall {
+    pub token: u64,
+    pub kind: i32,
+}
+
 /// What the shim calls in memprof's core (src/torch/cpp/callbacks.h), handed over at load.
 #[repr(C)]
 pub struct Callbacks {
     pub allocation_event: extern "C" fn(u64, i64, u32, i32, i64, i64, i64, u64),
-    pub grad_event: extern "C" fn(u64, c_int) -> c_int,
+    pub grad_events: extern "C" fn(*const GradCall, usize, i32) -> c_int,
     pub segment_event: extern "C" fn(i32, i64, u64),
     pub saved_tensor: extern "C" fn(*mut c_void),
 }

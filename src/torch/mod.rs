@@ -7,7 +7,7 @@ mod ffi;
 pub mod loader;
 pub mod releases;
 
-pub use ffi::Callbacks;
+pub use ffi::{Callbacks, GradCall};
 
 use crate::error::{Error, Result};
 use crate::model::stats::CUDA_STAT_COUNT;

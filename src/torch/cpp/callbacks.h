@@ -3,14 +3,23 @@
 // the core hands it these functions once, through mp_set_callbacks, before anything calls them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+// One module call's concern with a gradient (grad_hooks.cpp): its token, and the kind of event
+// (src/capture/backward.rs: 0 an output's gradient, 1 an input's, 2 the pass ended, 3 freed).
+struct MpGradCall {
+  uint64_t token;
+  int32_t kind;
+};
 
 struct MpCallbacks {
   // src/capture/peak.rs: an allocation or free of the measured device (no Python, no panic).
   void (*allocation_event)(uint64_t ptr, int64_t bytes, uint32_t backward_site, int32_t has_totals,
                            int64_t total, int64_t reserved, int64_t requested, uint64_t stream);
-  // src/capture/backward.rs: a gradient hook's event (grad_hooks.cpp).
-  int (*grad_event)(uint64_t token, int kind);
+  // src/capture/backward.rs: a gradient hook's events, one per call it holds, in order
+  // (grad_hooks.cpp); `freed`: the hook is gone with its graph (kind 3 for each).
+  int (*grad_events)(const MpGradCall* calls, size_t n, int32_t freed);
   // src/capture/peak.rs: a segment event of the CUDA allocator's trace (cuda_trace.cpp).
   void (*segment_event)(int32_t kind, int64_t bytes, uint64_t stream);
   // src/capture/saved.rs: a tensor that `--modules`' native saved-tensors hook saved (its
@@ -29,8 +38,8 @@ inline void mp_rust_allocation_event(uint64_t ptr, int64_t bytes, uint32_t backw
                                   requested, stream);
 }
 
-inline int mp_rust_grad_event(uint64_t token, int kind) {
-  return mp_callbacks.grad_event ? mp_callbacks.grad_event(token, kind) : 0;
+inline int mp_rust_grad_events(const MpGradCall* calls, size_t n, int32_t freed) {
+  return mp_callbacks.grad_events ? mp_callbacks.grad_events(calls, n, freed) : 0;
 }
 
 inline void mp_rust_segment_event(int32_t kind, int64_t bytes, uint64_t stream) {

@@ -2,7 +2,10 @@
 // node that produced one of its outputs is about to run, and ends when the nodes of all its
 // inputs are. The Python tensor hooks they replace cost a Python call per tensor to register
 // (Tensor.register_hook) and, in backward, the GIL on autograd's device thread per gradient.
-// These run without Python: each calls memprof (Rust) with the call's token.
+// These run without Python: each calls memprof (Rust) with the calls' tokens. One hook per node
+// holds every call that waits on that node's gradient (a module's output is its parent's output
+// and the next module's input: two or three calls at one node): one call into Rust when it
+// fires, one when it is freed, in the order the calls were hooked.
 //
 // Every entry point catches every C++ exception: an exception crossing into Rust is undefined
 // behaviour.
@@ -14,27 +17,29 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
-// mp_rust_grad_event, implemented in Rust (src/capture/backward.rs): kind 0, an output's
-// gradient is ready (the call's backward starts); 1, an input's is; 2, the backward pass ended;
-// 3, a hook of the call is gone with its graph. Returns 1 when the engine should call back at
-// the end of this backward pass (kind 2).
+// mp_rust_grad_events, implemented in Rust (src/capture/backward.rs): per call, kind 0, an
+// output's gradient is ready (the call's backward starts); 1, an input's is; 2, the backward pass
+// ended; 3, a hook of the call is gone with its graph. Returns 1 when the engine should call back
+// at the end of this backward pass (kind 2).
 #include "callbacks.h"
 
 namespace {
 
-struct MemprofGradHook : torch::autograd::FunctionPreHook {
-  uint64_t token;
-  int kind;
-  MemprofGradHook(uint64_t t, int k) : token(t), kind(k) {}
-  ~MemprofGradHook() override { mp_rust_grad_event(token, 3); }
+struct MemprofGradHook final : torch::autograd::FunctionPreHook {
+  std::vector<MpGradCall> calls;
+  MemprofGradHook(uint64_t token, int kind) { calls.push_back({token, kind}); }
+  ~MemprofGradHook() override { mp_rust_grad_events(calls.data(), calls.size(), 1); }
 
   torch::autograd::variable_list operator()(
       const torch::autograd::variable_list& grads) override {
-    if (mp_rust_grad_event(token, kind) == 1) {
+    if (mp_rust_grad_events(calls.data(), calls.size(), 0) == 1) {
       try {
-        torch::autograd::Engine::get_default_engine().queue_callback(
-            [] { mp_rust_grad_event(0, 2); });
+        torch::autograd::Engine::get_default_engine().queue_callback([] {
+          const MpGradCall ended{0, 2};
+          mp_rust_grad_events(&ended, 1, 0);
+        });
       } catch (...) {
       }
     }
@@ -45,6 +50,19 @@ struct MemprofGradHook : torch::autograd::FunctionPreHook {
   // the backward of such calls when the backward pass ends), instead of failing it.
   void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& /*args*/) const override {}
 };
+
+// Adds call `token` to the node's memprof hook when that hook is the node's latest (so that the
+// order of every hook on the node stays the order they were added in), else a new hook.
+void hook(torch::autograd::Node* node, uint64_t token, int kind) {
+  auto& hooks = node->pre_hooks();
+  if (!hooks.empty()) {
+    if (auto* ours = dynamic_cast<MemprofGradHook*>(hooks.back().get())) {
+      ours->calls.push_back({token, kind});
+      return;
+    }
+  }
+  node->add_pre_hook(std::make_unique<MemprofGradHook>(token, kind));
+}
 
 }  // namespace
 
@@ -69,11 +87,11 @@ int mp_grad_hooks(const uintptr_t* impls, size_t n, uint64_t token, int kind) {
         at::Tensor tensor(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(impl));
         auto node = tensor.grad_fn();
         if (!node) continue;
-        node->add_pre_hook(std::make_unique<MemprofGradHook>(token, kind));
+        hook(node.get(), token, kind);
       } else {
         torch::autograd::Node* node = meta->grad_fn_.get();
         if (node == nullptr) continue;
-        node->add_pre_hook(std::make_unique<MemprofGradHook>(token, kind));
+        hook(node, token, kind);
       }
       ++hooked;
     }
