@@ -25,6 +25,21 @@ struct Pass {
 
 thread_local! {
     static PASS: RefCell<Option<Pass>> = const { RefCell::new(None) };
+    /// The set of the thread's previous pass, emptied, for the next: a root call's set grows to
+    /// the same size at every call, and growing it anew cost a third of reading the root's
+    /// parameters and buffers.
+    static SPARE: RefCell<IntSet<usize>> = RefCell::new(IntSet::default());
+}
+
+/// An empty set for a pass's storages (the previous pass's, cleared: its capacity kept).
+pub fn spare_set() -> IntSet<usize> {
+    SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()))
+}
+
+/// Keeps a pass's set for the next pass's `spare_set`.
+fn keep_spare(mut set: IntSet<usize>) {
+    set.clear();
+    SPARE.with(|s| *s.borrow_mut() = set);
 }
 
 /// Whether the tensor whose TensorImpl is at the address is a parameter or a view of one
@@ -42,13 +57,16 @@ pub fn set_parameter_check(check: ParameterCheck) {
 /// what the pass saves (else a hook does, or nothing).
 pub fn begin(device_index: c_int, skip: IntSet<usize>, interposed: bool) {
     crate::torch::saved_counting(interposed);
-    PASS.with(|p| {
-        *p.borrow_mut() = Some(Pass {
+    let previous = PASS.with(|p| {
+        p.borrow_mut().replace(Pass {
             device_index,
             skip,
             bytes: 0,
         })
     });
+    if let Some(previous) = previous {
+        keep_spare(previous.skip);
+    }
 }
 
 /// The bytes this thread's pass has saved so far.
@@ -59,7 +77,9 @@ pub fn pass_bytes() -> u64 {
 /// The root call ended: nothing is counted on this thread until the next one.
 pub fn end_pass() {
     crate::torch::saved_counting(false);
-    PASS.with(|p| *p.borrow_mut() = None);
+    if let Some(pass) = PASS.with(|p| p.borrow_mut().take()) {
+        keep_spare(pass.skip);
+    }
 }
 
 /// The measured device of this thread's pass (-1: the CPU, also when no pass runs).

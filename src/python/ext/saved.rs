@@ -7,7 +7,6 @@
 //! All count through src/capture/saved.rs; a root call begins a pass (`saved_begin`, which reads
 //! the storages of the root's parameters and buffers). An `nn.Parameter`, or a view of one, never
 //! counts (one check here, for all).
-use crate::capture::int_hash::IntSet;
 use crate::capture::saved;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
@@ -41,7 +40,7 @@ fn saved_begin(
         let _ = PARAMETER.set(parameter.unbind());
         saved::set_parameter_check(is_parameter);
     }
-    let mut skip = IntSet::default();
+    let mut skip = saved::spare_set();
     let alive = modules.iter().filter_map(|m| {
         m.cast_into::<PyWeakrefReference>()
             .ok()
@@ -52,7 +51,7 @@ fn saved_begin(
             intern!(module.py(), "_parameters"),
             intern!(module.py(), "_buffers"),
         ] {
-            let Ok(tensors) = module.getattr(field) else {
+            let Some(tensors) = instance_attribute(&module, field) else {
                 continue;
             };
             let Ok(tensors) = tensors.cast_into::<PyDict>() else {
@@ -70,6 +69,25 @@ fn saved_begin(
         }
     }
     saved::begin(device_index, skip, interposed);
+}
+
+/// `obj.name`, looked up as `object.__getattribute__` does: a module's `_parameters` is in its
+/// instance dict, and nn.Module's Python `__getattr__` (asked only when that fails) costs a type
+/// lookup on every access through Python's own getattr. Where that fails, Python's getattr.
+fn instance_attribute<'py>(
+    obj: &Bound<'py, PyAny>,
+    name: &Bound<'py, pyo3::types::PyString>,
+) -> Option<Bound<'py, PyAny>> {
+    let py = obj.py();
+    // SAFETY: both are live objects; the call returns a new reference, or null with an
+    // exception set (taken below).
+    let found = unsafe { pyo3::ffi::PyObject_GenericGetAttr(obj.as_ptr(), name.as_ptr()) };
+    if found.is_null() {
+        drop(PyErr::take(py));
+        return obj.getattr(name).ok();
+    }
+    // SAFETY: a new reference, owned from here.
+    Some(unsafe { Bound::from_owned_ptr(py, found) })
 }
 
 /// Makes memprof stand in for SavedVariable's constructor in torch's libraries (true), so that
