@@ -194,7 +194,8 @@ fn apply(state: &mut State, token: u64, kind: c_int) -> Outcome {
             let mut closed = false;
             if call.pending <= 0 {
                 if let Some(id) = call.scope.take() {
-                    finish(state, token, id);
+                    let entry = call.entry;
+                    finish(state, entry, id);
                     closed = true;
                 }
             }
@@ -205,15 +206,15 @@ fn apply(state: &mut State, token: u64, kind: c_int) -> Outcome {
         }
         PASS_ENDED => {
             state.callback_queued = false;
-            let mut open: Vec<(u64, u64)> = state
+            let mut open: Vec<(u32, u64)> = state
                 .calls
-                .iter_mut()
-                .filter_map(|(t, c)| c.scope.take().map(|id| (*t, id)))
+                .values_mut()
+                .filter_map(|c| c.scope.take().map(|id| (c.entry, id)))
                 .collect();
             open.sort_by_key(|(_, id)| *id);
             let closed = !open.is_empty();
-            for (t, id) in open {
-                finish(state, t, id);
+            for (entry, id) in open {
+                finish(state, entry, id);
             }
             Outcome {
                 closed,
@@ -233,10 +234,9 @@ fn apply(state: &mut State, token: u64, kind: c_int) -> Outcome {
     }
 }
 
-fn finish(state: &mut State, token: u64, scope: u64) {
-    let Some(entry) = state.calls.get(&token).map(|c| c.entry) else {
-        return;
-    };
+/// Closes the backward window `scope` of a call of forward entry `entry`; its reading waits in
+/// `finished` for the tracker.
+fn finish(state: &mut State, entry: u32, scope: u64) {
     if let Some(reading) = recorder::with(|r| r.close_scope(scope)).flatten() {
         state.finished.push((entry, scope, reading));
     }

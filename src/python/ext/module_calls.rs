@@ -2,11 +2,12 @@
 //! (modules.py) calls `module_enter` and `module_exit` for every forward call; these keep each
 //! thread's stack of running calls, open and close the calls' measurement scopes, take what each
 //! saved for backward (saved.rs), hook their tensors' autograd nodes for backward
-//! (src/capture/backward.rs), and add the readings to the entries and the timeline that the report is
-//! built from. Python is asked only for what needs it, by what the hooks return: a root call (the
-//! schedule, the saved-tensors hooks), a module seen for the first time under its root (its
-//! name), and with --history or a schedule of root calls the per-call follow-ups (the allocator's
-//! context, Python tensor hooks). No Python object is made per call on the common path.
+//! (src/capture/backward.rs), and add the readings to the entries and the timeline that the
+//! report is built from. Python is asked only for what needs it, by what the hooks return: a
+//! root call (the schedule, the saved-tensors hooks), a module seen for the first time under its
+//! root (its name), and with --history or a schedule of root calls the per-call follow-ups (the
+//! allocator's context, Python tensor hooks). No Python object is made per call on the common
+//! path.
 //!
 //! Shared state is behind one lock, never held while Python code runs (any bytecode can switch
 //! threads, and the other thread would wait for the lock holding the GIL). Lock order: this
@@ -564,7 +565,7 @@ fn modules_hooked(token: u64, entry: u32, output: bool) {
     crate::capture::backward::register(token, entry, output);
 }
 
-/// With Python tensor hooks: a gradient arrived for call `token` (see module_backward's kinds).
+/// With Python tensor hooks: a gradient arrived for call `token` (see src/capture/backward.rs's kinds).
 /// Returns (queue the end-of-pass callback, a backward started, one ended).
 #[pyfunction]
 fn modules_grad_event(token: u64, kind: c_int) -> (bool, bool, bool) {
