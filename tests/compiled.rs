@@ -388,3 +388,22 @@ fn a_compiled_models_rows_are_the_same_from_a_cache_another_checkout_wrote() {
     assert_eq!(without_allocations(&rows), without_allocations(&own));
     assert_eq!(plan, own_plan);
 }
+
+/// Module calls in a graph that dynamo traces through memprof's `_call_impl` wrapper (forward
+/// hooks keep it from going straight to `forward`) and in a non-strict export (modules run on
+/// fake tensors while `torch.compiler.is_compiling()`) run as without memprof: dynamo finds no
+/// graph break (it is told what the native `module_enter` answers in a graph), the outputs are
+/// python's, and only the eager call is measured.
+#[test]
+fn module_calls_in_traced_graphs_and_a_non_strict_export_run_as_without_memprof() {
+    assert_prints_as_under_python(&["compiled_hooked.py"], &[&["--modules"]]);
+    let (r, report) = profile(&[], &["--modules", "compiled_hooked.py"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("graphs 1 breaks 0\n"), "{}", r.stdout);
+    let rows = report["modules"]["modules"].as_array().unwrap();
+    let sequential: Vec<_> = rows.iter().filter(|m| m["root"] == "Sequential").collect();
+    assert_eq!(sequential.len(), 16, "{rows:#?}");
+    for m in sequential {
+        assert_eq!(m["calls"], 1, "{m}");
+    }
+}

@@ -743,3 +743,67 @@ fn a_backward_under_compiled_autograd_runs_as_without_memprof() {
         }
     }
 }
+
+/// The lines of `targets` and the module rows of `--modules`, each measured alone and with the
+/// other: the same.
+fn lines_and_modules_read_alike(targets: &[&str], script: &[&str]) {
+    let functions: Vec<&str> = targets.iter().skip(1).step_by(2).copied().collect();
+    let lines_of = |extra: &[&str]| -> Vec<Value> {
+        let mut args = targets.to_vec();
+        args.extend(extra);
+        args.extend(script);
+        let (r, report) = profile(&["allocated_bytes.all.peak"], &args);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        functions
+            .iter()
+            .flat_map(|f| function(&report, f)["lines"].as_array().unwrap().clone())
+            .map(|l| serde_json::json!([l["line"], l["hits"], l["delta_bytes"], l["stats"]]))
+            .collect()
+    };
+    let alone = lines_of(&[]);
+    assert!(
+        alone
+            .iter()
+            .any(|l| l[3]["allocated_bytes.all.peak"].as_i64() > Some(0)),
+        "{alone:?}"
+    );
+    assert_eq!(lines_of(&["--modules"]), alone, "{targets:?} {script:?}");
+    let rows_of = |extra: &[&str]| -> Vec<Value> {
+        let mut args = extra.to_vec();
+        args.extend(script);
+        let m = modules(&[], &args);
+        m["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                serde_json::json!([
+                    e["module"],
+                    e["phase"],
+                    e["calls"],
+                    e["delta_bytes"],
+                    e["peak_bytes"],
+                    e["peak_increase_bytes"],
+                    e["saved_bytes"]
+                ])
+            })
+            .collect()
+    };
+    let rows = rows_of(&[]);
+    assert!(rows.len() >= 8, "{rows:?}");
+    assert_eq!(rows_of(targets), rows, "{targets:?} {script:?}");
+}
+
+/// Lines and module calls read one allocator, and each reading restarts its maximum: a line's
+/// peak around module calls (fixtures/mlp.py's train_step) and a module call's peak around the
+/// lines inside it (fixtures/lines_in_modules.py's Block.forward, whose temporary lives and
+/// dies inside one line) are each taken where the other restarted it. Nothing else allocates
+/// in these fixtures, so each reads the same measured with the other as alone.
+#[test]
+fn lines_and_module_calls_measured_together_read_what_each_reads_alone() {
+    lines_and_modules_read_alike(&["-f", "train_step"], &["mlp.py", "float32", "3"]);
+    lines_and_modules_read_alike(
+        &["-f", "Net.forward", "-f", "Block.forward"],
+        &["lines_in_modules.py"],
+    );
+}

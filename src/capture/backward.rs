@@ -3,10 +3,11 @@
 //! gradient is ready (the backward starts), when an input's is (it ends once all have arrived),
 //! when the backward pass ends (what is still open ends), and when a hook is freed with its
 //! graph; with --history or a schedule, Python tensor hooks report the same events. This keeps
-//! each call's state (with its forward entry), opens and closes its measurement scope in the
-//! recorder, and holds the readings until module_calls.rs collects them.
+//! each call's state (with its forward entry), opens and closes its measurement window
+//! (module_windows.rs: the events one hook delivers share one reading), and holds the readings
+//! until module_calls.rs collects them.
 use crate::capture::int_hash::IntMap;
-use crate::capture::recorder;
+use crate::capture::module_windows;
 use crate::capture::sampler::ScopeReading;
 use std::os::raw::c_int;
 use std::sync::{Mutex, MutexGuard};
@@ -25,7 +26,7 @@ struct CallBackward {
     /// Hooked inputs, and those whose gradient has not arrived since the backward started.
     inputs: u32,
     pending: i64,
-    /// The recorder's scope while the backward runs.
+    /// Its measurement window while the backward runs.
     scope: Option<u64>,
     /// Hooks alive: the call is forgotten when the last is freed and nothing is open.
     hooks: u32,
@@ -40,7 +41,7 @@ struct State {
     finished: Vec<(u32, u64, ScopeReading)>,
 }
 
-/// Lock order: this state, then the recorder (never the other way: the recorder frees no graph).
+/// Lock order: this state, then the windows' (never the other way: they free no graph).
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 
 fn lock() -> MutexGuard<'static, Option<State>> {
@@ -137,9 +138,10 @@ pub extern "C" fn mp_rust_grad_events(
             return 0;
         };
         let mut queue = false;
+        let mut moment = module_windows::Moment::new();
         for c in calls {
             let kind = if freed != 0 { HOOK_FREED } else { c.kind };
-            queue |= apply(state, c.token, kind).queue;
+            queue |= apply(state, &mut moment, c.token, kind).queue;
         }
         c_int::from(queue)
     })
@@ -160,12 +162,17 @@ pub struct Outcome {
 pub fn event(token: u64, kind: c_int) -> Outcome {
     let mut guard = lock();
     match guard.as_mut() {
-        Some(state) => apply(state, token, kind),
+        Some(state) => apply(state, &mut module_windows::Moment::new(), token, kind),
         None => Outcome::default(),
     }
 }
 
-fn apply(state: &mut State, token: u64, kind: c_int) -> Outcome {
+fn apply(
+    state: &mut State,
+    moment: &mut module_windows::Moment,
+    token: u64,
+    kind: c_int,
+) -> Outcome {
     match kind {
         OUTPUT_READY => {
             let Some(call) = state.calls.get_mut(&token) else {
@@ -175,7 +182,7 @@ fn apply(state: &mut State, token: u64, kind: c_int) -> Outcome {
                 return Outcome::default();
             }
             call.pending = i64::from(call.inputs);
-            call.scope = recorder::with(|r| r.open_scope());
+            call.scope = Some(moment.open());
             let queue = !state.callback_queued;
             state.callback_queued = true;
             Outcome {
@@ -195,7 +202,7 @@ fn apply(state: &mut State, token: u64, kind: c_int) -> Outcome {
             if call.pending <= 0 {
                 if let Some(id) = call.scope.take() {
                     let entry = call.entry;
-                    finish(state, entry, id);
+                    finish(state, moment, entry, id);
                     closed = true;
                 }
             }
@@ -214,7 +221,7 @@ fn apply(state: &mut State, token: u64, kind: c_int) -> Outcome {
             open.sort_by_key(|(_, id)| *id);
             let closed = !open.is_empty();
             for (entry, id) in open {
-                finish(state, entry, id);
+                finish(state, moment, entry, id);
             }
             Outcome {
                 closed,
@@ -236,8 +243,8 @@ fn apply(state: &mut State, token: u64, kind: c_int) -> Outcome {
 
 /// Closes the backward window `scope` of a call of forward entry `entry`; its reading waits in
 /// `finished` for the tracker.
-fn finish(state: &mut State, entry: u32, scope: u64) {
-    if let Some(reading) = recorder::with(|r| r.close_scope(scope)).flatten() {
+fn finish(state: &mut State, moment: &mut module_windows::Moment, entry: u32, scope: u64) {
+    if let Some(reading) = moment.close(scope) {
         state.finished.push((entry, scope, reading));
     }
 }

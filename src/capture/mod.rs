@@ -1,6 +1,6 @@
 //! Capture: turning the hooks' events into measured executions of lines and scopes. The recorder
 //! (frames, lines, the schedule, module scopes, line marks), the sampler (reading the allocator),
-//! host memory, module backward passes, signals, and the child processes followed. Knows nothing of Python objects: the hooks
+//! host memory, module calls' windows and backward passes, signals, and the child processes followed. Knows nothing of Python objects: the hooks
 //! hand it addresses. Uses `torch`, `model` and `error`.
 pub mod backward;
 pub mod children;
@@ -9,6 +9,7 @@ pub mod growth;
 pub mod host;
 pub mod int_hash;
 pub mod interrupt;
+pub mod module_windows;
 pub mod peak;
 pub mod recorder;
 pub mod sampler;

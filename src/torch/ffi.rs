@@ -124,6 +124,9 @@ shim_functions! {
     fn mp_backward_site_set(site: u32) -> u32;
     /// Reads a tally (0 CPU, 1 device) and restarts its maxima; see `Tally` in shim.cpp.
     fn mp_tally_take(which: c_int, out: *mut i64);
+    /// A module scope's take of a tally's allocated bytes: now, and their maximum since the
+    /// previous take (which the next full take still sees).
+    fn mp_tally_take_allocated(which: c_int, current: *mut i64, max: *mut i64);
     fn mp_adopt_cpu_storages(impls: *const u64, n: usize) -> i64;
     /// The TensorImpl of a Python tensor object, read from the object (tensor_object.cpp);
     /// null where this release's layout is not known.

@@ -311,6 +311,16 @@ pub fn take_tally(device: bool, out: &mut [i64; TALLY_LEN]) {
     unsafe { ffi::mp_tally_take(i32::from(device), out.as_mut_ptr()) }
 }
 
+/// A module scope's reading of the CPU tally (`device == false`) or the CUDA device's: allocated
+/// bytes now and their maximum since the previous take of either kind, which restarts; the next
+/// `take_tally` still sees that maximum.
+pub fn take_allocated(device: bool) -> (i64, i64) {
+    let (mut current, mut max) = (0, 0);
+    // SAFETY: writes two values.
+    unsafe { ffi::mp_tally_take_allocated(i32::from(device), &mut current, &mut max) };
+    (current, max)
+}
+
 /// Allocation tags (`--tensors`): which targeted line allocated each live block.
 pub mod tags {
     use super::ffi;

@@ -181,6 +181,7 @@ impl<R: Runtime> Recorder<R> {
     fn idle(&self) -> bool {
         self.returning.is_empty()
             && self.scopes.is_empty()
+            && !crate::capture::module_windows::any_open()
             && self.stacks.values().all(|s| s.is_empty())
     }
 
@@ -201,6 +202,12 @@ impl<R: Runtime> Recorder<R> {
     /// A measured call starts: with nothing else open, follow the program to the CUDA device it
     /// uses now (`torch.cuda.set_device` in each rank, say), and remember which devices were
     /// measured.
+    /// A root module call starts: while nothing is measured, the recorder follows the program
+    /// to the CUDA device it uses now (as at a line's start).
+    pub fn follow_device(&mut self) {
+        self.choose_device();
+    }
+
     fn choose_device(&mut self) {
         let Some(mut device) = self.sampler.device() else {
             return;

@@ -11,16 +11,16 @@
 //!
 //! Shared state is behind one lock, never held while Python code runs (any bytecode can switch
 //! threads, and the other thread would wait for the lock holding the GIL). Lock order: this
-//! state, then src/capture/backward.rs's, then the recorder's.
+//! state, then src/capture/backward.rs's, then the windows' (src/capture/module_windows.rs).
 use crate::capture::int_hash::IntMap;
-use crate::capture::recorder;
 use crate::capture::sampler::ScopeReading;
+use crate::capture::{module_windows, recorder};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple, PyType, PyWeakrefReference};
 use std::cell::RefCell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Timeline items kept in the report; later calls are counted as dropped.
 const TIMELINE_CAP: usize = 20000;
@@ -34,6 +34,8 @@ const SITE: u8 = 2;
 const FOLLOW_UP: u8 = 3;
 /// The root call ended (the tracker pops its saved-tensors hooks).
 const ROOT_ENDED: u8 = 4;
+/// torch is compiling (`torch.compiler.is_compiling()`): the call runs unmeasured.
+const PASS: u8 = 5;
 
 /// One running forward call.
 struct Call {
@@ -87,6 +89,20 @@ thread_local! {
 /// checkpoint suggestions need each call's input bytes.
 static NATIVE: AtomicBool = AtomicBool::new(false);
 static PLAN: AtomicBool = AtomicBool::new(false);
+
+/// `torch.compiler`'s namespace, whose `_is_compiling_flag` is what `is_compiling()` answers
+/// outside TorchScript (set by non-strict export while it runs modules on fake tensors): read
+/// here, where the wrapper asked it of two Python frames at every call.
+static COMPILER: OnceLock<Py<PyDict>> = OnceLock::new();
+
+fn compiling(py: Python<'_>) -> bool {
+    COMPILER.get().is_some_and(|namespace| {
+        matches!(
+            namespace.bind(py).get_item(pyo3::intern!(py, "_is_compiling_flag")),
+            Ok(Some(flag)) if flag.is_truthy().unwrap_or(false)
+        )
+    })
+}
 
 /// A module under a root, found once: its forward entry.
 struct Site {
@@ -313,11 +329,13 @@ fn input_bytes(impls: &[usize], device_index: c_int) -> u64 {
 /// What `module_enter` and its variants return: (what to do, token, entry).
 type Entered = Option<(u8, u64, i64)>;
 
-/// Starts a call of the module whose entry is known; `scope` is opened here unless given.
+/// Starts a call of the module whose entry is known, its timeline item `slot` already taken;
+/// `scope` is opened here unless given.
 fn enter(
     module: &Bound<'_, PyAny>,
     args: &Bound<'_, PyTuple>,
     entry: u32,
+    slot: Option<usize>,
     scope: Option<u64>,
 ) -> Entered {
     let (native, plan) = (NATIVE.load(Ordering::Relaxed), PLAN.load(Ordering::Relaxed));
@@ -327,12 +345,11 @@ fn enter(
     if (grad && native) || plan {
         tensor_impls(args, &mut impls);
     }
-    let token = scope.unwrap_or_else(|| recorder::with(|r| r.open_scope()).unwrap_or(0));
+    let token = scope.unwrap_or_else(module_windows::open);
     let saved_from = crate::capture::saved::pass_bytes();
     if grad && native {
         crate::capture::backward::hook(&impls, token, entry, false);
     }
-    let slot = with_tracker(|t| t.slot(entry));
     THREAD.with(|th| {
         let mut th = th.borrow_mut();
         let th = &mut *th;
@@ -363,10 +380,14 @@ fn enter(
     (!native).then_some((FOLLOW_UP, token, i64::from(entry)))
 }
 
-/// A module's forward starts (the `_call_impl` wrapper, after the compile check).
+/// A module's forward starts (the `_call_impl` wrapper's first call). PASS while torch is
+/// compiling; dynamo, which cannot trace this, is told that it answers PASS (modules.py).
 #[pyfunction]
 fn module_enter(module: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> Entered {
     let py = module.py();
+    if compiling(py) {
+        return Some((PASS, 0, -1));
+    }
     let id = module.as_ptr() as usize;
     let state = THREAD.with(|th| {
         let mut th = th.borrow_mut();
@@ -383,8 +404,9 @@ fn module_enter(module: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> Entered
         Ok(s) => s,
         Err(answer) => return answer,
     };
-    match with_tracker(|t| t.site(py, root, module)) {
-        Some(entry) => enter(module, args, entry, None),
+    // The site and the call's timeline item under one lock.
+    match with_tracker(|t| t.site(py, root, module).map(|entry| (entry, t.slot(entry)))) {
+        Some((entry, slot)) => enter(module, args, entry, slot, None),
         None => Some((SITE, 0, i64::from(parent))),
     }
 }
@@ -399,10 +421,13 @@ fn module_enter_site(
     entry: u32,
     keep: bool,
 ) -> PyResult<Entered> {
-    if keep {
-        with_tracker(|t| t.add_site(module.py(), root, module, entry))?;
-    }
-    Ok(enter(module, args, entry, None))
+    let slot = with_tracker(|t| -> PyResult<Option<usize>> {
+        if keep {
+            t.add_site(module.py(), root, module, entry)?;
+        }
+        Ok(t.slot(entry))
+    })?;
+    Ok(enter(module, args, entry, slot, None))
 }
 
 /// A measured root call starts a pass on this thread, its scope already open (`token`): the
@@ -418,12 +443,12 @@ fn module_enter_root(
     keep: bool,
     device_index: Option<c_int>,
 ) -> PyResult<Entered> {
-    with_tracker(|t| -> PyResult<()> {
+    let slot = with_tracker(|t| -> PyResult<Option<usize>> {
         t.collect_backwards(false);
         if keep {
             t.add_site(module.py(), root, module, entry)?;
         }
-        Ok(())
+        Ok(t.slot(entry))
     })?;
     THREAD.with(|th| {
         th.borrow_mut().pass = Some(Pass {
@@ -433,7 +458,7 @@ fn module_enter_root(
             calls: Vec::new(),
         })
     });
-    Ok(enter(module, args, entry, Some(token)))
+    Ok(enter(module, args, entry, slot, Some(token)))
 }
 
 /// A root call that the schedule skips: module calls inside it are not measured.
@@ -512,7 +537,7 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
 /// Ends a popped call: closes its scope, records its reading and what it saved (returned) in
 /// its entry, its timeline slot and its pass.
 fn end_call(call: &Call, pass: Option<&mut Pass>) -> u64 {
-    let reading = recorder::with(|r| r.close_scope(call.token)).flatten();
+    let reading = module_windows::close(call.token);
     let saved = crate::capture::saved::pass_bytes().saturating_sub(call.saved_from);
     if let Some(c) = pass.and_then(|p| p.calls.get_mut(call.index)) {
         *c = Some(PassCall {
@@ -534,16 +559,40 @@ fn end_call(call: &Call, pass: Option<&mut Pass>) -> u64 {
     saved
 }
 
-/// The tracker's settings, once torch is loaded: torch.Tensor, whether the backward is measured
-/// by C++ hooks, and whether checkpoint suggestions need each call's input bytes.
+/// The tracker's settings, once torch is loaded: torch.Tensor, `torch.compiler`'s namespace,
+/// whether the backward is measured by C++ hooks, and whether checkpoint suggestions need each
+/// call's input bytes.
 #[pyfunction]
-fn modules_configure(tensor_type: Bound<'_, PyType>, native: bool, plan: bool) {
+fn modules_configure(
+    tensor_type: Bound<'_, PyType>,
+    compiler: Bound<'_, PyDict>,
+    native: bool,
+    plan: bool,
+) {
     super::tensor_object::set_tensor_type(tensor_type);
+    // One torch per process: the first namespace is every later session's too.
+    let _ = COMPILER.set(compiler.unbind());
+    let (device, collectives) = recorder::with(|r| {
+        (
+            r.sampler().device().is_some(),
+            r.sampler().counts_collectives(),
+        )
+    })
+    .unwrap_or_default();
+    module_windows::configure(device, collectives);
     // A fresh tracker: the module tracker that configures it is a new one (each in-process
     // session has its own), and its entries are numbered from 0.
     *lock() = Some(Tracker::default());
     NATIVE.store(native, Ordering::Relaxed);
     PLAN.store(plan, Ordering::Relaxed);
+}
+
+/// A root call's window opens (its token): the recorder first follows the program to the CUDA
+/// device it uses now.
+#[pyfunction]
+fn module_root_window() -> u64 {
+    recorder::with(|r| r.follow_device());
+    module_windows::open()
 }
 
 /// A new forward entry; returns its id.
@@ -656,6 +705,7 @@ pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(module_exit, m)?)?;
     m.add_function(wrap_pyfunction!(modules_configure, m)?)?;
     m.add_function(wrap_pyfunction!(modules_entry, m)?)?;
+    m.add_function(wrap_pyfunction!(module_root_window, m)?)?;
     m.add_function(wrap_pyfunction!(modules_hooked, m)?)?;
     m.add_function(wrap_pyfunction!(modules_grad_event, m)?)?;
     m.add_function(wrap_pyfunction!(modules_entry_of, m)?)?;

@@ -30,8 +30,9 @@ _tracker = None
 # The --history module when --history is on (set by install()).
 _history = None
 
-# What _memprof.module_enter/module_exit ask of the tracker (src/python/ext/module_calls.rs).
-_ROOT, _SITE, _FOLLOW_UP, _ROOT_ENDED = 1, 2, 3, 4
+# What _memprof.module_enter/module_exit ask of the tracker (src/python/ext/module_calls.rs);
+# _PASS: the call runs unmeasured (torch is compiling).
+_ROOT, _SITE, _FOLLOW_UP, _ROOT_ENDED, _PASS = 1, 2, 3, 4, 5
 
 
 class _ThreadState(threading.local):
@@ -233,7 +234,8 @@ class Tracker:
     def _first_call(self):
         torch = self.torch = sys.modules["torch"]
         self.tensor_type = torch.Tensor
-        _memprof.modules_configure(torch.Tensor, self.native, bool(self.plan))
+        _memprof.modules_configure(torch.Tensor, vars(torch.compiler), self.native,
+                                   bool(self.plan))
         # Saved tensors counted without a hook (src/torch/cpp/saved_interpose.cpp); else by
         # hooks, whose work C++ does where they top the stack (src/torch/cpp/saved_hooks.cpp).
         # MEMPROF_SAVED_HOOKS=hooks asks for those, =python for the hooks in Python.
@@ -267,7 +269,7 @@ class Tracker:
         pass_ = self._root_pass(module, torch.is_grad_enabled(), torch)
         # The scope opens first: a root call's scope follows the program to the CUDA device it
         # uses now, and the entry's parameter bytes are counted on that device.
-        scope = _memprof.scope_open()
+        scope = _memprof.module_root_window()
         if self.device_type == "cuda":
             self.device_index = _memprof.measured_device()
         _memprof.saved_begin(pass_.state, self.device_index, torch.nn.Parameter,
@@ -569,20 +571,22 @@ def _install_on(module_mod):
     memprof's measurement. Not torch's global module hooks: any global hook sends every module
     call down the slow path of `_call_impl` (its hook dicts built and walked, four more Python
     calls), which costs more than memprof's own work; the wrapper costs one Python frame. Inside
-    a graph that dynamo traces, the wrapper is the original (`torch.compiler.is_compiling()`), so
-    compiled code is as without memprof."""
-    global _unmeasured
+    a graph that dynamo traces, or while `torch.compiler.is_compiling()` (non-strict export), the
+    wrapper is the original, so compiled code is as without memprof: `_enter` (module_enter)
+    answers _PASS then, checking torch's flag natively, and dynamo traces it as answering _PASS
+    (_teach_dynamo)."""
+    global _enter
     module_cls = module_mod.Module
     original = module_cls._call_impl
     original = getattr(original, "_memprof_original", original)  # an earlier session's wrapper
     tracker = _tracker
-    enter, leave = _memprof.module_enter, _memprof.module_exit
+    leave = _memprof.module_exit
 
     def _call_impl(self, *args, **kwargs):
-        if _unmeasured():
-            return original(self, *args, **kwargs)
-        todo = enter(self, args)
+        todo = _enter(self, args)
         if todo is not None:
+            if todo[0] == _PASS:
+                return original(self, *args, **kwargs)
             tracker.enter_slow(self, args, todo)
         try:
             output = original(self, *args, **kwargs)
@@ -603,32 +607,65 @@ def _install_on(module_mod):
     # dynamo recognizes torch's `_call_impl` by name, and inlines this one like it.
     _call_impl.__name__ = _call_impl.__qualname__ = "_call_impl"
     _call_impl._memprof_original = original
-    _unmeasured = _first_call
+    _enter = _first_enter
     module_cls._call_impl = _call_impl
     tracker.wrapped = (module_cls, _call_impl, original)
 
 
-def _first_call():
-    """The first module call: torch is loaded now. Later calls ask only whether dynamo is
-    tracing them."""
-    global _unmeasured
-    torch = _tracker._first_call()
-    _unmeasured = torch.compiler.is_compiling
-    return _unmeasured()
+def _first_enter(module, args):
+    """The first module call: torch is loaded now. Later calls go straight to module_enter,
+    which answers _PASS while torch says it is compiling."""
+    global _enter
+    _tracker._first_call()
+    _enter = _memprof.module_enter
+    import _memprof_imports
+    _memprof_imports.after_import("torch._dynamo", _teach_dynamo)
+    return _enter(module, args)
 
 
-def _always():
-    return True
+# module_enter's answer inside a graph that dynamo traces: run the module as torch would.
+_PASSING = (_PASS, 0, -1)
 
 
-# Whether a module call runs unmeasured: replaced at the first call and when the tracker stops.
-_unmeasured = _first_call
+def _teach_dynamo(_dynamo):
+    """Tells dynamo, once the program loads it, what module_enter (native, which dynamo cannot
+    trace) answers inside a graph: _PASS, as torch.compiler.is_compiling() did in the wrapper.
+    Where torch cannot be told, the wrapper asks torch.compiler.is_compiling() first, as before."""
+    global _enter, _dynamo_taught
+    if _dynamo_taught or _enter is not _memprof.module_enter:
+        return
+    try:
+        import torch
+
+        def module_enter(module, args):
+            return _PASSING
+
+        torch.compiler.substitute_in_graph(_memprof.module_enter)(module_enter)
+        _dynamo_taught = True
+    except Exception:
+        _enter = _checked_enter
+
+
+def _checked_enter(module, args):
+    if sys.modules["torch"].compiler.is_compiling():
+        return _PASSING
+    return _memprof.module_enter(module, args)
+
+
+def _passing(module, args):
+    return _PASSING
+
+
+# What the wrapper asks first: replaced at the first call and when the tracker stops.
+_enter = _first_enter
+# Whether dynamo knows module_enter's answer in a graph (once per process: it keeps it).
+_dynamo_taught = False
 
 
 def uninstall():
     """The schedule is complete: module calls run without memprof from now on."""
-    global _unmeasured
-    _unmeasured = _always
+    global _enter
+    _enter = _passing
     if _tracker is not None and _tracker.torch is not None:  # torch's libraries were read
         _memprof.saved_native(None)
         _memprof.saved_interpose(False)

@@ -26,6 +26,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -99,6 +100,24 @@ struct Tally {
   std::atomic<int64_t> count_allocated{0};
   std::atomic<int64_t> count_freed{0};
   std::atomic<int64_t> events{0};
+  // Two readers restart allocated_max, each seeing every maximum since its own previous take:
+  // the lines' samples (mp_tally_take) and module scopes (mp_tally_take_allocated). What one
+  // takes waits here for the other (INT64_MIN: nothing). Written under take_lock.
+  std::atomic<int64_t> allocated_max_for_lines{INT64_MIN};
+  std::atomic<int64_t> allocated_max_for_scopes{INT64_MIN};
+};
+
+// Takes of a tally (full or of the allocated bytes only) one at a time: a scope's take and a
+// line's, on two threads, must not split a maximum between the two periods. Never held by the
+// allocator's reports.
+std::atomic_flag take_lock = ATOMIC_FLAG_INIT;
+
+struct TakeGuard {
+  TakeGuard() {
+    while (take_lock.test_and_set(std::memory_order_acquire)) {
+    }
+  }
+  ~TakeGuard() { take_lock.clear(std::memory_order_release); }
 };
 
 Tally cpu_tally;
@@ -469,9 +488,12 @@ int mp_reporter_set_device(int device) {
     auto s = at::accelerator::getDeviceStats((c10::DeviceIndex)device);
     int64_t allocated = s.allocated_bytes[0].current;
     int64_t reserved = s.reserved_bytes[0].current;
+    TakeGuard guard;
     device_index.store(device);
     device_tally.allocated_current.store(allocated);
     device_tally.allocated_max.store(allocated);
+    device_tally.allocated_max_for_lines.store(INT64_MIN);
+    device_tally.allocated_max_for_scopes.store(INT64_MIN);
     device_tally.reserved_current.store(reserved);
     device_tally.reserved_max.store(reserved);
   });
@@ -652,11 +674,14 @@ int64_t mp_adopt_cpu_storages(const uint64_t* impls, size_t n) {
 ///       bytes_freed, count_current, count_max, count_allocated, count_freed, events]
 void mp_tally_take(int which, int64_t* out) {
   Tally& t = which == 0 ? cpu_tally : device_tally;
+  TakeGuard guard;
   int64_t cur = t.allocated_current.load(std::memory_order_relaxed);
   int64_t res = t.reserved_current.load(std::memory_order_relaxed);
   int64_t n = t.count_current.load(std::memory_order_relaxed);
   out[0] = cur;
-  out[1] = std::max(t.allocated_max.exchange(cur, std::memory_order_relaxed), cur);
+  int64_t m = std::max(t.allocated_max.exchange(cur, std::memory_order_relaxed), cur);
+  atomic_max(t.allocated_max_for_scopes, m);
+  out[1] = std::max(m, t.allocated_max_for_lines.exchange(INT64_MIN, std::memory_order_relaxed));
   out[2] = res;
   out[3] = std::max(t.reserved_max.exchange(res, std::memory_order_relaxed), res);
   out[4] = t.bytes_allocated.load(std::memory_order_relaxed);
@@ -666,6 +691,19 @@ void mp_tally_take(int which, int64_t* out) {
   out[8] = t.count_allocated.load(std::memory_order_relaxed);
   out[9] = t.count_freed.load(std::memory_order_relaxed);
   out[10] = t.events.load(std::memory_order_relaxed);
+}
+
+/// A module scope's reading of a tally (0: CPU, 1: the CUDA device): its allocated bytes now
+/// and their maximum since the previous scope take, restarting allocated_max at the current
+/// value; the next full take (mp_tally_take) still sees that maximum.
+void mp_tally_take_allocated(int which, int64_t* current, int64_t* max) {
+  Tally& t = which == 0 ? cpu_tally : device_tally;
+  TakeGuard guard;
+  int64_t cur = t.allocated_current.load(std::memory_order_relaxed);
+  int64_t m = std::max(t.allocated_max.exchange(cur, std::memory_order_relaxed), cur);
+  atomic_max(t.allocated_max_for_lines, m);
+  *current = cur;
+  *max = std::max(m, t.allocated_max_for_scopes.exchange(INT64_MIN, std::memory_order_relaxed));
 }
 
 }  // extern "C"
