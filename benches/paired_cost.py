@@ -18,7 +18,10 @@ site of every allocation), `f` under `memprof.profile(STEP)` (the step's lines),
 under `memprof.profile(modules=True)` (saved bytes counted without a hook), `modules_hooks` and
 `modules_python` the same counting through saved-tensors hooks in C++ or in Python
 (MEMPROF_SAVED_HOOKS=hooks or python, as before), `tensors` under
-`memprof.profile(STEP, tensors=True)` (an inventory when each step ends). A session starts
+`memprof.profile(STEP, tensors=True)` (an inventory when each step ends); and two floors
+without memprof, `wrapper` (torch's `Module._call_impl` wrapped by a Python function that only
+calls it) and `wrapper_calls` (that wrapper also calling a C function twice per module call, as
+memprof's calls its native enter and exit). A session starts
 before its block's first step and stops after the last, outside the timed steps; each block's
 first step is not counted (a session's first call does one-time work: wrapping the modules, the
 first inventory's walk of every object).
@@ -43,6 +46,8 @@ import torch  # noqa: E402
 import workloads  # noqa: E402
 
 VARIANTS = ("none", "f", "modules", "modules_hooks", "modules_python", "tensors")
+# Floors, not modes: what any per-call wrapper of Module._call_impl costs the step.
+FLOORS = ("wrapper", "wrapper_calls")
 
 
 def session(memprof, variant, step_fn):
@@ -59,7 +64,40 @@ def session(memprof, variant, step_fn):
         return _saved_hooks(memprof, variant[len("modules_"):])
     if variant == "tensors":
         return memprof.profile(step_fn, tensors=True)
-    raise SystemExit(f"paired_cost: unknown variant {variant!r} (one of {', '.join(VARIANTS)})")
+    if variant in FLOORS:
+        return _wrapped_call_impl(variant == "wrapper_calls")
+    raise SystemExit(f"paired_cost: unknown variant {variant!r} (one of "
+                     f"{', '.join(VARIANTS + FLOORS)})")
+
+
+@contextlib.contextmanager
+def _wrapped_call_impl(calls):
+    """A floor: `Module._call_impl` wrapped as memprof wraps it, by a Python function that only
+    calls torch's (`wrapper`), or that also makes two calls to a C function per module call, as
+    memprof's wrapper calls its native enter and exit (`wrapper_calls`: operator.is_, which does
+    nothing but compare). No tool that sees each module call from Python can cost less."""
+    import operator
+    module_cls = torch.nn.Module
+    original = module_cls._call_impl
+    native = operator.is_
+
+    if calls:
+        def _call_impl(self, *args, **kwargs):
+            todo = native(self, args)
+            if not todo:
+                output = original(self, *args, **kwargs)
+                native(self, output)
+                return output
+            return original(self, *args, **kwargs)
+    else:
+        def _call_impl(self, *args, **kwargs):
+            return original(self, *args, **kwargs)
+
+    module_cls._call_impl = _call_impl
+    try:
+        yield None
+    finally:
+        module_cls._call_impl = original
 
 
 @contextlib.contextmanager

@@ -24,7 +24,9 @@ LABELS = {"control": "unprofiled again (the noise floor)",
           "modules": "memprof.profile(modules=True) (--modules)",
           "modules_hooks": "--modules, saved-tensors hooks in C++ (MEMPROF_SAVED_HOOKS=hooks)",
           "modules_python": "--modules, saved-tensors hooks in Python (MEMPROF_SAVED_HOOKS=python)",
-          "tensors": "memprof.profile(STEP, tensors=True) (--tensors)"}
+          "tensors": "memprof.profile(STEP, tensors=True) (--tensors)",
+          "wrapper": "floor: Module._call_impl wrapped in Python, nothing else (no memprof)",
+          "wrapper_calls": "floor: that wrapper calling a C function twice per call (no memprof)"}
 
 
 def rows(paths):
