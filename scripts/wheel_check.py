@@ -65,6 +65,7 @@ def main():
     check_peak_sites(memprof)
     check_tensors(memprof, python)
     check_saved_hooks(memprof, python)
+    check_modules_compiled_and_lines(memprof, python)
     check_snapshot(memprof)
     check_attach(memprof)
     check_simulate(memprof)
@@ -200,6 +201,37 @@ def check_saved_hooks(memprof, python):
     check(same and any(row[3] for row in rows[0]),
           "--modules: every row the same without a hook as with the hooks in C++ and in Python",
           "" if same else rows)
+
+
+def check_modules_compiled_and_lines(memprof, python):
+    """`--modules` on the venv's torch and Python: a graph dynamo traces through memprof's
+    `_call_impl` wrapper has no graph break and python's output (dynamo is told what the native
+    `module_enter` answers in a graph), a non-strict export runs as without memprof; and lines
+    measured with `--modules` read what they read alone (the module windows' scope take keeps
+    the maximum it restarts for the lines)."""
+    plain = run([str(python), "compiled_hooked.py"])
+    r = run([str(memprof), "run", "--modules", "-o", "/tmp/memprof-wheel-compiled.json",
+             "compiled_hooked.py"])
+    same = r.returncode == 0 and plain.stdout.startswith("graphs 1 breaks 0\n") and \
+        r.stdout == plain.stdout
+    check(same, "--modules: a traced graph without a break and a non-strict export, as python",
+          "" if same else plain.stdout + "\n---\n" + r.stdout + r.stderr[-1500:])
+    lines = []
+    for extra in ([], ["--modules"]):
+        out = "/tmp/memprof-wheel-lines-%d.json" % len(extra)
+        r = run([str(memprof), "--device", "cpu", "run", "--stat", "allocated_bytes.all.peak",
+                 "-f", "train_step", *extra, "--format", "json", "-o", out,
+                 "mlp.py", "float32", "3"])
+        check(r.returncode == 0, "memprof run -f train_step %s mlp.py (exit 0)" % extra,
+              r.stderr[-2000:])
+        if r.returncode != 0:
+            return
+        function = [f for f in json.load(open(out))["functions"] if f["qualname"] == "train_step"]
+        lines.append([(line["line"], line.get("delta_bytes"), line.get("stats"))
+                      for line in function[0]["lines"]])
+    same = lines[0] == lines[1]
+    check(same and any(line[2] for line in lines[0]),
+          "-f train_step: every line the same with --modules as without", "" if same else lines)
 
 
 def check_snapshot(memprof):
