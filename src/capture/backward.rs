@@ -8,7 +8,7 @@
 //! until module_calls.rs collects them.
 use crate::capture::int_hash::IntMap;
 use crate::capture::module_windows;
-use crate::capture::sampler::ScopeReading;
+use crate::capture::module_windows::ScopeReading;
 use std::os::raw::c_int;
 use std::sync::{Mutex, MutexGuard};
 

@@ -1,7 +1,7 @@
-//! Capture: turning the hooks' events into measured executions of lines and scopes. The recorder
-//! (frames, lines, the schedule, module scopes, line marks), the sampler (reading the allocator),
-//! host memory, module calls' windows and backward passes, signals, and the child processes followed. Knows nothing of Python objects: the hooks
-//! hand it addresses. Uses `torch`, `model` and `error`.
+//! Capture: turning the hooks' events into measured executions of lines and module calls. The
+//! recorder (frames, lines, the schedule, line marks), the sampler (reading the allocator), host
+//! memory, module calls' windows and backward passes, signals, and the child processes followed.
+//! Knows nothing of Python objects: the hooks hand it addresses. Uses `torch`, `model` and `error`.
 pub mod backward;
 pub mod children;
 pub mod device_use;

@@ -7,9 +7,18 @@
 //! recorder (its lock, the whole tally, every open line's window) cost more than the rest of the
 //! call's work on a host-bound GPU step. With --collectives a window also keeps the
 //! collectives' counters at its start.
-use crate::capture::sampler::ScopeReading;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+
+/// What a window measured of `allocated_bytes.all`: at its start and end, and its peak; and
+/// with `--collectives`, the collectives' bytes per kind, then their calls per kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeReading {
+    pub start: i64,
+    pub end: i64,
+    pub peak: i64,
+    pub collectives: Option<Vec<i64>>,
+}
 
 /// One open window.
 struct Window {
@@ -23,6 +32,49 @@ struct Windows {
     /// In the order they opened: forward calls nest, so the one that closes is near the end.
     open: Vec<Window>,
     next_id: u64,
+}
+
+impl Windows {
+    /// A reading of the tally: the highest allocated bytes since the previous one reached every
+    /// window open now.
+    fn fold(&mut self, max: i64) {
+        for w in self.open.iter_mut() {
+            w.peak = w.peak.max(max);
+        }
+    }
+
+    /// Opens a window at a reading (`current` allocated bytes, the collectives' counters).
+    fn open_at(&mut self, current: i64, collectives: Option<Box<[i64]>>) -> u64 {
+        self.next_id += 1;
+        self.open.push(Window {
+            id: self.next_id,
+            start: current,
+            peak: current,
+            collectives,
+        });
+        self.next_id
+    }
+
+    /// Closes window `id` at a reading: what it measured, None if it is not open.
+    fn close_at(
+        &mut self,
+        id: u64,
+        current: i64,
+        collectives: Option<&[i64]>,
+    ) -> Option<ScopeReading> {
+        let at = self.open.iter().rposition(|w| w.id == id)?;
+        let w = self.open.remove(at);
+        let collectives = w
+            .collectives
+            .zip(collectives)
+            .map(|(start, end)| end.iter().zip(start.iter()).map(|(e, s)| e - s).collect());
+        Some(ScopeReading {
+            start: w.start,
+            end: current,
+            peak: w.peak,
+            collectives,
+        })
+    }
 }
 
 static WINDOWS: Mutex<Windows> = Mutex::new(Windows {
@@ -87,9 +139,7 @@ impl Moment {
         self.held.get_or_insert_with(|| {
             let mut windows = lock();
             let (current, max) = crate::torch::take_allocated(DEVICE.load(Ordering::Relaxed));
-            for w in windows.open.iter_mut() {
-                w.peak = w.peak.max(max);
-            }
+            windows.fold(max);
             let collectives = COLLECTIVES.load(Ordering::Relaxed).then(|| {
                 let mut c = [0; crate::torch::collectives::LEN];
                 crate::torch::collectives::take(&mut c);
@@ -108,14 +158,7 @@ impl Moment {
     /// Opens a window at this moment; its id.
     pub fn open(&mut self) -> u64 {
         let (windows, now) = self.at();
-        windows.next_id += 1;
-        let id = windows.next_id;
-        windows.open.push(Window {
-            id,
-            start: now.current,
-            peak: now.current,
-            collectives: now.collectives.clone(),
-        });
+        let id = windows.open_at(now.current, now.collectives.clone());
         OPEN.store(windows.open.len(), Ordering::Relaxed);
         id
     }
@@ -123,24 +166,56 @@ impl Moment {
     /// Closes window `id` at this moment: its reading, None if it is not open.
     pub fn close(&mut self, id: u64) -> Option<ScopeReading> {
         let (windows, now) = self.at();
-        let at = windows.open.iter().rposition(|w| w.id == id)?;
-        let w = windows.open.remove(at);
+        let reading = windows.close_at(id, now.current, now.collectives.as_deref());
         OPEN.store(windows.open.len(), Ordering::Relaxed);
-        let collectives = w
-            .collectives
-            .zip(now.collectives.as_ref())
-            .map(|(start, end)| end.iter().zip(start.iter()).map(|(e, s)| e - s).collect());
-        Some(ScopeReading {
-            start: w.start,
-            end: now.current,
-            peak: w.peak,
-            collectives,
-        })
+        reading
     }
 }
 
 impl Default for Moment {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn windows() -> Windows {
+        Windows {
+            open: Vec::new(),
+            next_id: 0,
+        }
+    }
+
+    #[test]
+    fn a_window_sees_the_peak_inside_it_and_closes_once() {
+        let mut w = windows();
+        // 1000 bytes live; 4096 allocated and freed; 16 more.
+        let id = w.open_at(1000, None);
+        w.fold(5096);
+        let reading = w.close_at(id, 1016, None).expect("an open window");
+        assert_eq!(
+            (reading.start, reading.end, reading.peak),
+            (1000, 1016, 5096)
+        );
+        assert_eq!(w.close_at(id, 1016, None), None, "closed once");
+    }
+
+    #[test]
+    fn nested_windows_see_only_the_maxima_after_they_opened() {
+        let mut w = windows();
+        let outer = w.open_at(1000, Some(Box::from([0, 0])));
+        w.fold(5096);
+        let inner = w.open_at(1000, Some(Box::from([64, 1])));
+        w.fold(1016);
+        let inner = w.close_at(inner, 1016, Some(&[64, 1])).unwrap();
+        let outer = w.close_at(outer, 1016, Some(&[96, 2])).unwrap();
+        assert_eq!((inner.start, inner.end, inner.peak), (1000, 1016, 1016));
+        assert_eq!(inner.collectives, Some(vec![0, 0]));
+        assert_eq!((outer.start, outer.end, outer.peak), (1000, 1016, 5096));
+        assert_eq!(outer.collectives, Some(vec![96, 2]));
+        assert!(w.open.is_empty());
     }
 }

@@ -60,25 +60,6 @@ pub struct Window {
     peaks: Vec<i64>,
 }
 
-/// What an open scope (a module call) has measured so far: only what its reading needs
-/// (allocated bytes at its start and their peak, the collectives' counters at its start with
-/// `--collectives`), not a line's whole sample: a scope opens and closes for every module call.
-pub struct ScopeWindow {
-    start: i64,
-    peak: i64,
-    collectives: Option<Box<[i64]>>,
-}
-
-/// What a scope measured of `allocated_bytes.all`: at its start and end, and its peak; and
-/// with `--collectives`, the collectives' bytes per kind, then their calls per kind.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScopeReading {
-    pub start: i64,
-    pub end: i64,
-    pub peak: i64,
-    pub collectives: Option<Vec<i64>>,
-}
-
 /// The measurement plan and the latest sample, read through `R` (libtorch, or a test's stand-in).
 pub struct Sampler<R: Runtime = Linked> {
     runtime: R,
@@ -106,8 +87,6 @@ pub struct Sampler<R: Runtime = Linked> {
     peak_slots: usize,
     sample: Vec<i64>,
     cuda_ready: bool,
-    /// The latest sample read the CUDA allocator's stats (a line's did; a module scope's did not).
-    device_read: bool,
     host: HostReader,
 }
 
@@ -276,7 +255,6 @@ impl<R: Runtime> Sampler<R> {
             peak_slots,
             sample: vec![0; host_at + HOST_LEN + collectives_len + 1],
             cuda_ready: false,
-            device_read: false,
             host,
         }
     }
@@ -355,51 +333,6 @@ impl<R: Runtime> Sampler<R> {
         }
     }
 
-    /// Opens a scope's window at the current sample: as `open` would, for what its reading needs.
-    pub fn open_scope(&self) -> ScopeWindow {
-        let (current, _) = self.total_peak();
-        ScopeWindow {
-            start: self.sample[self.delta_at],
-            peak: self.sample[current],
-            collectives: self
-                .collectives_at
-                .map(|at| self.sample[at..at + collectives::LEN].into()),
-        }
-    }
-
-    /// Where the total peak column's value starts (its `.current`) and its peak slot.
-    fn total_peak(&self) -> (usize, usize) {
-        let Probe::Peak { current, slot, .. } = self.probes[self.total_peak_column] else {
-            unreachable!("allocated_bytes.all.peak is a peak column")
-        };
-        (current, slot)
-    }
-
-    /// Folds the highest allocated bytes reached since the previous sample into a scope's
-    /// window.
-    pub fn fold_scope(&self, window: &mut ScopeWindow) {
-        let (_, slot) = self.total_peak();
-        window.peak = window.peak.max(self.since[slot]);
-    }
-
-    /// What a scope's window measured, ending at the latest sample.
-    pub fn scope_reading(&self, window: &ScopeWindow) -> ScopeReading {
-        ScopeReading {
-            start: window.start,
-            end: self.sample[self.delta_at],
-            peak: window.peak,
-            collectives: self
-                .collectives_at
-                .zip(window.collectives.as_ref())
-                .map(|(at, start)| {
-                    (at..at + collectives::LEN)
-                        .zip(start.iter())
-                        .map(|(i, s)| self.sample[i] - s)
-                        .collect()
-                }),
-        }
-    }
-
     /// Opens a window at the current sample: peaks start at the values at its start.
     pub fn open(&self, window: &mut Window) {
         window.start.copy_from_slice(&self.sample);
@@ -459,22 +392,7 @@ impl<R: Runtime> Sampler<R> {
     /// Reads the allocator (a sample) and the highest values each peak reached since the
     /// previous sample.
     pub fn read(&mut self) {
-        self.read_sample(true);
-    }
-
-    /// A sample for module scopes, which measure allocated bytes only: the host stats, the
-    /// thread's own net bytes and the CUDA allocator's other stats keep their previous values
-    /// (read at line boundaries, where `read` runs). A /proc read costs more than the rest of a
-    /// sample; reading the allocator's stats (its lock, a copy of them all) at each module
-    /// call's start and end cost more than the rest of `--modules`' work for that call.
-    pub fn read_without_host(&mut self) {
-        self.read_sample(false);
-    }
-
-    fn read_sample(&mut self, for_line: bool) {
-        self.device_read = false;
-        if let (Source::Cuda(device), true) = (self.source, for_line) {
-            self.device_read = true;
+        if let Source::Cuda(device) = self.source {
             if !self.cuda_ready {
                 self.cuda_ready = self.runtime.allocator_initialized();
             }
@@ -490,17 +408,9 @@ impl<R: Runtime> Sampler<R> {
             .expect("sample layout");
         let cuda = matches!(self.source, Source::Cuda(_));
         self.runtime.take_tally(cuda, t);
-        if cuda && !for_line {
-            // The reporter's tally holds the allocator's allocated bytes as of its latest
-            // report (each report carries the allocator's total): the same number.
-            self.sample[self.delta_at] = self.sample[self.tally_at + tally::ALLOCATED_CURRENT];
-        }
-        if for_line {
-            // Line samples only: a line's Δ is its thread's. Module scopes measure the device's
-            // allocated bytes, often on autograd's threads, and need no per-thread count.
-            self.sample[self.own_at] = self.runtime.own_net(cuda);
-        }
-        if let Some(at) = self.host_at.filter(|_| for_line) {
+        // A line's Δ is its thread's.
+        self.sample[self.own_at] = self.runtime.own_net(cuda);
+        if let Some(at) = self.host_at {
             let m = self.host.read();
             self.sample[at] = m.rss;
             self.sample[at + 1] = m.vms;
@@ -557,9 +467,9 @@ impl<R: Runtime> Sampler<R> {
     /// Ends a sample after every open window was folded: resets the device's peak stats when a
     /// chosen peak needs it.
     pub fn after_fold(&mut self) {
-        // Only after a sample that read the device's peaks: a reset before they are read loses
-        // them.
-        if self.reset_peaks && self.cuda_ready && self.device_read {
+        // Every sample reads the device's peaks before this reset (a reset before they are
+        // read loses them).
+        if self.reset_peaks && self.cuda_ready {
             if let Source::Cuda(device) = self.source {
                 if self.runtime.reset_peak_stats(device) {
                     // After a reset every device-wide peak equals its current value.

@@ -6,14 +6,13 @@
 //! and thread addresses.
 mod marks;
 mod schedule;
-mod scopes;
 #[cfg(test)]
 mod tests;
 mod watch;
 
 use crate::capture::int_hash::IntMap;
-pub use crate::capture::sampler::{LineAgg, ScopeReading, Source};
-use crate::capture::sampler::{Sampler, ScopeWindow, Window};
+pub use crate::capture::sampler::{LineAgg, Source};
+use crate::capture::sampler::{Sampler, Window};
 use crate::model::stats::StatDef;
 use crate::torch::{Linked, Runtime};
 use std::collections::HashMap;
@@ -88,9 +87,6 @@ pub struct Recorder<R: Runtime = Linked> {
     /// Per thread, the targeted frames running (started or resumed, not yet left), outermost
     /// first.
     stacks: IntMap<usize, Vec<usize>>,
-    /// Open measurement scopes that are not lines (module calls), by id.
-    scopes: IntMap<u64, ScopeWindow>,
-    next_scope: u64,
     /// Targeted calls that ended since the hook last asked (only with `collect_ended`): the tensor
     /// inventory runs for each.
     ended: Vec<EndedCall>,
@@ -152,8 +148,6 @@ impl<R: Runtime> Recorder<R> {
             watched: IntMap::default(),
             watch_changes: Vec::new(),
             stacks: IntMap::default(),
-            scopes: IntMap::default(),
-            next_scope: 0,
             ended: Vec::new(),
             collect_ended: false,
             measured_running: 0,
@@ -177,10 +171,9 @@ impl<R: Runtime> Recorder<R> {
     }
 
     /// Nothing is being measured: no targeted frame runs, no returned call waits for its caller,
-    /// no module scope is open.
+    /// no module call's window is open (module_windows.rs).
     fn idle(&self) -> bool {
         self.returning.is_empty()
-            && self.scopes.is_empty()
             && !crate::capture::module_windows::any_open()
             && self.stacks.values().all(|s| s.is_empty())
     }
@@ -302,7 +295,6 @@ impl<R: Runtime> Recorder<R> {
         self.frames.clear();
         self.returning.clear();
         self.stacks.clear();
-        self.scopes.clear();
         self.watched.clear();
         self.ended.clear();
         self.measured_running = 0;
@@ -612,11 +604,10 @@ impl<R: Runtime> Recorder<R> {
         self.fold_sample();
     }
 
-    /// A sample at a module scope's start or end: without the host stats (see
-    /// `Sampler::read_without_host`).
-    fn take_sample_for_scope(&mut self) {
-        self.sampler.read_without_host();
-        self.fold_sample();
+    /// Allocated bytes now (`allocated_bytes.all.current`), at a new sample.
+    pub fn allocated_now(&mut self) -> i64 {
+        self.take_sample();
+        self.sampler.allocated_current()
     }
 
     /// Folds the highest values reached since the previous sample into every open window.
@@ -624,9 +615,6 @@ impl<R: Runtime> Recorder<R> {
         let returning = self.returning.iter_mut().map(|(_, s)| s);
         for state in self.frames.values_mut().filter(|f| f.open).chain(returning) {
             self.sampler.fold(&mut state.window);
-        }
-        for window in self.scopes.values_mut() {
-            self.sampler.fold_scope(window);
         }
         self.sampler.after_fold();
     }

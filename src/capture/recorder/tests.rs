@@ -1,5 +1,5 @@
 //! The recorder's state machine on a hand-driven allocator (`TestTorch`): lines, returns,
-//! generators, exceptions, threads, the schedule and module scopes, with exact bytes.
+//! generators, exceptions, threads and the schedule, with exact bytes.
 use super::*;
 use crate::capture::test_torch::TestTorch;
 use crate::model::stats;
@@ -180,44 +180,15 @@ fn the_schedule_measures_the_calls_after_the_warmup_then_finishes() {
 }
 
 #[test]
-fn a_module_scope_sees_the_peak_inside_it() {
-    let (mut r, torch) = recorder(Options::default());
-    torch.alloc(1000);
-    let scope = r.open_scope();
-    torch.alloc(4096);
-    torch.free(4096);
-    torch.alloc(16);
-    let reading = r.close_scope(scope).expect("an open scope");
-    assert_eq!(
-        (reading.start, reading.end, reading.peak),
-        (1000, 1016, 5096)
-    );
-    assert_eq!(r.close_scope(scope), None, "closed once");
-    assert_eq!(r.allocated_now(), 1016);
-}
-
-#[test]
-fn a_module_scope_on_cuda_reads_allocated_bytes_from_the_tally_alone() {
+fn allocated_now_is_read_at_a_new_sample() {
     let torch = TestTorch::cuda();
     let chosen = allocated_columns(stats::cuda_stats());
     let mut r = Recorder::with_runtime(torch.clone(), Source::Cuda(0), chosen, Options::default());
+    let reads = torch.device_reads();
     torch.alloc(1000);
-    let scope = r.open_scope();
-    torch.alloc(4096);
-    torch.free(4096);
-    let inner = r.open_scope();
     torch.alloc(16);
-    let inner = r.close_scope(inner).expect("an open scope");
-    let reading = r.close_scope(scope).expect("an open scope");
-    assert_eq!((inner.start, inner.end, inner.peak), (1000, 1016, 1016));
-    assert_eq!(
-        (reading.start, reading.end, reading.peak),
-        (1000, 1016, 5096)
-    );
-    assert_eq!(torch.device_reads(), 0, "no read of the allocator's stats");
-    // A line's sample reads them, and agrees.
     assert_eq!(r.allocated_now(), 1016);
-    assert_eq!(torch.device_reads(), 1);
+    assert_eq!(torch.device_reads(), reads + 1);
 }
 
 #[test]

@@ -143,30 +143,27 @@ fn thread_started(py: Python<'_>) -> PyResult<()> {
     crate::python::tracing::on_thread_start(py)
 }
 
-/// Opens a measurement scope for a module call (see `Recorder::open_scope`); 0 without a
-/// recorder.
+/// Opens a module call's measurement window (src/capture/module_windows.rs): its id.
 #[pyfunction]
 fn scope_open() -> u64 {
-    recorder::with(|r| r.open_scope()).unwrap_or(0)
+    crate::capture::module_windows::open()
 }
 
 /// A scope's reading: allocated bytes at its start and end, the peak while it was open, and
 /// with `--collectives` the collectives' bytes per kind (`torch::collectives::KINDS` order).
 type Reading = (i64, i64, i64, Option<Vec<i64>>);
 
-fn reading_of(s: crate::capture::sampler::ScopeReading) -> Reading {
+fn reading_of(s: crate::capture::module_windows::ScopeReading) -> Reading {
     let bytes = s
         .collectives
         .map(|c| c[..torch::collectives::KINDS.len()].to_vec());
     (s.start, s.end, s.peak, bytes)
 }
 
-/// Closes a scope, or None for an unknown id.
+/// Closes a window, or None for an unknown id.
 #[pyfunction]
 fn scope_close(id: u64) -> Option<Reading> {
-    recorder::with(|r| r.close_scope(id))
-        .flatten()
-        .map(reading_of)
+    crate::capture::module_windows::close(id).map(reading_of)
 }
 
 /// What the process-group call about to run carries (`--collectives`); None after it.

@@ -13,7 +13,7 @@
 //! threads, and the other thread would wait for the lock holding the GIL). Lock order: this
 //! state, then src/capture/backward.rs's, then the windows' (src/capture/module_windows.rs).
 use crate::capture::int_hash::IntMap;
-use crate::capture::sampler::ScopeReading;
+use crate::capture::module_windows::ScopeReading;
 use crate::capture::{module_windows, recorder};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple, PyType, PyWeakrefReference};
