@@ -115,12 +115,23 @@ def gpt2_train_step(model, optimizer, x, y, autocast):
     return loss
 
 
+def perf_control(command):
+    """Tells `perf record --control=fifo:FIFO -D -1` (FIFO in BENCH_PERF_CTL) to start or stop
+    sampling: benches/cpu_profile.sh samples exactly the timed repeats, so that two processes'
+    samples compare one for one."""
+    fifo = os.environ.get("BENCH_PERF_CTL")
+    if fifo:
+        with open(fifo, "w") as f:
+            f.write(command + "\n")
+
+
 def timed(fn, warmup, repeats, sync=False, gpu_times=None):
     """The wall time of each repeat after the warm-up; with sync, each on an idle GPU and
     waited for, and (given the list gpu_times) the GPU's own time of each from CUDA events: the
     span from the step's first work on the stream to its last."""
     for _ in range(warmup):
         fn()
+    perf_control("enable")
     times = []
     if sync:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -137,6 +148,7 @@ def timed(fn, warmup, repeats, sync=False, gpu_times=None):
         times.append(time.perf_counter() - t)
         if sync and gpu_times is not None:
             gpu_times.append(start.elapsed_time(end) / 1e3)
+    perf_control("disable")
     return times
 
 
