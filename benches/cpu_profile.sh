@@ -10,8 +10,9 @@
 # --features wheel --lib` leaves one in target/device/release/libmemprof.so; copy it under
 # .device/perf). STEPS timed steps per process (default 1000). VARIANTS: `python` and memprof
 # run's flags per process, `none` for no flags (default "python none"; e.g. "python none
-# --modules"). Samples are of every thread of the process (the CUDA driver's, BLAS's idle
-# spinners). OUT, where set, receives each process's per-function counts. On the GPU machine:
+# --modules"); FLAGS (the earlier form) runs python3 and `memprof run $FLAGS`. Samples are of
+# every thread of the process (the CUDA driver's, BLAS's idle spinners). OUT, where set,
+# receives each process's per-function counts. On the GPU machine:
 #   run(command="NATIVE=.device/perf/_native.so VARIANTS='python none --modules' benches/cpu_profile.sh", carry=[".device/wheel", ".device/perf"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,11 +29,15 @@ rm -rf "$out" && mkdir -p "$out"
 steps=${STEPS:-1000}
 unset VIRTUAL_ENV
 fifo=$out/ctl.fifo
-for v in ${VARIANTS:-python none}; do
+variants=${VARIANTS:-python none}
+[ -z "${FLAGS:-}" ] || [ -n "${VARIANTS:-}" ] || variants="python flags"
+for v in $variants; do
   name=${v#--}
   cmd=("$device_venv/bin/python" benches/workloads.py resnet --repeats "$steps")
   if [ "$v" != python ]; then
-    flags=(); [ "$v" = none ] || flags=("$v")
+    flags=()
+    [ "$v" = none ] || flags=("$v")
+    [ "$v" != flags ] || read -ra flags <<<"$FLAGS"
     cmd=("$device_venv/bin/memprof" run "${flags[@]}" -o "$out/report.json"
       benches/workloads.py resnet --repeats "$steps")
   fi
