@@ -7,8 +7,7 @@
 //! (module_windows.rs: the events one hook delivers share one reading), and holds the readings
 //! until module_calls.rs collects them.
 use crate::capture::int_hash::IntMap;
-use crate::capture::module_windows;
-use crate::capture::module_windows::ScopeReading;
+use crate::capture::module_windows::{self, ScopeReading};
 use std::os::raw::c_int;
 use std::sync::{Mutex, MutexGuard};
 

@@ -380,7 +380,7 @@ fn enter(
     (!native).then_some((FOLLOW_UP, token, i64::from(entry)))
 }
 
-/// A module's forward starts (the `_call_impl` wrapper's first call). PASS while torch is
+/// A module's forward starts (the `_call_impl` wrapper, at every call). PASS while torch is
 /// compiling; dynamo, which cannot trace this, is told that it answers PASS (modules.py).
 #[pyfunction]
 fn module_enter(module: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> Entered {
