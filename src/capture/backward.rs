@@ -1,11 +1,16 @@
 //! `--modules`: the backward of each module call. The C++ gradient hooks
 //! (src/torch/cpp/grad_hooks.cpp) report, per call token and without Python, when an output's
 //! gradient is ready (the backward starts), when an input's is (it ends once all have arrived),
-//! when the backward pass ends (what is still open ends), and when a hook is freed with its
-//! graph; with --history or a schedule, Python tensor hooks report the same events. This keeps
-//! each call's state (with its forward entry), opens and closes its measurement window
-//! (module_windows.rs: the events one hook delivers share one reading), and holds the readings
-//! until module_calls.rs collects them.
+//! and when the backward pass ends (what is still open ends); with --history or a schedule,
+//! Python tensor hooks report the same events. This keeps the state of each call whose backward
+//! runs (with its forward entry), opens and closes its measurement window (module_windows.rs:
+//! the events one hook delivers share one reading), and holds the readings until
+//! module_calls.rs collects them.
+//!
+//! A call hooked by the C++ hooks is known here only while its backward runs: its output's hook
+//! carries what its start needs (the forward entry, the number of hooked inputs), so hooking a
+//! call in forward takes no lock, and a hook freed with its graph tells nothing. A call hooked
+//! by Python tensor hooks is registered when hooked and stays known until the run ends.
 use crate::capture::int_hash::IntMap;
 use crate::capture::module_windows::{self, ScopeReading};
 use std::os::raw::c_int;
@@ -15,7 +20,6 @@ use std::sync::{Mutex, MutexGuard};
 const OUTPUT_READY: c_int = 0;
 const INPUT_READY: c_int = 1;
 const PASS_ENDED: c_int = 2;
-const HOOK_FREED: c_int = 3;
 
 /// One module call's backward.
 #[derive(Default)]
@@ -27,9 +31,14 @@ struct CallBackward {
     pending: i64,
     /// Its measurement window while the backward runs.
     scope: Option<u64>,
-    /// Hooks alive: the call is forgotten when the last is freed and nothing is open.
-    hooks: u32,
+    /// Registered by the Python hooks: known until the run ends (else forgotten when its
+    /// window closes).
+    registered: bool,
 }
+
+/// What the output's hook of a call hooked by the C++ hooks tells of it: its forward entry and
+/// hooked inputs (None: an event of the Python hooks, whose calls are registered).
+type Hooked = Option<(u32, u32)>;
 
 #[derive(Default)]
 struct State {
@@ -48,31 +57,35 @@ fn lock() -> MutexGuard<'static, Option<State>> {
 }
 
 /// Hooks the nodes that produced tensors (their TensorImpl addresses, Python tensors' `_cdata`)
-/// for module call `token` of forward entry `entry`: `output` for the call's outputs, else its
-/// inputs. True when any was hooked (a leaf has no node; an error hooks nothing).
-pub fn hook(tensor_impls: &[usize], token: u64, entry: u32, output: bool) -> bool {
-    let kind = if output { OUTPUT_READY } else { INPUT_READY };
+/// for module call `token`: `output` for the call's outputs (their hook carries the call's
+/// forward `entry` and its number of hooked `inputs`), else its inputs. The number hooked (a
+/// leaf has no node; an error hooks nothing).
+pub fn hook(tensor_impls: &[usize], token: u64, output: Option<(u32, u32)>) -> u32 {
     if tensor_impls.is_empty() {
-        return false;
+        return 0;
     }
+    let call = match output {
+        Some((entry, inputs)) => crate::torch::GradCall {
+            token,
+            kind: OUTPUT_READY,
+            entry,
+            inputs,
+        },
+        None => crate::torch::GradCall {
+            token,
+            kind: INPUT_READY,
+            entry: 0,
+            inputs: 0,
+        },
+    };
     // SAFETY: the caller holds the tensors (and the GIL) for the duration of the call.
-    let hooked = unsafe { crate::torch::grad_hooks(tensor_impls, token, kind) };
-    if hooked > 0 {
-        note_hooked(token, entry, output, hooked, true);
-    }
-    hooked > 0
+    unsafe { crate::torch::grad_hooks(tensor_impls, &call) }
 }
 
 /// With Python tensor hooks (--history, a schedule of root calls): call `token` of forward entry
 /// `entry` has a hooked output, or one more hooked input. Such calls stay known until the run
 /// ends.
 pub fn register(token: u64, entry: u32, output: bool) {
-    note_hooked(token, entry, output, 1, false);
-}
-
-/// Counts `n` hooked inputs (or notes outputs) of call `token`; C++ hooks are also counted
-/// until they are freed with their graph.
-fn note_hooked(token: u64, entry: u32, output: bool, n: u32, freed_later: bool) {
     let mut guard = lock();
     let call = guard
         .get_or_insert_with(State::default)
@@ -80,11 +93,9 @@ fn note_hooked(token: u64, entry: u32, output: bool, n: u32, freed_later: bool) 
         .entry(token)
         .or_default();
     call.entry = entry;
-    if freed_later {
-        call.hooks += n;
-    }
+    call.registered = true;
     if !output {
-        call.inputs += n;
+        call.inputs += 1;
     }
 }
 
@@ -107,7 +118,8 @@ pub fn collect() -> Collected {
     (std::mem::take(&mut state.finished), open)
 }
 
-/// The forward entry of call `token`, while it is known (hooked, its graph alive).
+/// The forward entry of call `token`, while it is known (registered by the Python hooks, or its
+/// backward running).
 pub fn entry_of(token: u64) -> Option<u32> {
     lock().as_ref()?.calls.get(&token).map(|c| c.entry)
 }
@@ -118,14 +130,9 @@ pub fn end_all() {
 }
 
 /// Called by the hooks, on autograd's threads, without the GIL: the events of the `n` calls a
-/// node's hook holds, in order (`freed`: the hook is gone with its graph, a HOOK_FREED for
-/// each), under one lock. Returns 1 when the engine should call back at the end of this
-/// backward pass.
-pub extern "C" fn mp_rust_grad_events(
-    calls: *const crate::torch::GradCall,
-    n: usize,
-    freed: i32,
-) -> c_int {
+/// node's hook holds, in order, under one lock. Returns 1 when the engine should call back at
+/// the end of this backward pass.
+pub extern "C" fn mp_rust_grad_events(calls: *const crate::torch::GradCall, n: usize) -> c_int {
     std::panic::catch_unwind(|| {
         if calls.is_null() || n == 0 {
             return 0;
@@ -133,14 +140,12 @@ pub extern "C" fn mp_rust_grad_events(
         // SAFETY: the hook passes its own array of `n` calls, alive during the call.
         let calls = unsafe { std::slice::from_raw_parts(calls, n) };
         let mut guard = lock();
-        let Some(state) = guard.as_mut() else {
-            return 0;
-        };
+        let state = guard.get_or_insert_with(State::default);
         let mut queue = false;
         let mut moment = module_windows::Moment::new();
         for c in calls {
-            let kind = if freed != 0 { HOOK_FREED } else { c.kind };
-            queue |= apply(state, &mut moment, c.token, kind).queue;
+            let hooked = (c.kind == OUTPUT_READY).then_some((c.entry, c.inputs));
+            queue |= apply(state, &mut moment, c.token, c.kind, hooked).queue;
         }
         c_int::from(queue)
     })
@@ -161,7 +166,7 @@ pub struct Outcome {
 pub fn event(token: u64, kind: c_int) -> Outcome {
     let mut guard = lock();
     match guard.as_mut() {
-        Some(state) => apply(state, &mut module_windows::Moment::new(), token, kind),
+        Some(state) => apply(state, &mut module_windows::Moment::new(), token, kind, None),
         None => Outcome::default(),
     }
 }
@@ -171,11 +176,20 @@ fn apply(
     moment: &mut module_windows::Moment,
     token: u64,
     kind: c_int,
+    hooked: Hooked,
 ) -> Outcome {
     match kind {
         OUTPUT_READY => {
-            let Some(call) = state.calls.get_mut(&token) else {
-                return Outcome::default();
+            let call = match hooked {
+                Some((entry, inputs)) => state.calls.entry(token).or_insert(CallBackward {
+                    entry,
+                    inputs,
+                    ..CallBackward::default()
+                }),
+                None => match state.calls.get_mut(&token) {
+                    Some(call) => call,
+                    None => return Outcome::default(),
+                },
             };
             if call.scope.is_some() {
                 return Outcome::default();
@@ -194,13 +208,16 @@ fn apply(
             let Some(call) = state.calls.get_mut(&token) else {
                 return Outcome::default();
             };
-            // An input's gradient before any output's: the backward has not started; its start
-            // counts the inputs afresh (as the Python hooks did).
+            // An input's gradient before any output's: the backward has not started (a call
+            // of the C++ hooks is not known yet); its start counts the inputs afresh.
             call.pending -= 1;
             let mut closed = false;
             if call.pending <= 0 {
                 if let Some(id) = call.scope.take() {
                     let entry = call.entry;
+                    if !call.registered {
+                        state.calls.remove(&token);
+                    }
                     finish(state, moment, entry, id);
                     closed = true;
                 }
@@ -217,6 +234,7 @@ fn apply(
                 .values_mut()
                 .filter_map(|c| c.scope.take().map(|id| (c.entry, id)))
                 .collect();
+            state.calls.retain(|_, c| c.registered);
             open.sort_by_key(|(_, id)| *id);
             let closed = !open.is_empty();
             for (entry, id) in open {
@@ -226,15 +244,6 @@ fn apply(
                 closed,
                 ..Outcome::default()
             }
-        }
-        HOOK_FREED => {
-            if let Some(call) = state.calls.get_mut(&token) {
-                call.hooks = call.hooks.saturating_sub(1);
-                if call.hooks == 0 && call.scope.is_none() {
-                    state.calls.remove(&token);
-                }
-            }
-            Outcome::default()
         }
         _ => Outcome::default(),
     }

@@ -94,8 +94,7 @@ pub fn device_index() -> c_int {
 /// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
 pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usize, u64)> {
     // SAFETY: per the contract above.
-    let (found, _, ptr, nbytes) = unsafe { crate::torch::saved_info(tensor_impl, device_index) };
-    (found == 1).then_some((ptr, nbytes))
+    unsafe { crate::torch::storage_on(tensor_impl, device_index) }
 }
 
 /// A saved tensor's storage at `ptr` of `nbytes`: counted unless the pass skips or has counted

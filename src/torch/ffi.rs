@@ -7,18 +7,21 @@ use std::os::raw::{c_char, c_int};
 use std::sync::OnceLock;
 
 /// One module call's concern with a gradient, as a C++ gradient hook holds it (`MpGradCall` in
-/// src/torch/cpp/callbacks.h): the call's token and the event's kind.
+/// src/torch/cpp/callbacks.h): the call's token, the event's kind and, for an output's, the
+/// call's forward entry and number of hooked inputs.
 #[repr(C)]
 pub struct GradCall {
     pub token: u64,
     pub kind: i32,
+    pub entry: u32,
+    pub inputs: u32,
 }
 
 /// What the shim calls in memprof's core (src/torch/cpp/callbacks.h), handed over at load.
 #[repr(C)]
 pub struct Callbacks {
     pub allocation_event: extern "C" fn(u64, i64, u32, i32, i64, i64, i64, u64),
-    pub grad_events: extern "C" fn(*const GradCall, usize, i32) -> c_int,
+    pub grad_events: extern "C" fn(*const GradCall, usize) -> c_int,
     pub segment_event: extern "C" fn(i32, i64, u64),
     pub saved_tensor: extern "C" fn(*mut c_void),
 }
@@ -117,7 +120,7 @@ shim_functions! {
     fn mp_collectives_take(out: *mut i64);
     /// Hooks the autograd nodes that produced `n` tensors (their TensorImpls), for `--modules`
     /// (grad_hooks.cpp): the number hooked (leaves have no node), -1 an error.
-    fn mp_grad_hooks(tensor_impls: *const usize, n: usize, token: u64, kind: c_int) -> c_int;
+    fn mp_grad_hooks(tensor_impls: *const usize, n: usize, call: *const GradCall) -> c_int;
     /// Whether autograd records on this thread (grad_hooks.cpp): 1 or 0.
     fn mp_grad_enabled() -> c_int;
     /// Notes the site of the backward the calling thread runs (0: none); returns the previous.
@@ -139,6 +142,14 @@ shim_functions! {
         tensor_impl: *mut c_void,
         device_index: c_int,
         version: *mut i64,
+        storage_ptr: *mut usize,
+        storage_nbytes: *mut u64
+    ) -> c_int;
+    /// A tensor's storage, without its version (saved_info.cpp): 1 on `device_index`'s device,
+    /// 0 not.
+    fn mp_storage_on(
+        tensor_impl: *mut c_void,
+        device_index: c_int,
         storage_ptr: *mut usize,
         storage_nbytes: *mut u64
     ) -> c_int;

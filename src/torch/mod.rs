@@ -15,13 +15,13 @@ use std::ffi::CStr;
 use std::os::raw::c_int;
 
 /// Hooks the autograd nodes that produced tensors (their TensorImpl addresses) for `--modules`'
-/// C++ gradient hooks; the number hooked (leaves have none; none on error).
+/// C++ gradient hooks, each for `call`; the number hooked (leaves have none; none on error).
 ///
 /// # Safety
 /// Each address must be the TensorImpl of a tensor that stays alive during the call.
-pub unsafe fn grad_hooks(tensor_impls: &[usize], token: u64, kind: c_int) -> u32 {
+pub unsafe fn grad_hooks(tensor_impls: &[usize], call: &GradCall) -> u32 {
     // SAFETY: per the contract above; the shim catches every C++ exception.
-    let n = unsafe { ffi::mp_grad_hooks(tensor_impls.as_ptr(), tensor_impls.len(), token, kind) };
+    let n = unsafe { ffi::mp_grad_hooks(tensor_impls.as_ptr(), tensor_impls.len(), call) };
     n.max(0) as u32
 }
 
@@ -64,6 +64,26 @@ pub unsafe fn saved_info(tensor_impl: usize, device_index: c_int) -> (c_int, i64
         )
     };
     (found, version, ptr, nbytes)
+}
+
+/// The storage (address, bytes) of the tensor whose TensorImpl is at `tensor_impl`, when it is
+/// on the CUDA device `device_index` (-1: the CPU) and has one; its version is not read (one
+/// memory access fewer than `saved_info`, for every tensor a pass saves or skips).
+///
+/// # Safety
+/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
+pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usize, u64)> {
+    let (mut ptr, mut nbytes) = (0usize, 0u64);
+    // SAFETY: per the contract above.
+    let found = unsafe {
+        ffi::mp_storage_on(
+            tensor_impl as *mut std::ffi::c_void,
+            device_index,
+            &mut ptr,
+            &mut nbytes,
+        )
+    };
+    (found == 1).then_some((ptr, nbytes))
 }
 
 /// The Python objects (null where none) of the tensor whose TensorImpl is at `tensor_impl` and

@@ -2,6 +2,7 @@
 //! registration, warnings, the thread-start hook, and (on 3.12+) the sys.monitoring callbacks.
 //! The native halves of `--modules` (module_calls, saved), `--history` and `--tensors` beside it.
 pub mod history;
+mod impl_list;
 pub mod inventory;
 mod module_calls;
 pub mod saved;

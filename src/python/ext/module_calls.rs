@@ -12,6 +12,7 @@
 //! Shared state is behind one lock, never held while Python code runs (any bytecode can switch
 //! threads, and the other thread would wait for the lock holding the GIL). Lock order: this
 //! state, then src/capture/backward.rs's, then the windows' (src/capture/module_windows.rs).
+use super::impl_list::ImplList;
 use crate::capture::int_hash::IntMap;
 use crate::capture::module_windows::ScopeReading;
 use crate::capture::{module_windows, recorder};
@@ -45,6 +46,8 @@ struct Call {
     module: usize,
     /// The pass's saved bytes when the call started.
     saved_from: u64,
+    /// Its inputs hooked for its backward (by the C++ hooks).
+    inputs: u32,
     input_bytes: u64,
     children: u32,
     /// Its place in the pass's calls, and in the timeline.
@@ -266,16 +269,15 @@ fn grad_enabled() -> bool {
 }
 
 /// Adds the TensorImpl addresses (`_cdata`) of the tensors among `values` to `out`.
-fn tensor_impls(values: &Bound<'_, PyTuple>, out: &mut Vec<usize>) {
+fn tensor_impls(values: &Bound<'_, PyTuple>, out: &mut ImplList) {
     let Some(tensor) = super::tensor_object::tensor_type(values.py()) else {
         return;
     };
-    out.extend(
-        values
-            .iter()
-            .filter(|v| v.is_instance(tensor).unwrap_or(false))
-            .filter_map(|v| super::saved::tensor_impl(&v).ok()),
-    );
+    values
+        .iter()
+        .filter(|v| v.is_instance(tensor).unwrap_or(false))
+        .filter_map(|v| super::saved::tensor_impl(&v).ok())
+        .for_each(|t| out.push(t));
 }
 
 /// Calls `f` with the TensorImpl address of each tensor in a module's output: the output
@@ -341,15 +343,17 @@ fn enter(
     let (native, plan) = (NATIVE.load(Ordering::Relaxed), PLAN.load(Ordering::Relaxed));
     let grad = grad_enabled();
     // Python is read first, with no lock held.
-    let mut impls = Vec::new();
+    let mut impls = ImplList::new();
     if (grad && native) || plan {
         tensor_impls(args, &mut impls);
     }
     let token = scope.unwrap_or_else(module_windows::open);
     let saved_from = crate::capture::saved::pass_bytes();
-    if grad && native {
-        crate::capture::backward::hook(&impls, token, entry, false);
-    }
+    let inputs = if grad && native {
+        crate::capture::backward::hook(impls.as_slice(), token, None)
+    } else {
+        0
+    };
     THREAD.with(|th| {
         let mut th = th.borrow_mut();
         let th = &mut *th;
@@ -360,7 +364,7 @@ fn enter(
             parent.children += 1;
         }
         let input_bytes = if plan {
-            input_bytes(&impls, pass.device_index)
+            input_bytes(impls.as_slice(), pass.device_index)
         } else {
             0
         };
@@ -371,6 +375,7 @@ fn enter(
             entry,
             module: module.as_ptr() as usize,
             saved_from,
+            inputs,
             input_bytes,
             children: 0,
             index: pass.calls.len() - 1,
@@ -478,7 +483,7 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
     let id = module.as_ptr() as usize;
     let native = NATIVE.load(Ordering::Relaxed);
     // Pop this module's call (and any whose post-hook an exception skipped), each ended here.
-    let (token, entry, parent, root) = THREAD.with(|th| {
+    let (token, entry, inputs, parent, root) = THREAD.with(|th| {
         let mut th = th.borrow_mut();
         let th = &mut *th;
         if !th.skip.is_empty() {
@@ -493,12 +498,12 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
         while let Some(call) = th.stack.pop() {
             let saved = end_call(&call, th.pass.as_mut());
             let done = call.module == id;
-            last = Some((call.token, call.entry, saved));
+            last = Some((call.token, call.entry, call.inputs, saved));
             if done {
                 break;
             }
         }
-        let (token, entry, saved) = last?;
+        let (token, entry, inputs, saved) = last?;
         crate::capture::peak::set_thread_module(th.stack.last().map(|c| c.entry));
         let parent = th.stack.last().map_or(-1, |c| i64::from(c.entry));
         // The root call ended: its pass, and whether it was the root's own call.
@@ -509,15 +514,16 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
         } else {
             None
         };
-        Some((token, entry, parent, root))
+        Some((token, entry, inputs, parent, root))
     })?;
     // Its outputs' nodes are hooked for its backward (Python is read here, with no lock held).
     let mut hooked = false;
     if native && !output.is_none() && grad_enabled() {
         if let Some(tensor) = super::tensor_object::tensor_type(output.py()) {
-            let mut impls = Vec::new();
+            let mut impls = ImplList::new();
             for_each_output(output, tensor, 0, &mut |t| impls.push(t));
-            hooked = crate::capture::backward::hook(&impls, token, entry, true);
+            hooked =
+                crate::capture::backward::hook(impls.as_slice(), token, Some((entry, inputs))) > 0;
         }
     }
     let entry_id = i64::from(entry);

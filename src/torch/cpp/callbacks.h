@@ -6,11 +6,15 @@
 #include <cstddef>
 #include <cstdint>
 
-// One module call's concern with a gradient (grad_hooks.cpp): its token, and the kind of event
-// (src/capture/backward.rs: 0 an output's gradient, 1 an input's, 2 the pass ended, 3 freed).
+// One module call's concern with a gradient (grad_hooks.cpp): its token, the kind of event
+// (src/capture/backward.rs: 0 an output's gradient, 1 an input's, 2 the pass ended) and, for an
+// output's, the call's forward entry and its number of hooked inputs (what its backward's start
+// needs to know).
 struct MpGradCall {
   uint64_t token;
   int32_t kind;
+  uint32_t entry;
+  uint32_t inputs;
 };
 
 struct MpCallbacks {
@@ -18,8 +22,8 @@ struct MpCallbacks {
   void (*allocation_event)(uint64_t ptr, int64_t bytes, uint32_t backward_site, int32_t has_totals,
                            int64_t total, int64_t reserved, int64_t requested, uint64_t stream);
   // src/capture/backward.rs: a gradient hook's events, one per call it holds, in order
-  // (grad_hooks.cpp); `freed`: the hook is gone with its graph (kind 3 for each).
-  int (*grad_events)(const MpGradCall* calls, size_t n, int32_t freed);
+  // (grad_hooks.cpp).
+  int (*grad_events)(const MpGradCall* calls, size_t n);
   // src/capture/peak.rs: a segment event of the CUDA allocator's trace (cuda_trace.cpp).
   void (*segment_event)(int32_t kind, int64_t bytes, uint64_t stream);
   // src/capture/saved.rs: a tensor that `--modules`' native saved-tensors hook saved (its
@@ -38,8 +42,8 @@ inline void mp_rust_allocation_event(uint64_t ptr, int64_t bytes, uint32_t backw
                                   requested, stream);
 }
 
-inline int mp_rust_grad_events(const MpGradCall* calls, size_t n, int32_t freed) {
-  return mp_callbacks.grad_events ? mp_callbacks.grad_events(calls, n, freed) : 0;
+inline int mp_rust_grad_events(const MpGradCall* calls, size_t n) {
+  return mp_callbacks.grad_events ? mp_callbacks.grad_events(calls, n) : 0;
 }
 
 inline void mp_rust_segment_event(int32_t kind, int64_t bytes, uint64_t stream) {

@@ -1,7 +1,7 @@
-// What `memprof run --modules`' saved-tensors pack hook needs of a tensor, read from its
-// TensorImpl (a tensor's `_cdata`) instead of through Python attributes: its version, and the
-// storage it keeps alive when it is on the measured device. The hook runs for every tensor
-// autograd saves, so this replaces several Python calls per saved tensor.
+// What `memprof run --modules` needs of a tensor that autograd saves, read from its TensorImpl (a
+// tensor's `_cdata`) instead of through Python attributes: the storage it keeps alive when it is
+// on the measured device and, for the saved-tensors pack hook, its version. Counting runs for
+// every tensor autograd saves, so this replaces several Python calls per saved tensor.
 //
 // Every entry point catches every C++ exception: an exception crossing into Rust is undefined
 // behaviour.
@@ -11,19 +11,14 @@
 
 extern "C" {
 
-// Returns -1 when the version cannot be read (an inference tensor: the caller asks Python,
-// which raises torch's own error); else writes `version` and returns 1 when the tensor's storage
-// counts (on the CPU when `device_index` < 0, else on that CUDA device), with its address and
-// size in `storage_ptr` and `storage_nbytes`, and 0 when it does not (another device, or no
-// storage that can be read, as `untyped_storage()` would refuse).
-int mp_saved_info(void* impl, int device_index, int64_t* version, uintptr_t* storage_ptr,
+// Returns 1 when the tensor's storage counts (on the CPU when `device_index` < 0, else on that
+// CUDA device), with its address and size in `storage_ptr` and `storage_nbytes`, and 0 when it
+// does not (another device, or no storage that can be read, as `untyped_storage()` would
+// refuse). The version is not read: the version counter is an object of its own, one more memory
+// access for every tensor a pass saves or skips, which only the pack hook needs.
+int mp_storage_on(void* impl, int device_index, uintptr_t* storage_ptr,
                   uint64_t* storage_nbytes) {
   auto* t = static_cast<c10::TensorImpl*>(impl);
-  try {
-    *version = static_cast<int64_t>(t->version_counter().current_version());
-  } catch (...) {
-    return -1;
-  }
   try {
     const c10::Device device = t->device();
     const bool counted = device_index < 0
@@ -37,6 +32,20 @@ int mp_saved_info(void* impl, int device_index, int64_t* version, uintptr_t* sto
   } catch (...) {
     return 0;
   }
+}
+
+// mp_storage_on with the version: -1 when the version cannot be read (an inference tensor: the
+// caller asks Python, which raises torch's own error); else writes `version` and answers as
+// mp_storage_on.
+int mp_saved_info(void* impl, int device_index, int64_t* version, uintptr_t* storage_ptr,
+                  uint64_t* storage_nbytes) {
+  auto* t = static_cast<c10::TensorImpl*>(impl);
+  try {
+    *version = static_cast<int64_t>(t->version_counter().current_version());
+  } catch (...) {
+    return -1;
+  }
+  return mp_storage_on(impl, device_index, storage_ptr, storage_nbytes);
 }
 
 }  // extern "C"

@@ -120,6 +120,19 @@ struct TakeGuard {
   ~TakeGuard() { take_lock.clear(std::memory_order_release); }
 };
 
+// A maximum one reader took, kept for the other; and what the other kept for this one, taken.
+// Only takes touch these, under take_lock: plain loads and stores, where a locked instruction
+// each cost a module call's scope take twice over.
+void hand_over(std::atomic<int64_t>& slot, int64_t max) {
+  if (max > slot.load(std::memory_order_relaxed)) slot.store(max, std::memory_order_relaxed);
+}
+
+int64_t take_handed(std::atomic<int64_t>& slot) {
+  int64_t kept = slot.load(std::memory_order_relaxed);
+  slot.store(INT64_MIN, std::memory_order_relaxed);
+  return kept;
+}
+
 Tally cpu_tally;
 Tally device_tally;
 std::atomic<int> device_index{-1};
@@ -680,8 +693,8 @@ void mp_tally_take(int which, int64_t* out) {
   int64_t n = t.count_current.load(std::memory_order_relaxed);
   out[0] = cur;
   int64_t m = std::max(t.allocated_max.exchange(cur, std::memory_order_relaxed), cur);
-  atomic_max(t.allocated_max_for_scopes, m);
-  out[1] = std::max(m, t.allocated_max_for_lines.exchange(INT64_MIN, std::memory_order_relaxed));
+  hand_over(t.allocated_max_for_scopes, m);
+  out[1] = std::max(m, take_handed(t.allocated_max_for_lines));
   out[2] = res;
   out[3] = std::max(t.reserved_max.exchange(res, std::memory_order_relaxed), res);
   out[4] = t.bytes_allocated.load(std::memory_order_relaxed);
@@ -701,9 +714,9 @@ void mp_tally_take_allocated(int which, int64_t* current, int64_t* max) {
   TakeGuard guard;
   int64_t cur = t.allocated_current.load(std::memory_order_relaxed);
   int64_t m = std::max(t.allocated_max.exchange(cur, std::memory_order_relaxed), cur);
-  atomic_max(t.allocated_max_for_lines, m);
+  hand_over(t.allocated_max_for_lines, m);
   *current = cur;
-  *max = std::max(m, t.allocated_max_for_scopes.exchange(INT64_MIN, std::memory_order_relaxed));
+  *max = std::max(m, take_handed(t.allocated_max_for_scopes));
 }
 
 }  // extern "C"
