@@ -18,7 +18,9 @@ site of every allocation), `f` under `memprof.profile(STEP)` (the step's lines),
 under `memprof.profile(modules=True)` (saved bytes counted without a hook), `modules_hooks` and
 `modules_python` the same counting through saved-tensors hooks in C++ or in Python
 (MEMPROF_SAVED_HOOKS=hooks or python, as before), `tensors` under
-`memprof.profile(STEP, tensors=True)` (an inventory when each step ends); and two floors
+`memprof.profile(STEP, tensors=True)` (an inventory when each step ends), `history` under
+`memprof.profile(STEP, history=FILE)` (`-f STEP --history FILE`: torch's allocator history, with
+Python stacks in every step, each block's file written when its session stops); and two floors
 without memprof, `wrapper` (torch's `Module._call_impl` wrapped by a Python function that only
 calls it) and `wrapper_calls` (that wrapper also calling a C function twice per module call, as
 memprof's calls its native enter and exit). A session starts
@@ -45,7 +47,9 @@ import torch  # noqa: E402
 
 import workloads  # noqa: E402
 
-VARIANTS = ("none", "f", "modules", "modules_hooks", "modules_python", "tensors")
+VARIANTS = ("none", "f", "modules", "modules_hooks", "modules_python", "tensors", "history")
+# Where the `history` variant's session writes its file (each block's replaces the last's).
+HISTORY_FILE = os.path.join(os.environ.get("TMPDIR", "/tmp"), "memprof-paired-%d.pickle" % os.getpid())
 # Floors, not modes: what any per-call wrapper of Module._call_impl costs the step.
 FLOORS = ("wrapper", "wrapper_calls")
 
@@ -64,6 +68,8 @@ def session(memprof, variant, step_fn):
         return _saved_hooks(memprof, variant[len("modules_"):])
     if variant == "tensors":
         return memprof.profile(step_fn, tensors=True)
+    if variant == "history":
+        return memprof.profile(step_fn, history=HISTORY_FILE)
     if variant in FLOORS:
         return _wrapped_call_impl(variant == "wrapper_calls")
     raise SystemExit(f"paired_cost: unknown variant {variant!r} (one of "
@@ -177,6 +183,12 @@ def main():
                 times[v].append(block(step, args.steps, cuda))
     out = {"case": args.case, "device": args.device, "steps": args.steps,
            "blocks": times, "orders": orders}
+    if "history" in variants:
+        import pickle
+        with open(HISTORY_FILE, "rb") as f:
+            snapshot = pickle.load(f)
+        out["history_events"] = snapshot["memprof"]["events"]
+        os.remove(HISTORY_FILE)
     print("BENCH " + json.dumps(out), flush=True)
 
 

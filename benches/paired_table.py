@@ -25,6 +25,7 @@ LABELS = {"control": "unprofiled again (the noise floor)",
           "modules_hooks": "--modules, saved-tensors hooks in C++ (MEMPROF_SAVED_HOOKS=hooks)",
           "modules_python": "--modules, saved-tensors hooks in Python (MEMPROF_SAVED_HOOKS=python)",
           "tensors": "memprof.profile(STEP, tensors=True) (--tensors)",
+          "history": "memprof.profile(STEP, history=FILE) (-f STEP --history)",
           "wrapper": "floor: Module._call_impl wrapped in Python, nothing else (no memprof)",
           "wrapper_calls": "floor: that wrapper calling a C function twice per call (no memprof)"}
 

@@ -11,7 +11,8 @@ import nbclient
 import nbformat
 
 CELLS = [
-    "%load_ext memprof\nimport torch",
+    # The kernel works in a folder of its own (the history cell writes a file there).
+    "%load_ext memprof\nimport os, tempfile, torch\nos.chdir(tempfile.mkdtemp())",
     "def step(n):\n    a = torch.ones(n, n)\n    b = a @ a\n    return b.sum()",
     "%memprof -f step --device cpu step(256)",
     "%%memprof --device cpu\nx = torch.ones(512, 512)\ny = x * 2\ndel x\ntotal = step(128)",
@@ -24,6 +25,11 @@ CELLS = [
     # pytorch_memlab's profile_every: a table per 2 calls of step, the fifth call's at the end.
     "%memprof --every 2 --device cpu -f step [step(64) for _ in range(5)]",
     "print(step.__module__, getattr(step, 'memprof_report', 'restored'))",
+    # --history: the allocation history memory_viz opens, the cell's lines its frames.
+    "%%memprof --device cpu --history cell.pickle\nw = torch.ones(256, 256)\nv = w * 3",
+    "import pickle\nh = pickle.load(open('cell.pickle', 'rb'))\n"
+    "print(json.dumps(sorted((e['size'], e['frames'][0]['line']) for e in h['device_traces'][0] "
+    "if e['action'] == 'alloc' and e['size'] >= 4096)))",
 ]
 
 
@@ -37,7 +43,10 @@ def main():
     cell_peak, peak, before, added = json.loads(nb.cells[6].outputs[0]["text"])
     every = "".join(o.get("text", "") for o in nb.cells[7].outputs)
     restored = nb.cells[8].outputs[0]["text"].strip()
+    history = json.loads(nb.cells[10].outputs[0]["text"])
     problems = []
+    if history != [[262144, 1], [262144, 2]]:
+        problems.append("%%%%memprof --history's allocations: %s" % history)
     headers = [l for l in every.splitlines() if l.startswith("memprof: step")]
     if headers != ["memprof: step, calls 1–2", "memprof: step, calls 3–4",
                    "memprof: step, call 5 (the statement ended)"]:

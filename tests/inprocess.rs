@@ -390,3 +390,65 @@ print(json.dumps({"start": r.allocated_at_start, "peak": r.peak["allocated_bytes
     // torch's CPU reporter knew the block: no "unknown size" warning in the program's stderr.
     assert!(!r.stderr.contains("unknown size"), "{}", r.stderr);
 }
+
+#[test]
+fn each_session_writes_its_own_allocation_history() {
+    if on_cuda() {
+        return; // torch's own history on CUDA: tests/gpu.rs's history check reads it
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let r = python_script(
+        dir.path(),
+        "history.py",
+        r#"import json, pickle, torch, memprof
+def step(n):
+    a = torch.ones(n, 1024)          # n * 4 KiB
+    b = a * 2                         # n * 4 KiB
+    return float(b.sum())
+out = {}
+for name, n in (("first", 64), ("second", 128)):
+    with memprof.profile(step, device="cpu", history=name + ".pickle") as r:
+        for _ in range(3):
+            step(n)
+    snapshot = pickle.load(open(name + ".pickle", "rb"))
+    allocs = [e for e in snapshot["device_traces"][0] if e["action"] == "alloc"]
+    out[name] = {"big": sorted(e["size"] for e in allocs if e["size"] >= 4096),
+                 "lines": sorted({e["frames"][0]["line"] for e in allocs if e["size"] >= 4096}),
+                 "report": r.to_dict()["history"]["events"],
+                 "recorded": snapshot["memprof"]["events"]}
+with memprof.profile(step, device="cpu") as r:
+    step(8)
+out["without"] = r.to_dict().get("history")
+try:
+    memprof.profile(step, history=3)
+except TypeError as e:
+    out["refused"] = str(e)
+print(json.dumps(out))
+"#,
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out: Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| {
+        panic!("{e}: {}\n{}", r.stdout, r.stderr);
+    });
+    // Each file holds its own session's steps only: three steps of two n x 4 KiB tensors, at
+    // the lines that made them; the second session's file nothing of the first's.
+    for (name, n) in [("first", 64), ("second", 128)] {
+        assert_eq!(
+            out[name]["big"],
+            serde_json::json!(vec![n * 4096; 6]),
+            "{out}"
+        );
+        assert_eq!(out[name]["lines"], serde_json::json!([3, 4]), "{out}");
+        assert_eq!(out[name]["report"], out[name]["recorded"], "{out}");
+    }
+    assert_eq!(
+        out["without"],
+        Value::Null,
+        "no history asked, none written"
+    );
+    assert!(
+        out["refused"].as_str().unwrap().contains("a file's path"),
+        "{out}"
+    );
+}

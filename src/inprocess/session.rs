@@ -86,7 +86,6 @@ fn begin(
 ) -> PyResult<Session> {
     let config = config_of(argv, label)?;
     for unsupported in [
-        (config.history.is_some(), "--history"),
         (config.trace.is_some(), "--trace"),
         (config.plot.is_some(), "--plot"),
         (!config.budgets.is_empty(), "--max"),

@@ -18,18 +18,26 @@ import bisect
 import os
 import pickle
 import sys
+import time
 
 import _memprof
 
 _options = None  # the run's Options (src/python/runner.rs), set by install
 _written = False
 _cuda_recording = False
+# When the run or session began (µs since the epoch, torch's trace clock): torch keeps its ring
+# between recordings, so an in-process session's file leaves out what came before it.
+_started_us = 0
 _MEMPROF_FILE = "memprof"
 
 
 def install(options):
-    global _options
+    """A run's, or an in-process session's (each writes its own file: nothing carries over)."""
+    global _options, _written, _cuda_recording, _started_us
     _options = options
+    _written = False
+    _cuda_recording = False
+    _started_us = time.time_ns() // 1000
 
 
 def _record(context):
@@ -186,6 +194,8 @@ def finish(functions):
                 snapshot = torch.cuda.memory._snapshot()
                 torch.cuda.memory._record_memory_history(None)
                 _cuda_recording = False
+                for trace in snapshot.get("device_traces", []):
+                    trace[:] = [e for e in trace if e.get("time_us", _started_us) >= _started_us]
                 kept = _annotate_cuda(snapshot, functions, _memprof.history_line_timeline())
                 info.update(events=kept, dropped=None if kept < max_entries else "unknown",
                             source="torch.cuda.memory._record_memory_history")

@@ -621,6 +621,10 @@ uint64_t mp_tag_of(const void* ptr) {
 /// Starts recording CPU allocation events (`--history`), keeping the latest `max_entries`.
 void mp_history_start(uint64_t max_entries) {
   std::lock_guard<std::mutex> lock(history_mutex);
+  // A new record: an earlier in-process session's events are its own file's.
+  history.clear();
+  history_next = 0;
+  history_dropped = 0;
   history_max = (size_t)max_entries;
   history.reserve(std::min<size_t>(history_max, 1 << 20));
   history_on.store(true);

@@ -37,7 +37,10 @@ class profile:
     categories: the scan of the live objects when the block ends that names what is still live
     (parameters, buffers, gradients, optimizer state; what no tensor holds: workspaces). False
     skips it, for a cheaper session: what was freed before the end keeps its category, what is
-    still live and not named while it lived is `other`.
+    still live and not named while it lived is `other`. history: a file to write, when the
+    session stops, the allocation history that PyTorch's memory_viz opens (`--history`:
+    torch's own on CUDA, Python stacks inside the targeted calls only), history_max_entries
+    how many events it keeps (default 100000).
     As a decorator only: every=N measures the calls N at a time (one session over N calls: each
     line's hits and Δ summed over them, its peaks the highest) and prints each group's table, as
     pytorch_memlab's `profile_every(N)` does; warmup=W leaves the first W calls unmeasured and
@@ -46,11 +49,16 @@ class profile:
     call)."""
 
     def __init__(self, *targets, modules=False, tensors=False, stats=None, device=None,
-                 categories=True, label="<python>", every=None, warmup=0, calls=None):
+                 categories=True, label="<python>", every=None, warmup=0, calls=None,
+                 history=None, history_max_entries=None):
         self._names, self._callables = _split(targets)
         self._targets = targets
+        if history is not None and not isinstance(history, (str, os.PathLike)):
+            raise TypeError("memprof.profile(history=%r): a file's path (the pickle to write)"
+                            % (history,))
         self._options = dict(modules=modules, tensors=tensors, stats=stats, device=device,
-                             categories=categories)
+                             categories=categories, history=history,
+                             history_max_entries=history_max_entries)
         self._label = label
         self._session = None
         self._report = None
@@ -77,6 +85,10 @@ class profile:
             argv.append("--modules")
         if o["tensors"]:
             argv.append("--tensors")
+        if o["history"] is not None:
+            argv += ["--history", os.path.abspath(os.fspath(o["history"]))]
+        if o["history_max_entries"] is not None:
+            argv += ["--history-max-entries", str(o["history_max_entries"])]
         return argv
 
     def __enter__(self):

@@ -1,6 +1,7 @@
 """The IPython/Jupyter magics (`%load_ext memprof`):
 
-    %memprof [-f NAME]... [--modules] [--tensors] [--stat KEY]... [--device D] STATEMENT
+    %memprof [-f NAME]... [--modules] [--tensors] [--stat KEY]... [--device D]
+             [--history FILE] STATEMENT
     %%memprof [-f NAME]... [options]      (the cell's own lines are profiled, as `-f '<module>'`
                                            profiles a script's top-level lines)
     %memprof --every N -f NAME... STATEMENT   (pytorch_memlab's profile_every: a table per N calls
@@ -14,10 +15,10 @@ from .api import profile
 
 # One option at the start of the line: a flag, or an option and its value.
 _OPTION = re.compile(
-    r"\s*(?:(--modules|--tensors)|(-f|--stat|--device|--every)\s+(\S+))(?=\s|$)")
+    r"\s*(?:(--modules|--tensors)|(-f|--stat|--device|--every|--history)\s+(\S+))(?=\s|$)")
 USAGE = (
     "usage: %memprof [-f NAME]... [--modules] [--tensors] [--stat KEY]... [--device D] "
-    "[--every N] STATEMENT"
+    "[--history FILE] [--every N] STATEMENT"
     "\n       %%memprof [-f NAME]... [options]   (then the cell)"
 )
 
@@ -38,6 +39,8 @@ def parse(line):
             names.append(value)
         elif option == "--stat":
             options["stats"].append(value)
+        elif option == "--history":
+            options["history"] = value
         elif option == "--every":
             if not value.isdigit() or int(value) < 1:
                 raise ValueError("--every takes a number of calls, at least 1\n%s" % USAGE)
