@@ -84,20 +84,6 @@ def client():
         print(json.dumps({"trips": trips, "sizes": sizes, "errors": errors}), flush=True)
 
 
-def block(step, steps, cuda, torch):
-    times = []
-    for i in range(steps):
-        if cuda:
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        step()
-        if cuda:
-            torch.cuda.synchronize()
-        if i > 0:
-            times.append(time.perf_counter() - t)
-    return statistics.fmean(times)
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("case", choices=["resnet", "gpt2"])
@@ -108,10 +94,10 @@ def main():
     p.add_argument("--rate", type=float, default=10.0, help="requests a second")
     p.add_argument("--warmup", type=int, default=5)
     args = p.parse_args()
-    import torch
 
     import memprof
     import workloads
+    from paired_cost import block
 
     cuda = args.device.startswith("cuda")
     if args.case == "gpt2":
@@ -141,7 +127,7 @@ def main():
         means = {}
         for v in order:
             if v in ("base", "control"):
-                means[v] = block(step, args.steps, cuda, torch)
+                means[v] = statistics.fmean(block(step, args.steps, cuda))
                 continue
             session = memprof.profile()
             session.__enter__()
@@ -152,7 +138,7 @@ def main():
                 step()
                 asker.stdin.write(f"go {path} {requests[v]} {args.rate}\n")
                 asker.stdin.flush()
-            means[v] = block(step, args.steps, cuda, torch)
+            means[v] = statistics.fmean(block(step, args.steps, cuda))
             if v in requests:
                 asker.stdin.write("stop\n")
                 asker.stdin.flush()
