@@ -20,7 +20,10 @@ under `memprof.profile(modules=True)` (saved bytes counted without a hook), `mod
 (MEMPROF_SAVED_HOOKS=hooks or python, as before), `tensors` under
 `memprof.profile(STEP, tensors=True)` (an inventory when each step ends), `history` under
 `memprof.profile(STEP, history=FILE)` (`-f STEP --history FILE`: torch's allocator history, with
-Python stacks in every step, each block's file written when its session stops); and two floors
+Python stacks in every step, each block's file written when its session stops),
+`history_calls` the same with `calls=1` (`--calls 1`: the block's first step, which is not
+counted, recorded with stacks, and then nothing: the history taken and recording stopped, what
+a long run that records a few calls pays for the rest); and two floors
 without memprof, `wrapper` (torch's `Module._call_impl` wrapped by a Python function that only
 calls it) and `wrapper_calls` (that wrapper also calling a C function twice per module call, as
 memprof's calls its native enter and exit). A session starts
@@ -47,7 +50,8 @@ import torch  # noqa: E402
 
 import workloads  # noqa: E402
 
-VARIANTS = ("none", "f", "modules", "modules_hooks", "modules_python", "tensors", "history")
+VARIANTS = ("none", "f", "modules", "modules_hooks", "modules_python", "tensors", "history",
+            "history_calls")
 # Where the `history` variant's session writes its file (each block's replaces the last's).
 HISTORY_FILE = os.path.join(os.environ.get("TMPDIR", "/tmp"), "memprof-paired-%d.pickle" % os.getpid())
 # Floors, not modes: what any per-call wrapper of Module._call_impl costs the step.
@@ -70,6 +74,8 @@ def session(memprof, variant, step_fn):
         return memprof.profile(step_fn, tensors=True)
     if variant == "history":
         return memprof.profile(step_fn, history=HISTORY_FILE)
+    if variant == "history_calls":
+        return memprof.profile(step_fn, history=HISTORY_FILE, calls=1)
     if variant in FLOORS:
         return _wrapped_call_impl(variant == "wrapper_calls")
     raise SystemExit(f"paired_cost: unknown variant {variant!r} (one of "
@@ -183,7 +189,7 @@ def main():
                 times[v].append(block(step, args.steps, cuda))
     out = {"case": args.case, "device": args.device, "steps": args.steps,
            "blocks": times, "orders": orders}
-    if "history" in variants:
+    if "history" in variants or "history_calls" in variants:
         import pickle
         with open(HISTORY_FILE, "rb") as f:
             snapshot = pickle.load(f)

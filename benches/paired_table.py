@@ -26,6 +26,8 @@ LABELS = {"control": "unprofiled again (the noise floor)",
           "modules_python": "--modules, saved-tensors hooks in Python (MEMPROF_SAVED_HOOKS=python)",
           "tensors": "memprof.profile(STEP, tensors=True) (--tensors)",
           "history": "memprof.profile(STEP, history=FILE) (-f STEP --history)",
+          "history_calls": "memprof.profile(STEP, history=FILE, calls=1) (--history --calls 1: "
+                           "the steps after the recorded one)",
           "wrapper": "floor: Module._call_impl wrapped in Python, nothing else (no memprof)",
           "wrapper_calls": "floor: that wrapper calling a C function twice per call (no memprof)"}
 

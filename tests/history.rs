@@ -155,3 +155,56 @@ fn max_entries_keeps_the_latest_events_and_says_how_many_were_dropped() {
         .stderr
         .contains("--history-max-entries must be at least 1"));
 }
+
+/// Calls 1-5 of `step`, each allocating two tensors of n x 4 KiB, and one more tensor after them.
+const SCHEDULED: &str = r#"import torch
+def step(n):
+    a = torch.ones(n, 1024)
+    b = a * 2
+    return float(b.sum())
+for n in range(1, 6):
+    step(n)
+tail = torch.ones(64, 1024)
+"#;
+
+#[test]
+fn a_schedules_history_ends_with_its_last_measured_call() {
+    if on_cuda() {
+        return; // torch's own history on CUDA: scripts/device/inprocess_history_check.py
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("scheduled.py");
+    std::fs::write(&script, SCHEDULED).unwrap();
+    let history = dir.path().join("h.pickle");
+    let (r, report) = profile(
+        &[],
+        &[
+            "--device",
+            "cpu",
+            "--history",
+            history.to_str().unwrap(),
+            "--warmup",
+            "1",
+            "--calls",
+            "2",
+            "-f",
+            "step",
+            script.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = check(&history);
+    // The measured calls 2 and 3 only: two blocks of 8 KiB at lines 3 and 4, two of 12 KiB; the
+    // recording stopped when call 3 ended, so calls 4 and 5 and the tail are not in it.
+    let sums = &out["sums"];
+    assert_eq!(sums["step line 3"], 2 * 4096 + 3 * 4096, "{out}");
+    assert_eq!(sums["step line 4"], 2 * 4096 + 3 * 4096, "{out}");
+    assert!(
+        sums.as_object()
+            .unwrap()
+            .keys()
+            .all(|k| k.starts_with("step line")),
+        "only the measured calls' events: {out}"
+    );
+    assert_eq!(report["history"]["events"], out["memprof"]["events"]);
+}

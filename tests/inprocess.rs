@@ -416,6 +416,19 @@ for name, n in (("first", 64), ("second", 128)):
                  "lines": sorted({e["frames"][0]["line"] for e in allocs if e["size"] >= 4096}),
                  "report": r.to_dict()["history"]["events"],
                  "recorded": snapshot["memprof"]["events"]}
+# warmup= and calls= in a `with` block: the command's --warmup and --calls; the history ends
+# with the last measured call (calls 2 and 3 of five).
+with memprof.profile(step, device="cpu", history="scheduled.pickle", warmup=1, calls=2) as r:
+    for n in (1, 2, 3, 4, 5):
+        step(n)
+snapshot = pickle.load(open("scheduled.pickle", "rb"))
+out["scheduled"] = sorted(e["size"] for e in snapshot["device_traces"][0]
+                          if e["action"] == "alloc" and e["size"] >= 4096)
+out["scheduled_hits"] = [l["hits"] for l in r.function("step")["lines"]]
+try:
+    memprof.profile(step, every=2).__enter__()
+except TypeError as e:
+    out["every"] = str(e)
 with memprof.profile(step, device="cpu") as r:
     step(8)
 out["without"] = r.to_dict().get("history")
@@ -442,6 +455,20 @@ print(json.dumps(out))
         assert_eq!(out[name]["lines"], serde_json::json!([3, 4]), "{out}");
         assert_eq!(out[name]["report"], out[name]["recorded"], "{out}");
     }
+    assert_eq!(
+        out["scheduled"],
+        serde_json::json!([8192, 8192, 12288, 12288]),
+        "{out}"
+    );
+    assert_eq!(
+        out["scheduled_hits"],
+        serde_json::json!([0, 2, 2, 2]),
+        "{out}"
+    );
+    assert!(out["every"]
+        .as_str()
+        .unwrap()
+        .contains("`with` block runs once"));
     assert_eq!(
         out["without"],
         Value::Null,

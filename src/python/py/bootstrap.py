@@ -299,6 +299,10 @@ def finish_schedule():
     global _finished
     _finished = True
     _memprof.stop_recording()
+    if _options is not None and _options.history:
+        import _memprof_history
+
+        _memprof_history.schedule_finished()
     if _MONITORING and _TOOL is not None:
         for code in list(_targeted_codes) + list(_watched_codes):
             sys.monitoring.set_local_events(_TOOL, code, 0)

@@ -28,16 +28,19 @@ _cuda_recording = False
 # When the run or session began (µs since the epoch, torch's trace clock): torch keeps its ring
 # between recordings, so an in-process session's file leaves out what came before it.
 _started_us = 0
+# The history taken when a schedule's last measured call ended (schedule_finished), if it was.
+_kept = None
 _MEMPROF_FILE = "memprof"
 
 
 def install(options):
     """A run's, or an in-process session's (each writes its own file: nothing carries over)."""
-    global _options, _written, _cuda_recording, _started_us
+    global _options, _written, _cuda_recording, _started_us, _kept
     _options = options
     _written = False
     _cuda_recording = False
     _started_us = time.time_ns() // 1000
+    _kept = None
 
 
 def _record(context):
@@ -78,6 +81,27 @@ def call_ended():
     try:
         _record(context=False)
     except Exception as e:
+        _memprof.warn("--history: %s" % e)
+
+
+def schedule_finished():
+    """Every call --warmup/--calls measures has run: the history is complete. It is taken now
+    (torch's snapshot on CUDA, memprof's record on the CPU) and recording stops, so the rest of
+    the run pays nothing for it; the file is written at the end, as always. Taken here, the
+    snapshot's state and its events end together, as memory_viz replays them."""
+    global _kept, _cuda_recording
+    if _options is None or not _options.history or _kept is not None:
+        return
+    try:
+        if _options.device_type == "cuda":
+            torch = sys.modules.get("torch")
+            if torch is not None and _cuda_recording:
+                _kept = torch.cuda.memory._snapshot()
+                torch.cuda.memory._record_memory_history(None)
+                _cuda_recording = False
+        else:
+            _kept = _memprof.history_cpu_events()
+    except Exception as e:  # never into the program
         _memprof.warn("--history: %s" % e)
 
 
@@ -186,21 +210,24 @@ def finish(functions):
         if _options.device_type == "cuda":
             global _cuda_recording
             torch = sys.modules.get("torch")
-            if torch is None or not _cuda_recording:
+            if _kept is None and (torch is None or not _cuda_recording):
                 info.update(events=0, dropped=None, source="none",
                             note="no measured targeted call ran while CUDA was initialised")
                 snapshot = {"segments": [], "device_traces": []}
             else:
-                snapshot = torch.cuda.memory._snapshot()
-                torch.cuda.memory._record_memory_history(None)
-                _cuda_recording = False
+                if _kept is not None:
+                    snapshot = _kept
+                else:
+                    snapshot = torch.cuda.memory._snapshot()
+                    torch.cuda.memory._record_memory_history(None)
+                    _cuda_recording = False
                 for trace in snapshot.get("device_traces", []):
                     trace[:] = [e for e in trace if e.get("time_us", _started_us) >= _started_us]
                 kept = _annotate_cuda(snapshot, functions, _memprof.history_line_timeline())
                 info.update(events=kept, dropped=None if kept < max_entries else "unknown",
                             source="torch.cuda.memory._record_memory_history")
         else:
-            events, dropped = _memprof.history_cpu_events()
+            events, dropped = _kept if _kept is not None else _memprof.history_cpu_events()
             snapshot = _cpu_snapshot(events, functions)
             info.update(events=len(events), dropped=dropped,
                         source="memprof's record of libtorch's CPU allocation reports")

@@ -41,10 +41,13 @@ class profile:
     session stops, the allocation history that PyTorch's memory_viz opens (`--history`:
     torch's own on CUDA, Python stacks inside the targeted calls only), history_max_entries
     how many events it keeps (default 100000).
-    As a decorator only: every=N measures the calls N at a time (one session over N calls: each
-    line's hits and Δ summed over them, its peaks the highest) and prints each group's table, as
-    pytorch_memlab's `profile_every(N)` does; warmup=W leaves the first W calls unmeasured and
-    calls=M stops after M measured calls, as the command's --warmup and --calls do.
+    In a `with` block, warmup=W and calls=M schedule the targets' calls as the command's
+    --warmup and --calls do (the first W calls of each unmeasured, then M measured, then
+    nothing: the hooks come off). As a decorator: every=N measures the calls N at a time (one
+    session over N calls: each line's hits and Δ summed over them, its peaks the highest) and
+    prints each group's table, as pytorch_memlab's `profile_every(N)` does; warmup=W leaves the
+    first W calls unmeasured and calls=M stops after M measured calls, as the command's
+    --warmup and --calls do.
     One session at a time: they do not nest (a group of every=N is one session until its Nth
     call)."""
 
@@ -89,12 +92,18 @@ class profile:
             argv += ["--history", os.path.abspath(os.fspath(o["history"]))]
         if o["history_max_entries"] is not None:
             argv += ["--history-max-entries", str(o["history_max_entries"])]
+        _every, warmup, calls = self._schedule
+        if warmup:
+            argv += ["--warmup", str(warmup)]
+        if calls is not None:
+            argv += ["--calls", str(calls)]
         return argv
 
     def __enter__(self):
-        if self._schedule != (None, 0, None):
-            raise TypeError("memprof.profile(every=, warmup=, calls=) schedules a decorated "
-                            "function's calls; a `with` block runs once")
+        if self._schedule[0] is not None:
+            raise TypeError("memprof.profile(every=) groups a decorated function's calls; a "
+                            "`with` block runs once (warmup= and calls= schedule its targets' "
+                            "calls, as the command's --warmup and --calls)")
         running = sys.modules.get("_memprof")
         if running is not None and not getattr(running, "in_process", False):
             raise RuntimeError(
