@@ -8,27 +8,36 @@ import time
 
 import torch
 
-x = [torch.ones(1024, 1024, device="cuda") for _ in range(50)]
-def rec(ctx):
-    torch.cuda.memory._record_memory_history("all", context="all" if ctx else None, stacks="python", max_entries=100000, clear_history=False)
-rec(True)
-for i in range(2000):
-    y = torch.ones(256, device="cuda"); del y
-for ctx_after in (False, True):
-    ts = []
-    for i in range(200):
-        t = time.perf_counter(); rec(i % 2 == 0); ts.append(time.perf_counter() - t)
-    ts.sort(); print(f"toggle: median {ts[100]*1e6:.1f} us, max {ts[-1]*1e6:.1f} us")
-for ctx in (None, "alloc", "all"):
-    torch.cuda.memory._record_memory_history("all", context=ctx, stacks="python", max_entries=100000, clear_history=False) if ctx else rec(False)
+ROUNDS = 20000
+
+
+def record(context):
+    torch.cuda.memory._record_memory_history("all", context=context, stacks="python",
+                                             max_entries=100000, clear_history=False)
+
+
+def churn():
+    """Microseconds per allocation and free of a 1 KiB block."""
     t = time.perf_counter()
-    for i in range(20000):
-        y = torch.ones(256, device="cuda"); del y
+    for _ in range(ROUNDS):
+        y = torch.ones(256, device="cuda")
+        del y
     torch.cuda.synchronize()
-    print(f"context {ctx}: {(time.perf_counter() - t) / 20000 * 1e6:.2f} us per alloc+free")
+    return (time.perf_counter() - t) / ROUNDS * 1e6
+
+
+kept = [torch.ones(1024, 1024, device="cuda") for _ in range(50)]
+record("all")
+churn()
+switches = []
+for i in range(400):
+    t = time.perf_counter()
+    record("all" if i % 2 else None)
+    switches.append(time.perf_counter() - t)
+switches.sort()
+print(f"switching the recording: median {switches[200] * 1e6:.1f} us, max {switches[-1] * 1e6:.1f} us")
+for context in (None, "alloc", "all"):
+    record(context)
+    print(f"recorded, stacks {context or 'none'}: {churn():.2f} us per allocation and free")
 torch.cuda.memory._record_memory_history(None)
-t = time.perf_counter()
-for i in range(20000):
-    y = torch.ones(256, device="cuda"); del y
-torch.cuda.synchronize()
-print(f"no history: {(time.perf_counter() - t) / 20000 * 1e6:.2f} us per alloc+free")
+print(f"not recorded: {churn():.2f} us per allocation and free")
