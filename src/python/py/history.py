@@ -84,23 +84,32 @@ def call_ended():
         _memprof.warn("--history: %s" % e)
 
 
-def schedule_finished():
-    """Every call --warmup/--calls measures has run: the history is complete. It is taken now
-    (torch's snapshot on CUDA, memprof's record on the CPU) and recording stops, so the rest of
-    the run pays nothing for it; the file is written at the end, as always. Taken here, the
-    snapshot's state and its events end together, as memory_viz replays them."""
+def _take():
+    """Takes the history now, once, and stops recording: torch's snapshot on CUDA (None when
+    it never recorded), memprof's record of the CPU's events and how many were dropped. Taken
+    together, the snapshot's state and its events end at the same moment, as memory_viz
+    replays them."""
     global _kept, _cuda_recording
-    if _options is None or not _options.history or _kept is not None:
-        return
-    try:
-        if _options.device_type == "cuda":
+    if _kept is None:
+        if _options.device_type != "cuda":
+            _kept = _memprof.history_cpu_events()
+        else:
             torch = sys.modules.get("torch")
             if torch is not None and _cuda_recording:
                 _kept = torch.cuda.memory._snapshot()
                 torch.cuda.memory._record_memory_history(None)
                 _cuda_recording = False
-        else:
-            _kept = _memprof.history_cpu_events()
+    return _kept
+
+
+def schedule_finished():
+    """Every call --warmup/--calls measures has run: the history is complete. It is taken now
+    and recording stops, so the rest of the run pays nothing for it; the file is written at the
+    end, as always."""
+    if _options is None or not _options.history:
+        return
+    try:
+        _take()
     except Exception as e:  # never into the program
         _memprof.warn("--history: %s" % e)
 
@@ -208,26 +217,19 @@ def finish(functions):
     info = {"file": path, "max_entries": max_entries}
     try:
         if _options.device_type == "cuda":
-            global _cuda_recording
-            torch = sys.modules.get("torch")
-            if _kept is None and (torch is None or not _cuda_recording):
+            snapshot = _take()
+            if snapshot is None:
                 info.update(events=0, dropped=None, source="none",
                             note="no measured targeted call ran while CUDA was initialised")
                 snapshot = {"segments": [], "device_traces": []}
             else:
-                if _kept is not None:
-                    snapshot = _kept
-                else:
-                    snapshot = torch.cuda.memory._snapshot()
-                    torch.cuda.memory._record_memory_history(None)
-                    _cuda_recording = False
                 for trace in snapshot.get("device_traces", []):
                     trace[:] = [e for e in trace if e.get("time_us", _started_us) >= _started_us]
                 kept = _annotate_cuda(snapshot, functions, _memprof.history_line_timeline())
                 info.update(events=kept, dropped=None if kept < max_entries else "unknown",
                             source="torch.cuda.memory._record_memory_history")
         else:
-            events, dropped = _kept if _kept is not None else _memprof.history_cpu_events()
+            events, dropped = _take()
             snapshot = _cpu_snapshot(events, functions)
             info.update(events=len(events), dropped=dropped,
                         source="memprof's record of libtorch's CPU allocation reports")
