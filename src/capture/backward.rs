@@ -37,8 +37,9 @@ struct CallBackward {
 }
 
 /// What the output's hook of a call hooked by the C++ hooks tells of it: its forward entry and
-/// hooked inputs (None: an event of the Python hooks, whose calls are registered).
-type Hooked = Option<(u32, u32)>;
+/// hooked inputs (None: an input's hook, or an event of the Python hooks, whose calls are
+/// registered).
+pub type Hooked = Option<(u32, u32)>;
 
 #[derive(Default)]
 struct State {
@@ -60,23 +61,19 @@ fn lock() -> MutexGuard<'static, Option<State>> {
 /// for module call `token`: `output` for the call's outputs (their hook carries the call's
 /// forward `entry` and its number of hooked `inputs`), else its inputs. The number hooked (a
 /// leaf has no node; an error hooks nothing).
-pub fn hook(tensor_impls: &[usize], token: u64, output: Option<(u32, u32)>) -> u32 {
+pub fn hook(tensor_impls: &[usize], token: u64, output: Hooked) -> u32 {
     if tensor_impls.is_empty() {
         return 0;
     }
-    let call = match output {
-        Some((entry, inputs)) => crate::torch::GradCall {
-            token,
-            kind: OUTPUT_READY,
-            entry,
-            inputs,
-        },
-        None => crate::torch::GradCall {
-            token,
-            kind: INPUT_READY,
-            entry: 0,
-            inputs: 0,
-        },
+    let (kind, (entry, inputs)) = match output {
+        Some(call) => (OUTPUT_READY, call),
+        None => (INPUT_READY, (0, 0)),
+    };
+    let call = crate::torch::GradCall {
+        token,
+        kind,
+        entry,
+        inputs,
     };
     // SAFETY: the caller holds the tensors (and the GIL) for the duration of the call.
     unsafe { crate::torch::grad_hooks(tensor_impls, &call) }

@@ -87,16 +87,6 @@ pub fn device_index() -> c_int {
     PASS.with(|p| p.borrow().as_ref().map_or(-1, |p| p.device_index))
 }
 
-/// The storage (address, bytes) of the tensor whose TensorImpl is at `tensor_impl`, when it is
-/// on the measured device (-1: the CPU) and has one.
-///
-/// # Safety
-/// `tensor_impl` must be the TensorImpl of a tensor that stays alive during the call.
-pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usize, u64)> {
-    // SAFETY: per the contract above.
-    unsafe { crate::torch::storage_on(tensor_impl, device_index) }
-}
-
 /// A saved tensor's storage at `ptr` of `nbytes`: counted unless the pass skips or has counted
 /// it, or `is_parameter` (asked only then) says it is a parameter's.
 pub fn count(ptr: usize, nbytes: u64, is_parameter: impl FnOnce() -> bool) {
@@ -121,7 +111,8 @@ pub extern "C" fn mp_rust_saved_tensor(tensor_impl: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
         let impl_ptr = tensor_impl as usize;
         // SAFETY: autograd holds the tensor while it calls the pack hook.
-        let Some((ptr, nbytes)) = (unsafe { storage_on(impl_ptr, device_index()) }) else {
+        let Some((ptr, nbytes)) = (unsafe { crate::torch::storage_on(impl_ptr, device_index()) })
+        else {
             return;
         };
         count(ptr, nbytes, || {

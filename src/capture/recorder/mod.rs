@@ -192,16 +192,10 @@ impl<R: Runtime> Recorder<R> {
         self.choose_device();
     }
 
-    /// A root module call starts: while nothing is measured, the recorder follows the program
-    /// to the CUDA device it uses now (as at a line's start).
-    pub fn follow_device(&mut self) {
-        self.choose_device();
-    }
-
-    /// A measured call starts: with nothing else open, follow the program to the CUDA device it
-    /// uses now (`torch.cuda.set_device` in each rank, say), and remember which devices were
-    /// measured.
-    fn choose_device(&mut self) {
+    /// A measured call (or a root module call) starts: with nothing else open, follow the
+    /// program to the CUDA device it uses now (`torch.cuda.set_device` in each rank, say), and
+    /// remember which devices were measured.
+    pub fn choose_device(&mut self) {
         let Some(mut device) = self.sampler.device() else {
             return;
         };

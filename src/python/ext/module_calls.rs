@@ -318,7 +318,7 @@ fn input_bytes(impls: &[usize], device_index: c_int) -> u64 {
     let mut total = 0;
     for &t in impls {
         // SAFETY: each address is the TensorImpl of a tensor the caller's arguments hold.
-        if let Some((ptr, nbytes)) = unsafe { crate::capture::saved::storage_on(t, device_index) } {
+        if let Some((ptr, nbytes)) = unsafe { crate::torch::storage_on(t, device_index) } {
             if !seen.contains(&ptr) {
                 seen.push(ptr);
                 total += nbytes;
@@ -597,7 +597,7 @@ fn modules_configure(
 /// device it uses now.
 #[pyfunction]
 fn module_root_window() -> u64 {
-    recorder::with(|r| r.follow_device());
+    recorder::with(|r| r.choose_device());
     module_windows::open()
 }
 

@@ -62,7 +62,8 @@ fn saved_begin(
                     continue;
                 };
                 // SAFETY: `t` is held by the module's dict, alive during the call.
-                if let Some((ptr, _)) = unsafe { saved::storage_on(impl_ptr, device_index) } {
+                if let Some((ptr, _)) = unsafe { crate::torch::storage_on(impl_ptr, device_index) }
+                {
                     skip.insert(ptr);
                 }
             }

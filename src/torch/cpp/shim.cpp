@@ -133,6 +133,16 @@ int64_t take_handed(std::atomic<int64_t>& slot) {
   return kept;
 }
 
+// One reader's take of the allocated bytes' maximum (under take_lock): restarts it at `current`,
+// keeps what it held for the other reader (`for_other`), and returns it with what the other kept
+// for this one (`for_me`).
+int64_t take_allocated_max(std::atomic<int64_t>& allocated_max, int64_t current,
+                           std::atomic<int64_t>& for_other, std::atomic<int64_t>& for_me) {
+  int64_t m = std::max(allocated_max.exchange(current, std::memory_order_relaxed), current);
+  hand_over(for_other, m);
+  return std::max(m, take_handed(for_me));
+}
+
 Tally cpu_tally;
 Tally device_tally;
 std::atomic<int> device_index{-1};
@@ -696,9 +706,8 @@ void mp_tally_take(int which, int64_t* out) {
   int64_t res = t.reserved_current.load(std::memory_order_relaxed);
   int64_t n = t.count_current.load(std::memory_order_relaxed);
   out[0] = cur;
-  int64_t m = std::max(t.allocated_max.exchange(cur, std::memory_order_relaxed), cur);
-  hand_over(t.allocated_max_for_scopes, m);
-  out[1] = std::max(m, take_handed(t.allocated_max_for_lines));
+  out[1] = take_allocated_max(t.allocated_max, cur, t.allocated_max_for_scopes,
+                              t.allocated_max_for_lines);
   out[2] = res;
   out[3] = std::max(t.reserved_max.exchange(res, std::memory_order_relaxed), res);
   out[4] = t.bytes_allocated.load(std::memory_order_relaxed);
@@ -717,10 +726,9 @@ void mp_tally_take_allocated(int which, int64_t* current, int64_t* max) {
   Tally& t = which == 0 ? cpu_tally : device_tally;
   TakeGuard guard;
   int64_t cur = t.allocated_current.load(std::memory_order_relaxed);
-  int64_t m = std::max(t.allocated_max.exchange(cur, std::memory_order_relaxed), cur);
-  hand_over(t.allocated_max_for_lines, m);
   *current = cur;
-  *max = std::max(m, take_handed(t.allocated_max_for_scopes));
+  *max = take_allocated_max(t.allocated_max, cur, t.allocated_max_for_lines,
+                            t.allocated_max_for_scopes);
 }
 
 }  // extern "C"
