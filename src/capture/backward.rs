@@ -47,7 +47,7 @@ struct State {
     /// A callback for the end of the running backward pass has been queued.
     callback_queued: bool,
     /// (forward entry, scope id, reading) of backwards that ended, in the order they ended.
-    finished: Vec<(u32, u64, ScopeReading)>,
+    finished: Vec<Finished>,
 }
 
 /// Lock order: this state, then the windows' (never the other way: they free no graph).
@@ -96,23 +96,28 @@ pub fn register(token: u64, entry: u32, output: bool) {
     }
 }
 
-/// What the tracker collects: the forward entries and readings of finished backwards (with
-/// their scope ids, the order they started in), and the forward entries of the calls whose
-/// backward is running now.
-pub type Collected = (Vec<(u32, u64, ScopeReading)>, Vec<u32>);
+/// A finished backward: its forward entry, its scope id (the order backwards started in), and
+/// its reading.
+pub type Finished = (u32, u64, ScopeReading);
 
-pub fn collect() -> Collected {
-    let mut guard = lock();
-    let Some(state) = guard.as_mut() else {
-        return Default::default();
-    };
-    let open = state
-        .calls
-        .values()
-        .filter(|c| c.scope.is_some())
-        .map(|c| c.entry)
-        .collect();
-    (std::mem::take(&mut state.finished), open)
+/// Moves the finished backwards into `out` (the tracker's, which keeps its capacity from step to
+/// step, as `finished` keeps its own).
+pub fn take_finished(out: &mut Vec<Finished>) {
+    if let Some(state) = lock().as_mut() {
+        out.append(&mut state.finished);
+    }
+}
+
+/// The forward entries of the calls whose backward is running now.
+pub fn running() -> Vec<u32> {
+    lock().as_ref().map_or_else(Vec::new, |state| {
+        state
+            .calls
+            .values()
+            .filter(|c| c.scope.is_some())
+            .map(|c| c.entry)
+            .collect()
+    })
 }
 
 /// The forward entry of call `token`, while it is known (registered by the Python hooks, or its
@@ -232,7 +237,7 @@ fn apply(
                 .filter_map(|c| c.scope.take().map(|id| (c.entry, id)))
                 .collect();
             state.calls.retain(|_, c| c.registered);
-            open.sort_by_key(|(_, id)| *id);
+            open.sort_unstable_by_key(|(_, id)| *id);
             let closed = !open.is_empty();
             for (entry, id) in open {
                 finish(state, moment, entry, id);

@@ -1263,12 +1263,12 @@ pub fn with<T>(f: impl FnOnce(&mut Tracker) -> T) -> Option<T> {
 /// far taken); the queue learns the tracker's state when the lock is let go.
 fn lock() -> Locked {
     let mut tracker = TRACKER.lock().unwrap_or_else(|e| e.into_inner());
-    let batch = queue::take();
+    let mut batch = queue::take();
     if let Some(t) = tracker.as_mut() {
         // No panic may leave here: this runs inside the allocator, and under the program's
         // calls into memprof.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            for q in batch {
+            for q in batch.drain(..) {
                 t.take(q);
             }
             if HAS_PENDING.load(Ordering::Acquire) && HAS_PENDING.swap(false, Ordering::AcqRel) {
@@ -1280,6 +1280,7 @@ fn lock() -> Locked {
             }
         }));
     }
+    queue::give_back(batch);
     Locked(tracker)
 }
 

@@ -81,6 +81,9 @@ struct ThreadCalls {
     /// Module calls inside a root call the schedule skips (ids, innermost last).
     skip: Vec<usize>,
     pass: Option<Pass>,
+    /// The last pass's list of calls, emptied: the next pass's, so that no step grows (copies)
+    /// or allocates one anew (a large allocation each step made glibc consolidate its free lists).
+    spare_calls: Vec<Option<PassCall>>,
 }
 
 thread_local! {
@@ -147,6 +150,8 @@ struct Tracker {
     /// The root pass that saved the most, which checkpoint suggestions plan on: its root
     /// call's entry, what it saved, and its calls.
     best: Option<(u32, u64, Vec<PassCall>)>,
+    /// The backwards taken from src/capture/backward.rs, empty between takes.
+    finished: Vec<crate::capture::backward::Finished>,
 }
 
 static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
@@ -208,22 +213,24 @@ impl Tracker {
         b
     }
 
-    /// Records the backwards that ended (in the order they started); returns the forward
-    /// entries of the calls whose backward runs now.
-    fn collect_backwards(&mut self, end_all: bool) -> Vec<u32> {
+    /// Records the backwards that ended, in the order they started (through `finished`, which
+    /// keeps its capacity: a step's backwards are taken at the next root call).
+    fn collect_backwards(&mut self, end_all: bool) {
         if end_all {
             crate::capture::backward::end_all();
         }
-        let (mut finished, running) = crate::capture::backward::collect();
-        finished.sort_by_key(|f| f.1);
-        for (forward, _, reading) in finished {
+        let mut finished = std::mem::take(&mut self.finished);
+        crate::capture::backward::take_finished(&mut finished);
+        // Scope ids are unique: an unstable sort orders them alike, without a scratch buffer.
+        finished.sort_unstable_by_key(|f| f.1);
+        for (forward, _, reading) in finished.drain(..) {
             let entry = self.backward_entry(forward);
             self.record(entry, &reading, None);
             if let Some(slot) = self.slot(entry) {
                 self.timeline[slot].reading = Some(reading);
             }
         }
-        running
+        self.finished = finished;
     }
 
     /// The module's forward entry under `root`, if its site is known and both are alive.
@@ -456,11 +463,13 @@ fn module_enter_root(
         Ok(t.slot(entry))
     })?;
     THREAD.with(|th| {
-        th.borrow_mut().pass = Some(Pass {
+        let mut th = th.borrow_mut();
+        let calls = std::mem::take(&mut th.spare_calls);
+        th.pass = Some(Pass {
             root: root.as_ptr() as usize,
             own_root: root.is(module),
             device_index: device_index.unwrap_or(-1),
-            calls: Vec::new(),
+            calls,
         })
     });
     Ok(enter(module, args, entry, slot, Some(token)))
@@ -527,16 +536,18 @@ fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
         }
     }
     let entry_id = i64::from(entry);
-    let Some((own_root, saved, calls)) = root else {
+    let Some((own_root, saved, mut calls)) = root else {
         return (!native).then_some((FOLLOW_UP, token, entry_id, parent, hooked));
     };
     crate::capture::saved::end_pass();
     with_tracker(|t| {
         // The pass that saved the most is the one checkpoint suggestions are planned on.
         if own_root && t.best.as_ref().is_none_or(|b| saved > b.1) {
-            t.best = Some((entry, saved, calls.into_iter().flatten().collect()));
+            t.best = Some((entry, saved, calls.iter().flatten().copied().collect()));
         }
     });
+    calls.clear();
+    THREAD.with(|th| th.borrow_mut().spare_calls = calls);
     Some((ROOT_ENDED, token, entry_id, parent, hooked))
 }
 
@@ -639,7 +650,11 @@ fn modules_entry_of(token: u64) -> Option<u32> {
 #[pyfunction]
 fn modules_running() -> (Vec<u32>, Vec<u32>) {
     let forward = THREAD.with(|th| th.borrow().stack.iter().map(|c| c.entry).collect());
-    (forward, with_tracker(|t| t.collect_backwards(false)))
+    let running = with_tracker(|t| {
+        t.collect_backwards(false);
+        crate::capture::backward::running()
+    });
+    (forward, running)
 }
 
 type EntryData = (
