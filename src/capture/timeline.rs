@@ -20,8 +20,13 @@ pub const CATEGORIES: usize = 11;
 
 /// A stretch of the run, as the timeline keeps it. `roles` and `sites` are changes, not levels:
 /// the live bytes at a point's end are the sum of the changes up to it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Point {
+///
+/// The timeline keeps its closed points as `Point<Stretch>`: their site changes a stretch of
+/// one buffer for all points (`Timeline::site_store`), so that closing a point or merging two
+/// allocates nothing (a list per point cost an allocation per point and per merge, most of the
+/// timeline's work while its points are narrow, at the start of every run).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Point<S = Vec<(u32, i64)>> {
     /// Allocations seen by the point's end (the allocation index).
     pub allocations: u64,
     /// Seconds from the start of tracking to the point's last event.
@@ -36,7 +41,7 @@ pub struct Point {
     /// The change of live bytes per category (`peak::Role` index) over the point.
     pub roles: [i64; CATEGORIES],
     /// The change of live bytes per site over the point, the sites that changed, by site id.
-    pub sites: Vec<(u32, i64)>,
+    pub sites: S,
 }
 
 /// What a mark is.
@@ -93,9 +98,43 @@ struct SiteSlot {
     touched_in: u32,
 }
 
+/// Where a kept point's site changes are in the timeline's buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Stretch {
+    from: usize,
+    len: usize,
+}
+
+type Kept = Point<Stretch>;
+
+impl Kept {
+    fn sites_in<'a>(&self, store: &'a [(u32, i64)]) -> &'a [(u32, i64)] {
+        &store[self.sites.from..self.sites.from + self.sites.len]
+    }
+
+    /// The point as the report takes it, its changes its own.
+    fn with_sites(&self, store: &[(u32, i64)]) -> Point {
+        Point {
+            sites: self.sites_in(store).to_vec(),
+            allocations: self.allocations,
+            seconds: self.seconds,
+            max: self.max,
+            min: self.min,
+            end: self.end,
+            reserved_max: self.reserved_max,
+            reserved_end: self.reserved_end,
+            roles: self.roles,
+        }
+    }
+}
+
 /// The recorder.
 pub struct Timeline {
-    points: Vec<Point>,
+    points: Vec<Kept>,
+    /// Every kept point's site changes, point after point (each point's `Stretch`).
+    site_store: Vec<(u32, i64)>,
+    /// A merge's buffers, kept for the next.
+    merge_scratch: Vec<(u32, i64)>,
     /// Events per point (doubles at each merge).
     width: u64,
     open: Open,
@@ -104,7 +143,6 @@ pub struct Timeline {
     touched: Vec<u32>,
     /// The open point's number (+1), which a slot's `touched_in` compares with.
     epoch: u32,
-    site_changes: usize,
     marks: Vec<Mark>,
     /// Marks seen, and every how-many-th is kept (past `MAX_MARKS`).
     marks_seen: u64,
@@ -118,12 +156,13 @@ impl Default for Timeline {
     fn default() -> Self {
         Timeline {
             points: Vec::new(),
+            site_store: Vec::new(),
+            merge_scratch: Vec::new(),
             width: 1,
             open: Open::new(0, 0, 0),
             site_slots: Vec::new(),
             touched: Vec::new(),
             epoch: 1,
-            site_changes: 0,
             marks: Vec::new(),
             marks_seen: 0,
             mark_stride: 1,
@@ -264,17 +303,16 @@ impl Timeline {
     }
 
     fn close(&mut self, seconds: f64) {
-        let mut sites = Vec::with_capacity(self.touched.len());
+        let from = self.site_store.len();
         for site in self.touched.drain(..) {
             let change = std::mem::take(&mut self.site_slots[site as usize].change);
             if change != 0 {
-                sites.push((site, change));
+                self.site_store.push((site, change));
             }
         }
         self.epoch = self.epoch.wrapping_add(1).max(1);
-        self.site_changes += sites.len();
         let o = self.open;
-        self.points.push(Point {
+        self.points.push(Kept {
             allocations: self.serial,
             seconds,
             max: o.max,
@@ -283,27 +321,77 @@ impl Timeline {
             reserved_max: o.reserved_max,
             reserved_end: self.reserved,
             roles: o.roles,
-            sites,
+            sites: Stretch {
+                from,
+                len: self.site_store.len() - from,
+            },
         });
         self.open = Open::new(self.serial, self.total, self.reserved);
-        while self.points.len() >= MAX_POINTS || self.site_changes > MAX_SITE_CHANGES {
+        while self.points.len() >= MAX_POINTS || self.site_store.len() > MAX_SITE_CHANGES {
             self.merge();
         }
     }
 
-    /// Each pair of neighbouring points becomes one, covering twice the events.
+    /// Each pair of neighbouring points becomes one, covering twice the events; their site
+    /// changes are summed per site, in site order, those that cancel left out. In place: the
+    /// merged points and their changes never run ahead of the ones read.
     fn merge(&mut self) {
-        let old = std::mem::take(&mut self.points);
-        let mut out = Vec::with_capacity(old.len() / 2 + 1);
-        let mut it = old.into_iter();
-        while let Some(a) = it.next() {
-            out.push(match it.next() {
-                Some(b) => merged(a, b),
-                None => a,
-            });
+        let mut scratch = std::mem::take(&mut self.merge_scratch);
+        let (mut read, mut written, mut store_len) = (0, 0, 0);
+        while read < self.points.len() {
+            let a = self.points[read];
+            let merged = match self.points.get(read + 1).copied() {
+                Some(b) => {
+                    scratch.clear();
+                    scratch.extend_from_slice(a.sites_in(&self.site_store));
+                    scratch.extend_from_slice(b.sites_in(&self.site_store));
+                    scratch.sort_unstable_by_key(|s| s.0);
+                    let from = store_len;
+                    for &(site, change) in scratch.iter() {
+                        match self.site_store[from..store_len].last_mut() {
+                            Some(last) if last.0 == site => last.1 += change,
+                            _ => {
+                                self.site_store[store_len] = (site, change);
+                                store_len += 1;
+                            }
+                        }
+                    }
+                    // The sums that came to nothing, left out.
+                    let mut kept = from;
+                    for i in from..store_len {
+                        if self.site_store[i].1 != 0 {
+                            self.site_store[kept] = self.site_store[i];
+                            kept += 1;
+                        }
+                    }
+                    store_len = kept;
+                    merged(
+                        a,
+                        b,
+                        Stretch {
+                            from,
+                            len: kept - from,
+                        },
+                    )
+                }
+                None => {
+                    let from = store_len;
+                    let Stretch { from: at, len } = a.sites;
+                    self.site_store.copy_within(at..at + len, from);
+                    store_len += len;
+                    Kept {
+                        sites: Stretch { from, len },
+                        ..a
+                    }
+                }
+            };
+            self.points[written] = merged;
+            written += 1;
+            read += 2;
         }
-        self.site_changes = out.iter().map(|p| p.sites.len()).sum();
-        self.points = out;
+        self.points.truncate(written);
+        self.site_store.truncate(store_len);
+        self.merge_scratch = scratch;
         self.width *= 2;
     }
 
@@ -314,12 +402,17 @@ impl Timeline {
         if t.open.events > 0 || t.points.is_empty() {
             t.close(seconds);
         }
+        let mut points: Vec<Point> = t
+            .points
+            .iter()
+            .map(|k| k.with_sites(&t.site_store))
+            .collect();
         for (serial, bytes, category) in live {
-            let at = t.point_of(serial).min(t.points.len() - 1);
-            t.points[at].roles[category] += bytes;
+            let at = t.point_of(serial).min(points.len() - 1);
+            points[at].roles[category] += bytes;
         }
         Record {
-            points: t.points,
+            points,
             marks: t.marks,
             events_per_point: t.width,
         }
@@ -328,12 +421,13 @@ impl Timeline {
     fn clone_for_record(&self) -> Timeline {
         Timeline {
             points: self.points.clone(),
+            site_store: self.site_store.clone(),
+            merge_scratch: Vec::new(),
             width: self.width,
             open: self.open,
             site_slots: self.site_slots.clone(),
             touched: self.touched.clone(),
             epoch: self.epoch,
-            site_changes: self.site_changes,
             marks: self.marks.clone(),
             marks_seen: self.marks_seen,
             mark_stride: self.mark_stride,
@@ -344,23 +438,13 @@ impl Timeline {
     }
 }
 
-fn merged(a: Point, b: Point) -> Point {
+/// Two neighbouring points as one, its site changes (already summed) at `sites`.
+fn merged(a: Kept, b: Kept, sites: Stretch) -> Kept {
     let mut roles = a.roles;
     for (r, x) in roles.iter_mut().zip(b.roles) {
         *r += x;
     }
-    let mut sites = a.sites;
-    sites.extend(b.sites);
-    sites.sort_unstable_by_key(|s| s.0);
-    let mut summed: Vec<(u32, i64)> = Vec::with_capacity(sites.len());
-    for (site, change) in sites {
-        match summed.last_mut() {
-            Some(last) if last.0 == site => last.1 += change,
-            _ => summed.push((site, change)),
-        }
-    }
-    summed.retain(|s| s.1 != 0);
-    Point {
+    Kept {
         allocations: b.allocations,
         seconds: b.seconds,
         max: a.max.max(b.max),
@@ -369,7 +453,7 @@ fn merged(a: Point, b: Point) -> Point {
         reserved_max: a.reserved_max.max(b.reserved_max),
         reserved_end: b.reserved_end,
         roles,
-        sites: summed,
+        sites,
     }
 }
 

@@ -129,6 +129,64 @@ fn site_changes_and_categories_stay_right_across_merges() {
 }
 
 #[test]
+fn merged_points_keep_each_sites_changes_summed_once_and_none_that_cancel() {
+    // 300 sites, blocks freed in a scrambled order, past several merges: at every point's end
+    // each site's level (its changes summed) is what it held then, as a replay says.
+    let mut t = Timeline::default();
+    let (mut total, mut serial) = (0, 0);
+    let mut held: Vec<(u64, u32, i64)> = Vec::new();
+    let mut live = vec![0i64; 301];
+    let mut history: Vec<(u64, i64, Vec<i64>)> = Vec::new();
+    let mut x: u64 = 12345;
+    for _ in 0..40_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let site = 1 + (x >> 33) as u32 % 300;
+        let bytes = 1 + (x >> 20) as i64 % 512;
+        if held.len() > 200 && (x >> 40) % 3 == 0 {
+            let (s, site, bytes) = held.swap_remove((x >> 45) as usize % held.len());
+            free(
+                &mut t,
+                &mut total,
+                site,
+                bytes,
+                s,
+                Role::Activations.index(),
+            );
+            live[site as usize] -= bytes;
+        } else {
+            alloc(&mut t, &mut total, &mut serial, site, bytes);
+            held.push((serial, site, bytes));
+            live[site as usize] += bytes;
+        }
+        history.push((serial, total, live.clone()));
+    }
+    let r = t.record(1.0, std::iter::empty());
+    assert!(
+        r.events_per_point >= 16,
+        "merged {} times",
+        r.events_per_point
+    );
+    let mut level = vec![0i64; 301];
+    let mut events = 0;
+    for p in &r.points {
+        let mut sites: Vec<u32> = p.sites.iter().map(|s| s.0).collect();
+        sites.sort_unstable();
+        sites.dedup();
+        assert_eq!(sites.len(), p.sites.len(), "a site once per point");
+        assert!(p.sites.iter().all(|s| s.1 != 0));
+        for &(site, change) in &p.sites {
+            level[site as usize] += change;
+        }
+        events += r.events_per_point as usize;
+        let (_, end, want) = &history[events.min(history.len()) - 1];
+        assert_eq!(p.end, *end);
+        assert_eq!(&level, want);
+    }
+}
+
+#[test]
 fn the_site_changes_are_bounded_however_many_sites_change() {
     let mut t = Timeline::default();
     let (mut total, mut serial) = (0, 0);
