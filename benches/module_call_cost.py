@@ -29,6 +29,7 @@ import time
 import torch
 
 import memprof
+from module_call_model import build
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--rounds", type=int, default=10)
@@ -38,26 +39,9 @@ parser.add_argument("--sweep", type=float, default=0.0)
 parser.add_argument("--floor", action="store_true")
 args = parser.parse_args()
 
-torch.manual_seed(0)
 torch.set_num_threads(1)
 junk = torch.zeros(int(args.sweep * 2**20 / 4)) if args.sweep > 0 else None
-
-
-class Block(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(16, 16)
-        self.relu = torch.nn.ReLU()
-
-    def forward(self, x):
-        if junk is not None:
-            junk.add_(1.0)
-        return self.relu(self.linear(x))
-
-
-model = torch.nn.Sequential(*[Block() for _ in range(60)])
-x = torch.randn(4, 16)
-calls = sum(1 for _ in model.modules())
+model, x, calls = build(junk)
 
 
 def step():

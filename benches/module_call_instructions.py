@@ -8,8 +8,8 @@ memprof's per-call work (this build machine: 0.9-8 µs a call from run to run), 
 
     benches/module_call_instructions.sh [STEPS]     (runs this under callgrind and prints the table)
 
-The model is benches/module_call_cost.py's: 60 blocks of Linear(16, 16) + ReLU, 181 module
-calls a step, forward and backward. Each mode's session runs 3 steps before its counted ones;
+The model is benches/module_call_model.py's, as module_call_cost.py times it: 60 blocks of
+Linear(16, 16) + ReLU, 181 module calls a step, forward and backward. Each mode's session runs 3 steps before its counted ones;
 Python's garbage collector is off while they run (when it runs depends on how many objects were
 made since it last ran, which moved the counts by a quarter from run to run), and the script
 sets PYTHONHASHSEED=0 for the same reason."""
@@ -23,6 +23,7 @@ import tempfile
 import torch
 
 import memprof
+from module_call_model import build
 
 here = os.path.dirname(os.path.abspath(__file__))
 lib = os.path.join(tempfile.mkdtemp(), "memprof_counted.so")
@@ -30,23 +31,8 @@ subprocess.run(["cc", "-O1", "-shared", "-fPIC", os.path.join(here, "counted.c")
                check=True)
 counted = ctypes.PyDLL(lib)
 
-torch.manual_seed(0)
 torch.set_num_threads(1)
-
-
-class Block(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(16, 16)
-        self.relu = torch.nn.ReLU()
-
-    def forward(self, x):
-        return self.relu(self.linear(x))
-
-
-model = torch.nn.Sequential(*[Block() for _ in range(60)])
-x = torch.randn(4, 16)
-calls = sum(1 for _ in model.modules())
+model, x, calls = build()
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 
 
