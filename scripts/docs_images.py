@@ -9,6 +9,7 @@ Needs tmux and Chromium (/usr/bin/chromium, as scripts/test.sh installs it). Pri
 """
 
 import argparse
+import base64
 import html
 import os
 import re
@@ -44,6 +45,11 @@ def colour_256(n):
     return "#%02x%02x%02x" % (grey, grey, grey)
 
 
+# SGR codes that set an attribute, and those that clear attributes.
+SETS = {1: "bold", 2: "dim", 3: "italic", 4: "underline", 7: "reverse"}
+CLEARS = {22: ("bold", "dim"), 23: ("italic",), 24: ("underline",), 27: ("reverse",)}
+
+
 class Style:
     def __init__(self):
         self.fg = self.bg = None
@@ -56,24 +62,11 @@ class Style:
             c = codes[i]
             if c == 0:
                 self.__init__()
-            elif c == 1:
-                self.bold = True
-            elif c == 2:
-                self.dim = True
-            elif c == 3:
-                self.italic = True
-            elif c == 4:
-                self.underline = True
-            elif c == 7:
-                self.reverse = True
-            elif c == 22:
-                self.bold = self.dim = False
-            elif c == 23:
-                self.italic = False
-            elif c == 24:
-                self.underline = False
-            elif c == 27:
-                self.reverse = False
+            elif c in SETS:
+                setattr(self, SETS[c], True)
+            elif c in CLEARS:
+                for name in CLEARS[c]:
+                    setattr(self, name, False)
             elif 30 <= c <= 37:
                 self.fg = PALETTE[c - 30]
             elif 90 <= c <= 97:
@@ -161,8 +154,6 @@ def element_shot(b, selector, path, bottom=None):
     )
     clip = {"x": box["x"], "y": box["y"], "width": box["w"], "height": height, "scale": 1}
     shot = b.send("Page.captureScreenshot", {"format": "png", "clip": clip})
-    import base64
-
     with open(path, "wb") as f:
         f.write(base64.b64decode(shot["data"]))
 
@@ -172,7 +163,7 @@ def tmux(socket, *args):
 
 
 def live_view_capture(memprof, work):
-    """The live view of the leak, about 15 steps in, as tmux shows it (with its colours)."""
+    """The live view of the leak, 16 steps in, as tmux shows it (with its colours)."""
     socket = "memprof-docs-%d" % os.getpid()
     # A copy of the fixture run from its folder, which the view names as a user's own script.
     command = "cd %s && %s --device cpu run --live growing_steps.py leak 60 --say --pace 0.4" % (

@@ -133,7 +133,7 @@ pub struct Timeline {
     points: Vec<Kept>,
     /// Every kept point's site changes, point after point (each point's `Stretch`).
     site_store: Vec<(u32, i64)>,
-    /// A merge's buffers, kept for the next.
+    /// A merge's buffer for two points' changes, kept for the next merge.
     merge_scratch: Vec<(u32, i64)>,
     /// Events per point (doubles at each merge).
     width: u64,
