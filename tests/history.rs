@@ -90,6 +90,93 @@ fn the_history_opens_in_memory_viz_and_its_events_add_up_to_each_lines_delta() {
     assert!(info["events"].as_u64().unwrap() >= 8, "{info}");
 }
 
+/// A targeted function's allocations two calls deep (a method, then a helper), from a loop at
+/// module level.
+const NESTED: &str = r#"import torch
+def make(n):
+    return torch.empty(n, dtype=torch.uint8)
+class Layer:
+    def forward(self, n):
+        return make(n)
+def step(layer, n):
+    x = layer.forward(n)
+    return x.numel()
+layer = Layer()
+for i in range(2):
+    step(layer, 4096 * (i + 1))
+"#;
+
+/// Each alloc event's size and frames, as (file's name, line, function).
+const ALLOC_FRAMES: &str = r#"
+import json, os, pickle, sys
+data = pickle.load(open(sys.argv[1], "rb"))
+print(json.dumps([[e["size"], [[os.path.basename(f["filename"]), f["line"], f["name"]]
+                               for f in e["frames"]]]
+                  for e in data["device_traces"][0] if e["action"] == "alloc"]))
+"#;
+
+#[test]
+fn each_event_carries_the_whole_python_stack_the_same_under_the_binary_and_the_wheel() {
+    if on_cuda() {
+        return; // torch's own history on CUDA: scripts/history_check.py
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("nested.py");
+    std::fs::write(&script, NESTED).unwrap();
+    let binary = dir.path().join("binary.pickle");
+    let wheel = dir.path().join("wheel.pickle");
+    let args = |history: &Path| {
+        vec![
+            "--history".to_string(),
+            history.to_string_lossy().into_owned(),
+            "-f".into(),
+            "step".into(),
+            script.to_string_lossy().into_owned(),
+        ]
+    };
+    let r = run(&args(&binary).iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The wheel's `memprof run`, in the venv's python: its launcher's and runpy's frames below
+    // the script are the command's, not the program's.
+    let r = finish(
+        python_with_memprof()
+            .args(["-m", "memprof", "--device", "cpu", "run"])
+            .args(args(&wheel))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for history in [&binary, &wheel] {
+        let out = finish(
+            std::process::Command::new(python())
+                .args(["-c", ALLOC_FRAMES])
+                .arg(history)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let allocs: Value = serde_json::from_str(&out.stdout).unwrap();
+        let stack = |n: u64| {
+            serde_json::json!([
+                n,
+                [
+                    ["memprof", 8, "step line 8"],
+                    ["nested.py", 3, "make"],
+                    ["nested.py", 6, "forward"],
+                    ["nested.py", 8, "step"],
+                    ["nested.py", 12, "<module>"]
+                ]
+            ])
+        };
+        assert_eq!(
+            allocs,
+            serde_json::json!([stack(4096), stack(8192)]),
+            "{}",
+            history.display()
+        );
+    }
+}
+
 #[test]
 fn an_exception_still_writes_the_history_and_the_table_says_where_it_went() {
     let dir = tempfile::tempdir().unwrap();

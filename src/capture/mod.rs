@@ -6,6 +6,7 @@ pub mod backward;
 pub mod children;
 pub mod device_use;
 pub mod growth;
+pub mod history;
 pub mod host;
 pub mod int_hash;
 pub mod interrupt;

@@ -1325,6 +1325,12 @@ pub extern "C" fn mp_rust_allocation_event(
     requested: i64,
     stream: u64,
 ) {
+    if has_totals == 0 && super::history::is_on() {
+        // The CPU's `--history`, which libtorch does not keep (CUDA's is the allocator's own).
+        let _ = std::panic::catch_unwind(|| {
+            super::history::record(ptr, bytes, crate::torch::tags::current());
+        });
+    }
     if !is_on() {
         return;
     }

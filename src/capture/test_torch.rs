@@ -137,5 +137,4 @@ impl Runtime for TestTorch {
     fn tag_of(&self, _ptr: usize) -> Option<(u32, u32)> {
         crate::torch::tags::decode(self.0.borrow().tag)
     }
-    fn history_start(&self, _max_entries: u64) {}
 }

@@ -98,9 +98,6 @@ shim_functions! {
     /// The calling thread's own net allocated bytes (0 CPU, 1 the counted device).
     fn mp_own_net(device: c_int) -> i64;
     /// Starts remembering which line allocated each block of the profiled device.
-    fn mp_history_start(max_entries: u64);
-    fn mp_history_stop(dropped: *mut u64) -> u64;
-    fn mp_history_read(n: u64, ptrs: *mut u64, sizes: *mut i64, times: *mut i64, tags: *mut u64);
     fn mp_tags_enable();
     /// Sets the line now running (0: none).
     fn mp_tag_set(tag: u64);

@@ -344,6 +344,7 @@ pub fn take_allocated(device: bool) -> (i64, i64) {
 /// Allocation tags (`--tensors`): which targeted line allocated each live block.
 pub mod tags {
     use super::ffi;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Starts tagging allocations of the profiled device.
     pub fn enable() {
@@ -363,70 +364,29 @@ pub mod tags {
         (tag != 0).then(|| (((tag >> 32) - 1) as u32, tag as u32))
     }
 
+    /// The line running now, as the shim's tags have it (`--history` records it with each
+    /// CPU event).
+    static CURRENT: AtomicU64 = AtomicU64::new(0);
+
     /// Tags what is allocated from now on with this line (None: no line).
     #[inline]
     pub fn set(func: Option<u32>, line: u32) {
+        let tag = encode(func, line);
+        CURRENT.store(tag, Ordering::Relaxed);
         // SAFETY: stores an atomic.
-        unsafe { ffi::mp_tag_set(encode(func, line)) }
+        unsafe { ffi::mp_tag_set(tag) }
+    }
+
+    /// The tag of the line running now (0: none).
+    #[inline]
+    pub fn current() -> u64 {
+        CURRENT.load(Ordering::Relaxed)
     }
 
     /// The function id and line that allocated the live block at `ptr`, if a targeted line did.
     pub fn of(ptr: usize) -> Option<(u32, u32)> {
         // SAFETY: only looks the address up.
         decode(unsafe { ffi::mp_tag_of(ptr as *const std::ffi::c_void) })
-    }
-}
-
-/// `--history` on the CPU: memprof's own record of the allocator's reports.
-pub mod history {
-    use super::ffi;
-
-    /// One allocation (size > 0) or free (size < 0) of a CPU block.
-    pub struct Event {
-        pub ptr: u64,
-        pub size: i64,
-        pub time_us: i64,
-        /// The targeted function and line running then, if one was.
-        pub line: Option<(u32, u32)>,
-    }
-
-    /// Starts recording, keeping the latest `max_entries` events.
-    pub fn start(max_entries: u64) {
-        // SAFETY: plain value; the shim guards its buffer with a lock.
-        unsafe { ffi::mp_history_start(max_entries) }
-    }
-
-    /// Stops recording; the events kept, oldest first, and how many older ones were dropped.
-    pub fn stop() -> (Vec<Event>, u64) {
-        let mut dropped = 0u64;
-        // SAFETY: writes one u64.
-        let n = unsafe { ffi::mp_history_stop(&mut dropped) };
-        let len = n as usize;
-        let (mut ptrs, mut sizes, mut times, mut tags) = (
-            vec![0u64; len],
-            vec![0i64; len],
-            vec![0i64; len],
-            vec![0u64; len],
-        );
-        // SAFETY: four arrays of n entries each; recording has stopped, so n cannot grow.
-        unsafe {
-            ffi::mp_history_read(
-                n,
-                ptrs.as_mut_ptr(),
-                sizes.as_mut_ptr(),
-                times.as_mut_ptr(),
-                tags.as_mut_ptr(),
-            )
-        };
-        let events = (0..len)
-            .map(|i| Event {
-                ptr: ptrs[i],
-                size: sizes[i],
-                time_us: times[i],
-                line: super::tags::decode(tags[i]),
-            })
-            .collect();
-        (events, dropped)
     }
 }
 
@@ -499,8 +459,6 @@ pub trait Runtime {
     fn tag_set(&self, func: Option<u32>, line: u32);
     /// The line that allocated the live block at `ptr`.
     fn tag_of(&self, ptr: usize) -> Option<(u32, u32)>;
-    /// Starts the CPU allocation history.
-    fn history_start(&self, max_entries: u64);
 }
 
 /// The libtorch this process loaded, through the shim.
@@ -548,9 +506,6 @@ impl Runtime for Linked {
     }
     fn tag_of(&self, ptr: usize) -> Option<(u32, u32)> {
         tags::of(ptr)
-    }
-    fn history_start(&self, max_entries: u64) {
-        history::start(max_entries)
     }
 }
 

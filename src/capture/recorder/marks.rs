@@ -77,7 +77,7 @@ impl<R: Runtime> Recorder<R> {
                 self.history_started = true;
                 self.tagging = true;
                 self.sampler.runtime().tags_enable();
-                self.sampler.runtime().history_start(max_entries);
+                crate::capture::history::start(max_entries);
             }
         } else if self.measured_running == 1 {
             self.history_started = true;

@@ -1,5 +1,6 @@
 //! `--history`: telling the Python side (src/python/py/history.py) when measured targeted calls
-//! start and stop on CUDA, and handing it memprof's own CPU allocation record to write.
+//! start and stop on CUDA, and handing it memprof's own CPU allocation record and its stacks to
+//! write.
 use crate::capture::recorder;
 use pyo3::prelude::*;
 
@@ -26,21 +27,38 @@ pub fn apply(py: Python<'_>, changes: Vec<bool>) {
 }
 
 /// One CPU event for the writer: address, size (negative: freed), time (µs since the epoch),
-/// and the targeted function (index into `targeted_functions`) and line running then.
-type CpuEvent = (u64, i64, i64, Option<u32>, u32);
+/// the targeted function (index into `targeted_functions`) and line running then, and the
+/// thread's whole stack (an id of `history_stacks`; 0: none).
+type CpuEvent = (u64, i64, i64, Option<u32>, u32, u32);
 
 /// `_memprof.history_cpu_events()`: stops the CPU record; its events and how many were dropped.
 #[pyfunction]
 pub fn history_cpu_events() -> (Vec<CpuEvent>, u64) {
-    let (events, dropped) = crate::torch::history::stop();
+    let (events, dropped) = crate::capture::history::stop();
     let events = events
         .into_iter()
         .map(|e| {
-            let (func, line) = e.line.map_or((None, 0), |(f, l)| (Some(f), l));
-            (e.ptr, e.size, e.time_us, func, line)
+            let (func, line) =
+                crate::torch::tags::decode(e.tag).map_or((None, 0), |(f, l)| (Some(f), l));
+            (e.ptr, e.size, e.time_us, func, line, e.stack)
         })
         .collect();
     (events, dropped)
+}
+
+/// `_memprof.history_stacks()`: every whole stack read for the history, by id (id 1 first),
+/// each innermost frame first as (file, line, function's qualified name).
+#[pyfunction]
+pub fn history_stacks() -> Vec<Vec<(String, u32, String)>> {
+    crate::python::sites::stacks()
+        .into_iter()
+        .map(|frames| {
+            frames
+                .into_iter()
+                .map(|p| (p.file, p.line, p.function))
+                .collect()
+        })
+        .collect()
 }
 
 /// `_memprof.targeted_functions()`: (qualname, file, first line) of every targeted function, in

@@ -9,10 +9,12 @@ lies. Every event gets memprof's context as a first frame (`memprof:<function> l
 `user_metadata`.
 
 CPU: libtorch keeps no history there, so memprof writes the same format from its own record of
-the allocator's reports (memprof's shim): an `alloc` and a `free_completed` per tensor storage,
-each inside a `segment_alloc`/`segment_free` of its own size (the CPU allocator asks the system
-for each block), with the targeted line as the frame. What the CPU cannot give is listed in the
-file's `memprof` entry."""
+the allocator's reports (src/capture/history.rs): an `alloc` and a `free_completed` per tensor
+storage, each inside a `segment_alloc`/`segment_free` of its own size (the CPU allocator asks the
+system for each block); inside measured targeted calls, memprof's frame of the targeted line and
+the allocating thread's whole Python stack, which memprof reads natively
+(src/python/sites/stacks.rs). What the CPU cannot give is listed in the file's `memprof`
+entry."""
 
 import bisect
 import os
@@ -174,15 +176,29 @@ def _annotate_cuda(snapshot, functions, timeline):
     return kept
 
 
-def _cpu_snapshot(events, functions):
+def _stack_frames(stacks):
+    """Each whole stack (by id; 0: none) as torch's frames: filename, line, and the function's
+    name as torch gives it (the code object's name, not its qualified name). One list per stack,
+    which pickle then stores once."""
+    out = [[]]
+    for frames in stacks:
+        out.append([{"filename": file, "line": int(line), "name": qualname.rsplit(".", 1)[-1]}
+                    for file, line, qualname in frames])
+    return out
+
+
+def _cpu_snapshot(events, functions, stacks):
     """The CUDA snapshot format, from memprof's own CPU allocation record."""
     trace = []
     live = {}
-    for ptr, size, time_us, func, line in events:
+    for ptr, size, time_us, func, line, stack in events:
         frames = []
         if func is not None:
             qualname, file, _first = functions[func]
-            frames = [_frame(qualname, line), {"filename": file, "line": int(line), "name": qualname}]
+            # memprof's frame of the targeted line, then the whole stack (where the thread's
+            # frames could be read: else the targeted line's own frame).
+            frames = [_frame(qualname, line)] + (
+                stacks[stack] if stack else [{"filename": file, "line": int(line), "name": qualname}])
         common = {"addr": ptr, "stream": 0, "time_us": time_us, "frames": frames}
         if size > 0:
             trace.append(dict(common, action="segment_alloc", size=size))
@@ -230,13 +246,14 @@ def finish(functions):
                             source="torch.cuda.memory._record_memory_history")
         else:
             events, dropped = _take()
-            snapshot = _cpu_snapshot(events, functions)
+            snapshot = _cpu_snapshot(events, functions, _stack_frames(_memprof.history_stacks()))
             info.update(events=len(events), dropped=dropped,
                         source="memprof's record of libtorch's CPU allocation reports")
         snapshot["memprof"] = dict(info, cpu_limits=None if _options.device_type == "cuda" else (
             "CPU: no caching allocator, so each block is its own segment (segment_alloc/"
             "segment_free around it); no streams (0); free_requested and free_completed coincide; "
-            "frames are the targeted line only, for events inside measured targeted calls"))
+            "frames (memprof's of the targeted line, then the whole Python stack) for events "
+            "inside measured targeted calls only"))
         tmp = "%s.%d.tmp" % (path, os.getpid())
         with open(tmp, "wb") as f:
             # Protocol 4: what PyTorch's memory_viz reads (Python 3.14's default, 5, it does not).

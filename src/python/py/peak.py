@@ -43,17 +43,24 @@ def _spellings(path):
 
 def install(script_path):
     tools = []
-    # memprof's own package (the in-process front end's frames: the magics, the plugin).
+    # memprof's own package (the in-process front end's frames: the magics, the plugin), which
+    # whole stacks (--history) leave out too.
+    hidden = []
     for name in ("torch", "triton", "memprof"):
         d = _package_dir(name)
         if d:
             tools += _spellings(d)
+            if name == "memprof":
+                hidden += _spellings(d)
     # The files of the wheel's command that runs the script (pip's console script,
     # torch_memprof.py, runpy under `python -m memprof`): their frames lead to the script's and
-    # are no context of the program's own (memprof/_launcher.py notes them).
+    # are no context of the program's own (memprof/_launcher.py notes them); whole stacks end
+    # before them.
+    command = []
     launcher = sys.modules.get("memprof._launcher")
     for f in getattr(launcher, "COMMAND_FILES", ()):
-        tools += [p.rstrip(os.sep) for p in _spellings(f)]
+        command += [p.rstrip(os.sep) for p in _spellings(f)]
+    tools += command
     library = []
     for key in ("stdlib", "platstdlib"):
         d = sysconfig.get_paths().get(key)
@@ -83,7 +90,7 @@ def install(script_path):
     if cache_dir:
         generated += _spellings(cache_dir)
     user = [s for d in user_dirs for s in _spellings(d)]
-    readable = _memprof.sites_start(tools, generated, library, user)
+    readable = _memprof.sites_start(tools, generated, library, user, hidden, command)
     if not readable:
         _memprof.warn(
             "memprof cannot read this Python's frames natively: the peak's sites are unknown "

@@ -6,13 +6,14 @@
 //! each code object classified once, each (site, context) instruction pair cached, and the chains
 //! of frames each thread's walks went through remembered (`memo`); strings
 //! are copied when a site is first seen, so the table outlives the code objects. Registered with
-//! `capture::peak` as its resolver; `backward` gives autograd's threads the line that runs the
-//! backward; `compiled` maps the lines of torch.compile's generated code back to the source
+//! `capture::peak` as its resolver; `stacks` reads whole stacks for `--history`; `backward`
+//! gives autograd's threads the line that runs the backward; `compiled` maps the lines of torch.compile's generated code back to the source
 //! lines their FX nodes came from. Uses `capture` and `torch`.
 mod backward;
 mod compiled;
 pub mod layout;
 mod memo;
+mod stacks;
 
 use crate::capture::int_hash::IntMap;
 use crate::capture::peak;
@@ -485,15 +486,41 @@ pub(crate) fn site_here() -> peak::Found {
     found
 }
 
+/// The calling thread's whole stack (the reader `capture::history` calls inside the allocator,
+/// for `--history`), as an id of `stacks()`; 0 where it runs no Python.
+fn stack_here() -> u32 {
+    if !READABLE.load(Ordering::Relaxed) {
+        return 0;
+    }
+    // SAFETY: as in `site_here`.
+    unsafe {
+        let tstate = pyo3::ffi::PyGILState_GetThisThreadState();
+        if tstate.is_null() {
+            return 0;
+        }
+        stacks::stack_here(tstate, memo::epoch())
+    }
+}
+
+/// Every whole stack read so far, by id (id 1 first), innermost frame first.
+pub fn stacks() -> Vec<Vec<Place>> {
+    stacks::all()
+}
+
 /// Starts finding sites: the rules for files, checked against the public frame API first.
-/// Returns whether sites can be read on this Python (else every site is unknown).
+/// `hidden`: where memprof's own frames are (its package), which whole stacks leave out;
+/// `launcher`: the files of the wheel's command that runs the script, where stacks end. Returns whether sites can be read on this Python (else every site is
+/// unknown).
 #[pyfunction]
+#[pyo3(signature = (tool_prefixes, skip_markers, library_prefixes, user_prefixes, hidden=Vec::new(), launcher=Vec::new()))]
 pub fn sites_start(
     py: Python<'_>,
     tool_prefixes: Vec<String>,
     skip_markers: Vec<String>,
     library_prefixes: Vec<String>,
     user_prefixes: Vec<String>,
+    hidden: Vec<String>,
+    launcher: Vec<String>,
 ) -> bool {
     let readable = layout::matches_public_api(py);
     *TABLE.lock().unwrap_or_else(|e| e.into_inner()) = Some(Table {
@@ -510,6 +537,8 @@ pub fn sites_start(
     memo::invalidate();
     memo::watch_code_objects();
     peak::set_resolver(site_here);
+    stacks::start(hidden, launcher);
+    crate::capture::history::set_stack_reader(stack_here);
     readable
 }
 

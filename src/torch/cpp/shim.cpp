@@ -170,38 +170,6 @@ void remember(void* ptr, int64_t size) {
   }
 }
 
-// --history on the CPU: libtorch keeps no allocation history there, so memprof records its own
-// from the allocator's reports, in the shape of the CUDA allocator's trace entries. A ring of
-// the latest `history_max` events, each with the line tag running when it happened.
-struct HistoryEvent {
-  void* ptr;
-  int64_t size;  // > 0: allocated, < 0: freed
-  int64_t time_us;
-  uint64_t tag;
-};
-std::atomic<bool> history_on{false};
-std::mutex history_mutex;
-std::vector<HistoryEvent> history;
-size_t history_max = 0;
-size_t history_next = 0;  // where the ring writes next once it is full
-uint64_t history_dropped = 0;
-
-void record_history(void* ptr, int64_t size) {
-  if (!history_on.load(std::memory_order_relaxed) || ptr == nullptr || size == 0) return;
-  auto now = std::chrono::duration_cast<std::chrono::microseconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count();
-  HistoryEvent e{ptr, size, (int64_t)now, current_tag.load(std::memory_order_relaxed)};
-  std::lock_guard<std::mutex> lock(history_mutex);
-  if (history.size() < history_max) {
-    history.push_back(e);
-  } else if (history_max > 0) {
-    history[history_next] = e;
-    history_next = (history_next + 1) % history_max;
-    history_dropped++;
-  }
-}
-
 // Subclasses the profiler's own state base, not the bare reporting interface: torch's profiler
 // static-casts whatever sits in the PROFILER_STATE slot to ProfilerStateBase. With profiler type
 // NONE and a disabled config, profilerEnabled() stays false, so torch behaves as if unprofiled.
@@ -227,7 +195,6 @@ struct Reporter final : public torch::profiler::impl::ProfilerStateBase {
       own_cpu.fetch_add(size, std::memory_order_relaxed);
       if (device_index.load(std::memory_order_relaxed) < 0) {
         remember(ptr, size);
-        record_history(ptr, size);
         mp_rust_allocation_event((uint64_t)(uintptr_t)ptr, size,
                                  backward_site.load(std::memory_order_relaxed), 0, 0, 0, size, 0);
       }
@@ -626,41 +593,6 @@ uint64_t mp_tag_of(const void* ptr) {
   std::lock_guard<std::mutex> lock(tags_mutex);
   auto it = tags.find(const_cast<void*>(ptr));
   return it == tags.end() ? 0 : it->second;
-}
-
-/// Starts recording CPU allocation events (`--history`), keeping the latest `max_entries`.
-void mp_history_start(uint64_t max_entries) {
-  std::lock_guard<std::mutex> lock(history_mutex);
-  // A new record: an earlier in-process session's events are its own file's.
-  history.clear();
-  history_next = 0;
-  history_dropped = 0;
-  history_max = (size_t)max_entries;
-  history.reserve(std::min<size_t>(history_max, 1 << 20));
-  history_on.store(true);
-}
-
-/// Stops recording; returns how many events are kept (read them with mp_history_read) and sets
-/// *dropped to how many older ones the ring overwrote.
-uint64_t mp_history_stop(uint64_t* dropped) {
-  history_on.store(false);
-  std::lock_guard<std::mutex> lock(history_mutex);
-  *dropped = history_dropped;
-  return history.size();
-}
-
-/// Copies the kept events, oldest first, into four arrays of `n` entries.
-void mp_history_read(uint64_t n, uint64_t* ptrs, int64_t* sizes, int64_t* times, uint64_t* tags) {
-  std::lock_guard<std::mutex> lock(history_mutex);
-  size_t count = std::min<size_t>(n, history.size());
-  size_t start = history.size() < history_max ? 0 : history_next;
-  for (size_t i = 0; i < count; i++) {
-    const HistoryEvent& e = history[(start + i) % history.size()];
-    ptrs[i] = (uint64_t)(uintptr_t)e.ptr;
-    sizes[i] = e.size;
-    times[i] = e.time_us;
-    tags[i] = e.tag;
-  }
 }
 
 /// Blocks of the default CPU allocator that were live before memprof's reporter first listened
