@@ -57,4 +57,7 @@ with memprof.profile():
     run("no_flags")
 with memprof.profile(modules=True):
     run("modules")
-print("CALLS", calls, "STEPS", steps)
+print("NOTE %d steps per mode, %d module calls a step" % (steps, calls))
+# benches/counted.sh's rows: (mode - base) / units.
+print("ROW no flags over unprofiled, a step no_flags unprofiled", steps)
+print("ROW --modules over no flags, a call modules no_flags", steps * calls)

@@ -13,8 +13,9 @@ use std::cell::RefCell;
 use std::hash::Hasher;
 use std::sync::Mutex;
 
-/// What tells a frame from another: its code object's address and the file and qualified-name
-/// objects it holds (a successor at the same address holds others), and its instruction.
+/// What tells a frame from another: its code object's address and, without the code watcher, the
+/// file and qualified-name objects it holds (a successor at the same address holds others;
+/// with the watcher, 0 and 0), and its instruction.
 type FrameKey = (usize, usize, usize, i32);
 
 #[derive(Default)]
@@ -84,10 +85,14 @@ impl Stacks {
         if let Some(&id) = self.frame_ids.get(&key) {
             return id;
         }
-        let (code, filename, qualname, offset) = key;
+        let (code, mut filename, mut qualname, offset) = key;
         // SAFETY: the frame's code object, and the strings it holds, are alive while its thread
         // is in the allocator.
         let place = unsafe {
+            if filename == 0 {
+                let id = layout::identity(code);
+                (filename, qualname) = (id.filename, id.qualname);
+            }
             Place {
                 file: layout::text_of(filename),
                 line: layout::line_of(code, offset).unwrap_or(0),
@@ -120,8 +125,15 @@ pub(super) unsafe fn stack_here(tstate: *mut pyo3::ffi::PyThreadState, epoch: Op
             // SAFETY: the caller's promise.
             unsafe {
                 layout::walk(tstate, |f| {
-                    let id = layout::identity(f.code);
-                    walked.push((f.code, id.filename, id.qualname, f.offset));
+                    // With the code watcher (3.12+) an address names one code object for the
+                    // whole epoch: the code object's fields need not be read.
+                    let (file, name) = if epoch.is_some() {
+                        (0, 0)
+                    } else {
+                        let id = layout::identity(f.code);
+                        (id.filename, id.qualname)
+                    };
+                    walked.push((f.code, file, name, f.offset));
                     true
                 })
             };
