@@ -67,6 +67,7 @@ def main():
     check_saved_hooks(memprof, python)
     check_modules_compiled_and_lines(memprof, python)
     check_snapshot(memprof)
+    check_history_stacks(memprof, python)
     check_attach(memprof)
     check_simulate(memprof)
 
@@ -232,6 +233,28 @@ def check_modules_compiled_and_lines(memprof, python):
     same = lines[0] == lines[1]
     check(same and any(line[2] for line in lines[0]),
           "-f train_step: every line the same with --modules as without", "" if same else lines)
+
+
+def check_history_stacks(memprof, python):
+    """`--history` on the CPU through the installed command: each allocation's whole Python stack,
+    frame by frame, with none of the command's own (its console script, its launcher)."""
+    history = Path(tempfile.mkdtemp()) / "nested.pickle"
+    r = run([str(memprof), "--device", "cpu", "run", "--history", str(history), "-f", "step",
+             "history_nested.py"])
+    check(r.returncode == 0, "memprof run --history -f step history_nested.py (exit 0)",
+          r.stderr[-2000:])
+    read = run([str(python), "-c", (
+        "import json, os, pickle, sys\n"
+        "d = pickle.load(open(sys.argv[1], 'rb'))\n"
+        "print(json.dumps([[e['size'], [[os.path.basename(f['filename']), f['line'], f['name']]"
+        " for f in e['frames']]] for e in d['device_traces'][0] if e['action'] == 'alloc']))"),
+        str(history)])
+    frames = [["memprof", 16, "step line 16"], ["history_nested.py", 7, "make"],
+              ["history_nested.py", 12, "forward"], ["history_nested.py", 16, "step"],
+              ["history_nested.py", 22, "<module>"]]
+    got = json.loads(read.stdout) if read.returncode == 0 else read.stderr[-1000:]
+    check(got == [[4096, frames], [8192, frames]],
+          "--history: each allocation's whole Python stack, the program's frames only", got)
 
 
 def check_snapshot(memprof):

@@ -90,22 +90,6 @@ fn the_history_opens_in_memory_viz_and_its_events_add_up_to_each_lines_delta() {
     assert!(info["events"].as_u64().unwrap() >= 8, "{info}");
 }
 
-/// A targeted function's allocations two calls deep (a method, then a helper), from a loop at
-/// module level.
-const NESTED: &str = r#"import torch
-def make(n):
-    return torch.empty(n, dtype=torch.uint8)
-class Layer:
-    def forward(self, n):
-        return make(n)
-def step(layer, n):
-    x = layer.forward(n)
-    return x.numel()
-layer = Layer()
-for i in range(2):
-    step(layer, 4096 * (i + 1))
-"#;
-
 /// Each alloc event's size and frames, as (file's name, line, function).
 const ALLOC_FRAMES: &str = r#"
 import json, os, pickle, sys
@@ -121,8 +105,7 @@ fn each_event_carries_the_whole_python_stack_the_same_under_the_binary_and_the_w
         return; // torch's own history on CUDA: scripts/history_check.py
     }
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("nested.py");
-    std::fs::write(&script, NESTED).unwrap();
+    let script = fixture("history_nested.py");
     let binary = dir.path().join("binary.pickle");
     let wheel = dir.path().join("wheel.pickle");
     let args = |history: &Path| {
@@ -131,7 +114,7 @@ fn each_event_carries_the_whole_python_stack_the_same_under_the_binary_and_the_w
             history.to_string_lossy().into_owned(),
             "-f".into(),
             "step".into(),
-            script.to_string_lossy().into_owned(),
+            script.clone(),
         ]
     };
     let r = run(&args(&binary).iter().map(String::as_str).collect::<Vec<_>>());
@@ -160,11 +143,11 @@ fn each_event_carries_the_whole_python_stack_the_same_under_the_binary_and_the_w
             serde_json::json!([
                 n,
                 [
-                    ["memprof", 8, "step line 8"],
-                    ["nested.py", 3, "make"],
-                    ["nested.py", 6, "forward"],
-                    ["nested.py", 8, "step"],
-                    ["nested.py", 12, "<module>"]
+                    ["memprof", 16, "step line 16"],
+                    ["history_nested.py", 7, "make"],
+                    ["history_nested.py", 12, "forward"],
+                    ["history_nested.py", 16, "step"],
+                    ["history_nested.py", 22, "<module>"]
                 ]
             ])
         };

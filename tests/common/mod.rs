@@ -243,12 +243,16 @@ pub fn python_with_memprof() -> Command {
 
 /// When the newest file under `dir` that the library is built from was modified (unit tests,
 /// `tests.rs` and `tests/`, are compiled only into test builds: a change there leaves the
-/// library as it was).
+/// library as it was; `__pycache__` holds what python wrote).
 fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
     let mut newest = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
-        if matches!(path.file_stem().and_then(|n| n.to_str()), Some("tests")) {
+        // Python's byte-code caches are written by any run of the package, not built from.
+        if matches!(
+            path.file_stem().and_then(|n| n.to_str()),
+            Some("tests" | "__pycache__")
+        ) {
             continue;
         }
         let modified = if path.is_dir() {
