@@ -15,23 +15,14 @@ allocator calls it with the GIL released by the op, so it takes the GIL first: t
 Each mode's session runs 3 steps before its counted ones (the stacks are read and named the
 first time; from then on each event looks its stack up); Python's garbage collector is off
 while they run and PYTHONHASHSEED=0, as in benches/module_call_instructions.py."""
-import ctypes
-import gc
 import os
-import subprocess
 import sys
 import tempfile
 
 import torch
 
 import memprof
-
-here = os.path.dirname(os.path.abspath(__file__))
-work = tempfile.mkdtemp()
-lib = os.path.join(work, "memprof_counted.so")
-subprocess.run(["cc", "-O1", "-shared", "-fPIC", os.path.join(here, "counted.c"), "-o", lib],
-               check=True)
-counted = ctypes.PyDLL(lib)
+from counted import counted
 
 torch.set_num_threads(1)
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
@@ -63,35 +54,16 @@ def run(mode, depth, history=None):
         descend(depth)
 
     with memprof.profile(step, device="cpu", history=history):
-        for _ in range(3):
-            step()
-        gc.collect()
-        gc.disable()
-        counted.memprof_counted_begin()
-        for _ in range(steps):
-            step()
-        counted.memprof_counted_end(mode.encode())
-        gc.enable()
+        counted(mode, step, steps)
 
 
 def run_gather(mode, depth, python):
-    def step():
-        descend(depth, lambda: gather_leaf(python))
-
-    for _ in range(3):
-        step()
-    gc.collect()
-    gc.disable()
-    counted.memprof_counted_begin()
-    for _ in range(steps):
-        step()
-    counted.memprof_counted_end(mode.encode())
-    gc.enable()
+    counted(mode, lambda: descend(depth, lambda: gather_leaf(python)), steps)
 
 
 for depth in (5, 40):
     run("targeted_%d" % depth, depth)
-    run("history_%d" % depth, depth, history=os.path.join(work, "h.pickle"))
+    run("history_%d" % depth, depth, history=os.path.join(tempfile.mkdtemp(), "h.pickle"))
     run_gather("torch_gather_%d" % depth, depth, True)
     run_gather("torch_nothing_%d" % depth, depth, False)
 print("NOTE %d steps per mode, %d allocation events a step" % (steps, EVENTS))

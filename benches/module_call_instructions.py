@@ -1,7 +1,7 @@
 """What `--modules` costs per module call in instructions and (simulated) cache misses, not in
 time: run under callgrind, this script runs the same steps unprofiled, under
 `memprof.profile()` (no flags) and under `memprof.profile(modules=True)`, each mode's steps
-between two marks (benches/counted.c, built here with cc: callgrind's client requests) that
+between two marks (benches/counted.c, built by benches/counted.py: callgrind's client requests) that
 collect them alone and dump their counts under the mode's name. Where times spread more than
 memprof's per-call work (this build machine: 0.9-8 µs a call from run to run), the counts
 (two runs of one build within 1.5%) still compare two builds.
@@ -13,23 +13,13 @@ Linear(16, 16) + ReLU, 181 module calls a step, forward and backward. Each mode'
 Python's garbage collector is off while they run (when it runs depends on how many objects were
 made since it last ran, which moved the counts by a quarter from run to run), and the script
 sets PYTHONHASHSEED=0 for the same reason."""
-import ctypes
-import gc
-import os
-import subprocess
 import sys
-import tempfile
 
 import torch
 
 import memprof
+from counted import counted
 from module_call_model import build
-
-here = os.path.dirname(os.path.abspath(__file__))
-lib = os.path.join(tempfile.mkdtemp(), "memprof_counted.so")
-subprocess.run(["cc", "-O1", "-shared", "-fPIC", os.path.join(here, "counted.c"), "-o", lib],
-               check=True)
-counted = ctypes.PyDLL(lib)
 
 torch.set_num_threads(1)
 model, x, calls = build()
@@ -40,23 +30,11 @@ def step():
     model(x).sum().backward()
 
 
-def run(mode):
-    for _ in range(3):
-        step()
-    gc.collect()
-    gc.disable()
-    counted.memprof_counted_begin()
-    for _ in range(steps):
-        step()
-    counted.memprof_counted_end(mode.encode())
-    gc.enable()
-
-
-run("unprofiled")
+counted("unprofiled", step, steps)
 with memprof.profile():
-    run("no_flags")
+    counted("no_flags", step, steps)
 with memprof.profile(modules=True):
-    run("modules")
+    counted("modules", step, steps)
 print("NOTE %d steps per mode, %d module calls a step" % (steps, calls))
 # benches/counted.sh's rows: (mode - base) / units.
 print("ROW no flags over unprofiled, a step no_flags unprofiled", steps)
