@@ -197,8 +197,9 @@ def _cpu_snapshot(events, functions, stacks):
             qualname, file, _first = functions[func]
             # memprof's frame of the targeted line, then the whole stack (where the thread's
             # frames could be read: else the targeted line's own frame).
-            frames = [_frame(qualname, line)] + (
-                stacks[stack] if stack else [{"filename": file, "line": int(line), "name": qualname}])
+            own = stacks[stack] if stack else [
+                {"filename": file, "line": int(line), "name": qualname}]
+            frames = [_frame(qualname, line)] + own
         common = {"addr": ptr, "stream": 0, "time_us": time_us, "frames": frames}
         if size > 0:
             trace.append(dict(common, action="segment_alloc", size=size))

@@ -7,8 +7,9 @@
 //! of frames each thread's walks went through remembered (`memo`); strings
 //! are copied when a site is first seen, so the table outlives the code objects. Registered with
 //! `capture::peak` as its resolver; `stacks` reads whole stacks for `--history`; `backward`
-//! gives autograd's threads the line that runs the backward; `compiled` maps the lines of torch.compile's generated code back to the source
-//! lines their FX nodes came from. Uses `capture` and `torch`.
+//! gives autograd's threads the line that runs the backward; `compiled` maps the lines of
+//! torch.compile's generated code back to the source lines their FX nodes came from. Uses
+//! `capture` and `torch`.
 mod backward;
 mod compiled;
 pub mod layout;
@@ -509,10 +510,13 @@ pub fn stacks() -> Vec<Vec<Place>> {
 
 /// Starts finding sites: the rules for files, checked against the public frame API first.
 /// `hidden`: where memprof's own frames are (its package), which whole stacks leave out;
-/// `launcher`: the files of the wheel's command that runs the script, where stacks end. Returns whether sites can be read on this Python (else every site is
-/// unknown).
+/// `launcher`: the files of the wheel's command that runs the script, where stacks end.
+/// Returns whether sites can be read on this Python (else every site is unknown).
 #[pyfunction]
-#[pyo3(signature = (tool_prefixes, skip_markers, library_prefixes, user_prefixes, hidden=Vec::new(), launcher=Vec::new()))]
+#[pyo3(signature = (
+    tool_prefixes, skip_markers, library_prefixes, user_prefixes, hidden=Vec::new(),
+    launcher=Vec::new()
+))]
 pub fn sites_start(
     py: Python<'_>,
     tool_prefixes: Vec<String>,
