@@ -1,6 +1,7 @@
 //! `--history FILE`: a pickle that PyTorch's memory_viz tools load, whose allocation events add
 //! up, line by line, to the Δ memprof reports for the same lines; written also when the program
-//! raises; bounded by --history-max-entries. (On CUDA: scripts/history_check.py.)
+//! raises; bounded by --history-max-entries; under --modules, each event's module call. (On
+//! CUDA: scripts/history_check.py.)
 use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
@@ -47,7 +48,7 @@ fn check(history: &Path) -> Value {
 #[test]
 fn the_history_opens_in_memory_viz_and_its_events_add_up_to_each_lines_delta() {
     if on_cuda() {
-        return; // the CUDA history is torch's own: scripts/history_check.py checks it
+        return; // CUDA's blocks share cached segments: scripts/history_check.py checks it
     }
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("h.pickle");
@@ -102,7 +103,7 @@ print(json.dumps([[e["size"], [[os.path.basename(f["filename"]), f["line"], f["n
 #[test]
 fn each_event_carries_the_whole_python_stack_the_same_under_the_binary_and_the_wheel() {
     if on_cuda() {
-        return; // torch's own history on CUDA: scripts/history_check.py
+        return; // on CUDA: scripts/history_check.py checks the same, frame by frame
     }
     let dir = tempfile::tempdir().unwrap();
     let script = fixture("history_nested.py");
@@ -181,7 +182,7 @@ fn an_exception_still_writes_the_history_and_the_table_says_where_it_went() {
         assert_eq!(v["sums"]["fail line 9"], 2 * 4096, "{v}");
         assert_eq!(v["actions"]["alloc"], 2, "{v}");
     } else {
-        // The first call initialised CUDA (memprof cannot switch torch's history on inside that:
+        // The first call initialised CUDA (memprof cannot attach to the allocator inside that:
         // it starts at the next event); the second call's allocation is recorded, with its line.
         assert!(v["actions"]["alloc"].as_u64().unwrap_or(0) >= 1, "{v}");
         assert_eq!(v["sums"]["fail line 9"], 4096, "{v}");
@@ -240,7 +241,7 @@ tail = torch.ones(64, 1024)
 #[test]
 fn a_schedules_history_ends_with_its_last_measured_call() {
     if on_cuda() {
-        return; // torch's own history on CUDA: scripts/device/inprocess_history_check.py
+        return; // on CUDA: scripts/device/inprocess_history_check.py
     }
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("scheduled.py");
@@ -277,4 +278,58 @@ fn a_schedules_history_ends_with_its_last_measured_call() {
         "only the measured calls' events: {out}"
     );
     assert_eq!(report["history"]["events"], out["memprof"]["events"]);
+}
+
+/// The labels of the alloc events: each event's user_metadata ("" for none).
+const ALLOC_LABELS: &str = r#"
+import json, pickle, sys
+data = pickle.load(open(sys.argv[1], "rb"))
+print(json.dumps([e.get("user_metadata", "") for e in data["device_traces"][0]
+                  if e["action"] == "alloc"]))
+"#;
+
+#[test]
+fn with_modules_the_events_name_the_module_call_and_phase() {
+    if on_cuda() {
+        return; // scripts/history_check.py checks the same on CUDA
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("modules.pickle");
+    let r = run(&[
+        "--modules",
+        "--history",
+        history.to_str().unwrap(),
+        "-f",
+        "train_step",
+        "mlp.py",
+        "float32",
+        "2",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = finish(
+        std::process::Command::new(python())
+            .args(["-c", ALLOC_LABELS])
+            .arg(&history)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let labels: Vec<String> = serde_json::from_str(&out.stdout).unwrap();
+    // Each Linear's output in the forward, the backward's module call, and the step's own
+    // lines outside any module call (the loss, Adam's state).
+    for wanted in ["module 0 forward", "module 2 forward"] {
+        assert!(labels.iter().any(|l| l == wanted), "{wanted}: {labels:?}");
+    }
+    assert!(
+        labels
+            .iter()
+            .any(|l| l.starts_with("module ") && l.ends_with(" backward")),
+        "{labels:?}"
+    );
+    assert!(
+        labels
+            .iter()
+            .any(|l| l.starts_with("memprof: train_step line ")),
+        "{labels:?}"
+    );
 }

@@ -394,7 +394,7 @@ print(json.dumps({"start": r.allocated_at_start, "peak": r.peak["allocated_bytes
 #[test]
 fn each_session_writes_its_own_allocation_history() {
     if on_cuda() {
-        return; // torch's own history on CUDA: tests/gpu.rs's history check reads it
+        return; // on CUDA: scripts/device/inprocess_history_check.py
     }
     let dir = tempfile::tempdir().unwrap();
     let r = python_script(

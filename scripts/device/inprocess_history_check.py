@@ -1,7 +1,7 @@
 """In-process `--history` on CUDA (the wheel's `memprof.profile(history=...)`): two sessions
-each write their own file, the second without the first's events (torch keeps its ring between
-recordings), the allocations of each session's steps at their sizes; with warmup= and calls=,
-the measured calls' allocations only (recording stops when the last one ends). Prints HISTORY OK, or what
+each write their own file, the second without the first's events, the allocations of each
+session's steps at their sizes; with warmup= and calls=, the measured calls' allocations only
+(recording stops when the last one ends). Prints HISTORY OK, or what
 failed. On the GPU machine: `. benches/device_wheel.sh; $device_venv/bin/python
 scripts/device/inprocess_history_check.py`."""
 import os

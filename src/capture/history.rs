@@ -1,21 +1,85 @@
-//! `--history`'s own record of the CPU's allocation events (libtorch keeps no history there): a
-//! ring of the latest N, each with the targeted line running and, while one runs, the
-//! allocating thread's whole Python stack (found by the stack reader `python::sites` registers).
-//! Recorded inside the allocator, on the allocating thread: no Python, no panic.
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+//! `--history`'s own record of the allocator's events: on the CPU, where libtorch keeps no
+//! history, from the allocator's reports; on CUDA, from the caching allocator's trace entries
+//! (src/torch/cpp/cuda_trace.cpp), so that memprof never switches torch's own history (a
+//! program's `_record_memory_history` stays the program's) nor pays for its stack capture. A
+//! ring of the latest N, each event with the targeted line running, the module call running
+//! (`--modules`) and, while a targeted line runs, the thread's whole Python stack (found by
+//! the stack reader `python::sites` registers). Recorded inside the allocator, on the
+//! allocating thread (its lock held, on CUDA): no Python, no panic.
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// One allocation (size > 0) or free (size < 0) of a CPU block.
+/// What happened, as torch's trace entries name it (numbered as src/torch/cpp/cuda_trace.cpp
+/// hands them over). The CPU's record has `Alloc` and `FreeCompleted` only.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Alloc,
+    FreeRequested,
+    FreeCompleted,
+    SegmentAlloc,
+    SegmentFree,
+    SegmentMap,
+    SegmentUnmap,
+    Oom,
+}
+
+impl Action {
+    const ALL: [Action; 8] = [
+        Action::Alloc,
+        Action::FreeRequested,
+        Action::FreeCompleted,
+        Action::SegmentAlloc,
+        Action::SegmentFree,
+        Action::SegmentMap,
+        Action::SegmentUnmap,
+        Action::Oom,
+    ];
+
+    /// The shim's number for it.
+    pub fn of(code: i32) -> Option<Action> {
+        usize::try_from(code)
+            .ok()
+            .and_then(|i| Self::ALL.get(i))
+            .copied()
+    }
+
+    /// Its name in torch's snapshots (`device_traces` entries' `action`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Alloc => "alloc",
+            Action::FreeRequested => "free_requested",
+            Action::FreeCompleted => "free_completed",
+            Action::SegmentAlloc => "segment_alloc",
+            Action::SegmentFree => "segment_free",
+            Action::SegmentMap => "segment_map",
+            Action::SegmentUnmap => "segment_unmap",
+            Action::Oom => "oom",
+        }
+    }
+}
+
+/// One event of the allocator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Event {
+    pub action: Action,
+    /// The CUDA device (-1: the CPU).
+    pub device: i32,
+    /// The block's or segment's address (for `Oom`, the device's free bytes, as torch has it).
     pub ptr: u64,
+    /// Bytes (for CUDA allocations, the size requested).
     pub size: i64,
-    /// µs since the epoch (the clock of torch's CUDA trace entries).
+    pub stream: u64,
+    /// µs since the epoch.
     pub time_us: i64,
     /// The targeted line running then (`torch::tags::encode`; 0: none).
     pub tag: u64,
     /// The thread's whole stack (`python::sites::stacks`; 0: none read).
     pub stack: u32,
+    /// The module call running then, under `--modules` (an id of `labels`; 0: none).
+    pub label: u32,
 }
 
 #[derive(Default)]
@@ -28,6 +92,22 @@ struct Ring {
 }
 
 static ON: AtomicBool = AtomicBool::new(false);
+/// Whether this record ever started, and whether CUDA's could not (no caching allocator to
+/// trace: another allocator backend).
+static STARTED: AtomicBool = AtomicBool::new(false);
+static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+/// The module call running now (an id of `LABELS`; 0: none).
+static LABEL: AtomicU32 = AtomicU32::new(0);
+static LABELS: Mutex<Labels> = Mutex::new(Labels {
+    names: Vec::new(),
+    ids: None,
+});
+
+/// Each module call's label once, by id (id 1 first).
+struct Labels {
+    names: Vec<String>,
+    ids: Option<HashMap<String, u32>>,
+}
 static RING: Mutex<Ring> = Mutex::new(Ring {
     events: Vec::new(),
     max: 0,
@@ -64,7 +144,51 @@ pub fn start(max_entries: u64) {
         max,
         ..Ring::default()
     };
+    drop(ring);
+    let mut labels = LABELS.lock().unwrap_or_else(|e| e.into_inner());
+    labels.names.clear();
+    labels.ids = None;
+    LABEL.store(0, Ordering::Relaxed);
+    UNAVAILABLE.store(false, Ordering::Relaxed);
+    STARTED.store(true, Ordering::Release);
     ON.store(true, Ordering::Release);
+}
+
+/// CUDA's record could not start: there is no caching allocator whose trace entries memprof
+/// can take (the report says so).
+pub fn unavailable() {
+    ON.store(false, Ordering::Release);
+    UNAVAILABLE.store(true, Ordering::Relaxed);
+}
+
+/// The module call running from now on (`--modules`), as the events' label ("": none).
+pub fn set_label(label: &str) {
+    if label.is_empty() {
+        LABEL.store(0, Ordering::Relaxed);
+        return;
+    }
+    let mut labels = LABELS.lock().unwrap_or_else(|e| e.into_inner());
+    let Labels { names, ids } = &mut *labels;
+    let ids = ids.get_or_insert_with(HashMap::new);
+    let id = match ids.get(label) {
+        Some(&id) => id,
+        None => {
+            names.push(label.to_owned());
+            let id = names.len() as u32;
+            ids.insert(label.to_owned(), id);
+            id
+        }
+    };
+    LABEL.store(id, Ordering::Relaxed);
+}
+
+/// Every label the events name, by id (id 1 first).
+pub fn labels() -> Vec<String> {
+    LABELS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .names
+        .clone()
 }
 
 /// Whether events are being recorded.
@@ -73,22 +197,80 @@ pub fn is_on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// Records one allocation or free of `size` bytes at `ptr`, made while the line `tag` ran; the
-/// stack is read only then (inside measured targeted calls, where the history's stacks belong).
+/// Records one allocation (size > 0) or free (size < 0) of a CPU block at `ptr`, made while
+/// the line `tag` ran; the stack is read only then (inside measured targeted calls, where the
+/// history's stacks belong).
 pub fn record(ptr: u64, size: i64, tag: u64) {
     if ptr == 0 || size == 0 {
         return;
     }
+    let action = if size > 0 {
+        Action::Alloc
+    } else {
+        Action::FreeCompleted
+    };
     let stack = if tag != 0 { stack_here() } else { 0 };
+    push(action, -1, ptr, size.abs(), 0, tag, stack);
+}
+
+thread_local! {
+    /// The last free this thread requested, and its stack: the allocator completes a free
+    /// at once, on the same thread, unless a stream still uses the block.
+    static FREE_REQUESTED: Cell<(u64, u32)> = const { Cell::new((0, 0)) };
+}
+
+/// Called by the shim for every trace entry of the CUDA caching allocator while the record is
+/// on (src/torch/cpp/cuda_trace.cpp), inside the allocator with its lock held, on whichever
+/// thread allocates or frees: no Python, no panic.
+pub extern "C" fn mp_rust_history_event(
+    action: i32,
+    addr: u64,
+    size: i64,
+    stream: u64,
+    device: i32,
+) {
+    if !is_on() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        let Some(action) = Action::of(action) else {
+            return;
+        };
+        let tag = crate::torch::tags::current();
+        let stack = match action {
+            // The free's stack, read when it was requested.
+            Action::FreeCompleted => FREE_REQUESTED.with(|last| {
+                let (ptr, stack) = last.replace((0, 0));
+                if ptr == addr {
+                    stack
+                } else {
+                    0
+                }
+            }),
+            _ if tag == 0 => 0,
+            _ => stack_here(),
+        };
+        if action == Action::FreeRequested {
+            FREE_REQUESTED.with(|last| last.set((addr, stack)));
+        }
+        push(action, device, addr, size, stream, tag, stack);
+    });
+}
+
+fn push(action: Action, device: i32, ptr: u64, size: i64, stream: u64, tag: u64, stack: u32) {
     let time_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as i64);
     let event = Event {
+        action,
+        device,
         ptr,
         size,
+        stream,
         time_us,
         tag,
         stack,
+        label: LABEL.load(Ordering::Relaxed),
     };
     let mut ring = RING.lock().unwrap_or_else(|e| e.into_inner());
     ring.push(event);
@@ -113,11 +295,28 @@ impl Ring {
     }
 }
 
-/// Stops recording: the events kept, oldest first, and how many older ones the ring dropped.
-pub fn stop() -> (Vec<Event>, u64) {
+/// What a stopped record holds.
+pub struct Taken {
+    /// The events kept, oldest first.
+    pub events: Vec<Event>,
+    /// How many older ones the ring dropped.
+    pub dropped: u64,
+    /// Whether the record ever started (on CUDA, once the program had initialised CUDA).
+    pub started: bool,
+    /// Whether CUDA's could not start (`unavailable`).
+    pub unavailable: bool,
+}
+
+/// Stops recording and hands over what it holds.
+pub fn stop() -> Taken {
     ON.store(false, Ordering::Release);
     let ring = RING.lock().unwrap_or_else(|e| e.into_inner());
-    (ring.in_order(), ring.dropped)
+    Taken {
+        events: ring.in_order(),
+        dropped: ring.dropped,
+        started: STARTED.swap(false, Ordering::AcqRel),
+        unavailable: UNAVAILABLE.swap(false, Ordering::Relaxed),
+    }
 }
 
 #[cfg(test)]
@@ -126,12 +325,36 @@ mod tests {
 
     fn event(n: u64) -> Event {
         Event {
+            action: Action::Alloc,
+            device: -1,
             ptr: n,
             size: n as i64,
+            stream: 0,
             time_us: 0,
             tag: 0,
             stack: 0,
+            label: 0,
         }
+    }
+
+    #[test]
+    fn the_shims_numbers_name_torchs_actions() {
+        let names: Vec<&str> = (0..8).map(|i| Action::of(i).unwrap().name()).collect();
+        assert_eq!(
+            names,
+            [
+                "alloc",
+                "free_requested",
+                "free_completed",
+                "segment_alloc",
+                "segment_free",
+                "segment_map",
+                "segment_unmap",
+                "oom"
+            ]
+        );
+        assert_eq!(Action::of(8), None);
+        assert_eq!(Action::of(-1), None);
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub fn load_torch(torch_root: &std::path::Path, version: &str) -> crate::error::
         grad_events: backward::mp_rust_grad_events,
         segment_event: peak::mp_rust_segment_event,
         saved_tensor: saved::mp_rust_saved_tensor,
+        history_event: history::mp_rust_history_event,
     };
     crate::torch::loader::load(torch_root, version, &CALLBACKS)
 }

@@ -131,6 +131,9 @@ impl Runtime for TestTorch {
         out.fill(0);
     }
     fn tags_enable(&self) {}
+    fn cuda_history_enable(&self, _on: bool) -> bool {
+        false
+    }
     fn tag_set(&self, func: Option<u32>, line: u32) {
         self.0.borrow_mut().tag = crate::torch::tags::encode(func, line);
     }

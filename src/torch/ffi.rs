@@ -24,6 +24,7 @@ pub struct Callbacks {
     pub grad_events: extern "C" fn(*const GradCall, usize) -> c_int,
     pub segment_event: extern "C" fn(i32, i64, u64),
     pub saved_tensor: extern "C" fn(*mut c_void),
+    pub history_event: extern "C" fn(i32, u64, i64, u64, i32),
 }
 
 /// Declares the shim's functions once: a table of pointers resolved by name (`Shim::resolve`)
@@ -85,6 +86,8 @@ shim_functions! {
     /// 1 once the program has initialised the CUDA caching allocator.
     fn mp_allocator_initialized(out: *mut c_int) -> c_int;
     fn mp_cuda_trace_enable(on: c_int) -> c_int;
+    /// Starts or stops handing the CUDA allocator's trace entries to `--history`.
+    fn mp_cuda_history_enable(on: c_int) -> c_int;
     fn mp_reporter_device() -> c_int;
     fn mp_device_memory_info(device: c_int, free: *mut i64, total: *mut i64) -> c_int;
     /// Writes the 122 allocator stats of `device` in src/model/stats.rs order.

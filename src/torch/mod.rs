@@ -226,6 +226,16 @@ pub fn cuda_trace_enable(on: bool) -> bool {
     unsafe { ffi::mp_cuda_trace_enable(c_int::from(on)) == 0 }
 }
 
+/// Starts or stops handing every trace entry of the CUDA allocator to `--history`'s record
+/// (`capture::history`); false where there is no CUDA caching allocator to trace.
+pub fn cuda_history_enable(on: bool) -> bool {
+    if !ffi::installed() {
+        return false; // nothing to stop before memprof's torch library is loaded
+    }
+    // SAFETY: plain call.
+    unsafe { ffi::mp_cuda_history_enable(c_int::from(on)) == 0 }
+}
+
 /// The device's free and total bytes as the driver reads them (every process's use counts).
 pub fn device_memory_info(device: i32) -> Option<(i64, i64)> {
     let (mut free, mut total) = (0i64, 0i64);
@@ -455,6 +465,9 @@ pub trait Runtime {
     fn take_collectives(&self, out: &mut [i64; collectives::LEN]);
     /// Starts tagging allocations with the running line.
     fn tags_enable(&self);
+    /// Starts handing the CUDA allocator's trace entries to `--history`; false where there is
+    /// no caching allocator to trace.
+    fn cuda_history_enable(&self, on: bool) -> bool;
     /// The line that allocations are tagged with from now on.
     fn tag_set(&self, func: Option<u32>, line: u32);
     /// The line that allocated the live block at `ptr`.
@@ -499,6 +512,9 @@ impl Runtime for Linked {
     }
     fn tags_enable(&self) {
         tags::enable()
+    }
+    fn cuda_history_enable(&self, on: bool) -> bool {
+        cuda_history_enable(on)
     }
     #[inline]
     fn tag_set(&self, func: Option<u32>, line: u32) {

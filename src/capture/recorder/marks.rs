@@ -1,5 +1,5 @@
-//! Which targeted line runs now, for those that follow it: allocation tags (`--tensors`, CPU
-//! `--history`), the CUDA history's line timeline; and the calls that ended (`--tensors`).
+//! Which targeted line runs now, for those that follow it: allocation tags (`--tensors`) and
+//! `--history`'s events; `--history`'s start; and the calls that ended (`--tensors`).
 use super::*;
 
 impl<R: Runtime> Recorder<R> {
@@ -23,27 +23,11 @@ impl<R: Runtime> Recorder<R> {
         if self.tagging {
             self.sampler.runtime().tag_set(func, line);
         }
-        if self.cuda_history() {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_micros() as i64);
-            self.history_lines.borrow_mut().push((now, func, line));
-        }
     }
 
-    /// Whether the line running is followed: tags (`--tensors`, CPU `--history`) or the CUDA
-    /// history's line timeline.
+    /// Whether the line running is followed (`--tensors`, `--history`).
     pub(super) fn marks_lines(&self) -> bool {
-        self.tagging || self.cuda_history()
-    }
-
-    pub(super) fn cuda_history(&self) -> bool {
-        self.history_started && self.sampler.device().is_some()
-    }
-
-    /// `--history` on CUDA: the line timeline so far (see `history_lines`).
-    pub fn history_line_timeline(&self) -> Vec<(i64, Option<u32>, u32)> {
-        self.history_lines.borrow().clone()
+        self.tagging
     }
 
     /// After a frame left `thread`: allocations now belong to the line of the targeted frame
@@ -64,48 +48,45 @@ impl<R: Runtime> Recorder<R> {
         }
     }
 
-    /// `--history`: a measured call starts. On the CPU memprof's own record starts with the
-    /// first (tagged with the running line); on CUDA the Python side is told when the first of
-    /// the running calls starts and the last ends.
+    /// `--history`: a measured call starts. memprof's own record of the allocator's events
+    /// starts with the first (each event tagged with the running line): on the CPU at once, on
+    /// CUDA once the program has initialised CUDA (memprof never initialises it; its
+    /// allocator's trace entries are the events).
     pub(super) fn history_call_started(&mut self) {
+        if self.options.history.is_none() {
+            return;
+        }
+        self.measured_running += 1;
+        if self.history_started {
+            return;
+        }
+        self.history_waiting = true;
+        self.history_poll();
+    }
+
+    /// `--history`: starts the record if a measured call is waiting for it and it can start
+    /// now (asked after every event of the hooks: on CUDA, the program may have initialised
+    /// CUDA since).
+    #[inline]
+    pub fn history_poll(&mut self) {
+        if !self.history_waiting || self.measured_running == 0 {
+            return;
+        }
         let Some(max_entries) = self.options.history else {
             return;
         };
-        self.measured_running += 1;
-        if self.sampler.device().is_none() {
-            if !self.history_started {
-                self.history_started = true;
-                self.tagging = true;
-                self.sampler.runtime().tags_enable();
-                crate::capture::history::start(max_entries);
-            }
-        } else if self.measured_running == 1 {
-            self.history_started = true;
-            self.history_waiting = false;
-            self.history_changes.push(true);
+        let cuda = self.sampler.device().is_some();
+        if cuda && !self.sampler.runtime().allocator_initialized() {
+            return;
         }
-    }
-
-    /// `--history` on CUDA: the Python side could not start because CUDA was not initialised.
-    pub fn history_wait(&mut self) {
-        self.history_waiting = true;
-    }
-
-    /// `--history` on CUDA: calls running started (true) or all ended (false) since last asked;
-    /// a start is asked again once the program has initialised CUDA.
-    #[inline]
-    pub fn take_history_changes(&mut self) -> Option<Vec<bool>> {
-        if self.history_waiting
-            && self.measured_running > 0
-            && self.sampler.runtime().allocator_initialized()
-        {
-            self.history_waiting = false;
-            self.history_changes.push(true);
-        }
-        if self.history_changes.is_empty() {
-            None
-        } else {
-            Some(std::mem::take(&mut self.history_changes))
+        self.history_waiting = false;
+        self.history_started = true;
+        self.tagging = true;
+        crate::capture::history::start(max_entries);
+        if !cuda {
+            self.sampler.runtime().tags_enable();
+        } else if !self.sampler.runtime().cuda_history_enable(true) {
+            crate::capture::history::unavailable();
         }
     }
 }

@@ -91,17 +91,11 @@ pub struct Recorder<R: Runtime = Linked> {
     /// inventory runs for each.
     ended: Vec<EndedCall>,
     collect_ended: bool,
-    /// `--history`: measured targeted calls running now, and the moments that number left or
-    /// reached zero (true: the first started), for the Python side on CUDA.
+    /// `--history`: measured targeted calls running now; whether the record started.
     measured_running: u32,
-    history_changes: Vec<bool>,
     history_started: bool,
     /// CUDA `--history` could not start because CUDA was not initialised yet.
     history_waiting: bool,
-    /// `--history` on CUDA: when each targeted line started running (µs since the epoch,
-    /// function, line; None: no targeted line), to give torch's events their line, including
-    /// those of threads without Python frames (autograd's).
-    history_lines: std::cell::RefCell<Vec<(i64, Option<u32>, u32)>>,
     /// Tell the allocation tags which line runs (for `--tensors`).
     tagging: bool,
     options: Options,
@@ -151,10 +145,8 @@ impl<R: Runtime> Recorder<R> {
             ended: Vec::new(),
             collect_ended: false,
             measured_running: 0,
-            history_changes: Vec::new(),
             history_started: false,
             history_waiting: false,
-            history_lines: std::cell::RefCell::new(Vec::new()),
             tagging: false,
             options,
             devices: Vec::new(),
@@ -580,7 +572,7 @@ impl<R: Runtime> Recorder<R> {
         if state.measured && self.options.history.is_some() && self.measured_running > 0 {
             self.measured_running -= 1;
             if self.measured_running == 0 && self.sampler.device().is_some() {
-                self.history_changes.push(false);
+                // Outside measured calls the events carry no line and no stack.
                 self.mark_line(None, 0);
             }
         }

@@ -1,49 +1,65 @@
-//! `--history`: telling the Python side (src/python/py/history.py) when measured targeted calls
-//! start and stop on CUDA, and handing it memprof's own CPU allocation record and its stacks to
-//! write.
+//! `--history`: handing the Python side (src/python/py/history.py) memprof's own record of
+//! the allocator's events (`capture::history`), its stacks and its module labels, to write.
 use crate::capture::recorder;
 use pyo3::prelude::*;
 
-/// Starts (true) or pauses (false) the stacks of torch's allocator history.
-pub fn apply(py: Python<'_>, changes: Vec<bool>) {
-    let Ok(history) = py.import("_memprof_history") else {
-        return;
-    };
-    for started in changes {
-        let name = if started {
-            "call_started"
-        } else {
-            "call_ended"
-        };
-        match history.call_method0(name) {
-            // CUDA is not initialised yet: ask again once the program has done it.
-            Ok(r) if started && !r.is_truthy().unwrap_or(true) => {
-                recorder::with(|r| r.history_wait());
-            }
-            Ok(_) => {}
-            Err(e) => e.write_unraisable(py, None),
-        }
-    }
-}
+/// One event for the writer: action (torch's name), device (-1: the CPU), address, size,
+/// stream, time (µs since the epoch), the targeted function (index into `targeted_functions`)
+/// and line running then, the thread's whole stack (an id of `history_stacks`; 0: none) and
+/// the module call running (an id of the labels; 0: none).
+type Event = (
+    &'static str,
+    i32,
+    u64,
+    i64,
+    u64,
+    i64,
+    Option<u32>,
+    u32,
+    u32,
+    u32,
+);
 
-/// One CPU event for the writer: address, size (negative: freed), time (µs since the epoch),
-/// the targeted function (index into `targeted_functions`) and line running then, and the
-/// thread's whole stack (an id of `history_stacks`; 0: none).
-type CpuEvent = (u64, i64, i64, Option<u32>, u32, u32);
-
-/// `_memprof.history_cpu_events()`: stops the CPU record; its events and how many were dropped.
+/// `_memprof.history_events()`: stops the record; its events, how many older ones were
+/// dropped, whether it ever started, whether CUDA's could not (another allocator backend), and
+/// the module labels by id (id 1 first).
 #[pyfunction]
-pub fn history_cpu_events() -> (Vec<CpuEvent>, u64) {
-    let (events, dropped) = crate::capture::history::stop();
-    let events = events
+pub fn history_events() -> (Vec<Event>, u64, bool, bool, Vec<String>) {
+    let taken = crate::capture::history::stop();
+    crate::torch::cuda_history_enable(false);
+    let events = taken
+        .events
         .into_iter()
         .map(|e| {
             let (func, line) =
                 crate::torch::tags::decode(e.tag).map_or((None, 0), |(f, l)| (Some(f), l));
-            (e.ptr, e.size, e.time_us, func, line, e.stack)
+            let action = e.action.name();
+            (
+                action, e.device, e.ptr, e.size, e.stream, e.time_us, func, line, e.stack, e.label,
+            )
         })
         .collect();
-    (events, dropped)
+    let labels = crate::capture::history::labels();
+    (
+        events,
+        taken.dropped,
+        taken.started,
+        taken.unavailable,
+        labels,
+    )
+}
+
+/// `_memprof.history_recording()`: whether the record is on now.
+#[pyfunction]
+pub fn history_recording() -> bool {
+    crate::capture::history::is_on()
+}
+
+/// `_memprof.history_label(label)`: the module call running from now on ("": none), which
+/// the events carry as their `user_metadata` (`--modules`).
+#[pyfunction]
+pub fn history_label(label: &str) {
+    crate::capture::history::set_label(label);
 }
 
 /// `_memprof.history_stacks()`: every whole stack read for the history, by id (id 1 first),
@@ -66,11 +82,4 @@ pub fn history_stacks() -> Vec<Vec<(String, u32, String)>> {
 #[pyfunction]
 pub fn targeted_functions() -> Vec<(String, String, u32)> {
     recorder::with(|r| r.function_list()).unwrap_or_default()
-}
-
-/// `_memprof.history_line_timeline()`: (µs since the epoch, function index or None, line) at
-/// each change of the targeted line running (CUDA `--history`).
-#[pyfunction]
-pub fn history_line_timeline() -> Vec<(i64, Option<u32>, u32)> {
-    recorder::with(|r| r.history_line_timeline()).unwrap_or_default()
 }

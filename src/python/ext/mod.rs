@@ -328,10 +328,11 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         &m
     )?)?;
     m.add_class::<crate::python::sites::BackwardEntry>()?;
-    m.add_function(wrap_pyfunction!(history::history_cpu_events, &m)?)?;
+    m.add_function(wrap_pyfunction!(history::history_events, &m)?)?;
+    m.add_function(wrap_pyfunction!(history::history_recording, &m)?)?;
+    m.add_function(wrap_pyfunction!(history::history_label, &m)?)?;
     m.add_function(wrap_pyfunction!(history::history_stacks, &m)?)?;
     m.add_function(wrap_pyfunction!(history::targeted_functions, &m)?)?;
-    m.add_function(wrap_pyfunction!(history::history_line_timeline, &m)?)?;
     saved::add_functions(&m)?;
     module_calls::add_functions(&m)?;
     crate::python::tracing::add_functions(&m)?;

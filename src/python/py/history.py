@@ -2,105 +2,56 @@
 `python -m torch.cuda._memory_viz trace_plot FILE`), written at the end of the run (also after
 an uncaught exception, an OOM or Ctrl-C).
 
-CUDA: torch's own allocator history (`_record_memory_history`). It starts with the first
-measured targeted call and records every event from then on (a consistent timeline); Python
-stacks are captured only while measured targeted calls run, which is where the cost of history
-lies. Every event gets memprof's context as a first frame (`memprof:<function> line N`) and as
-`user_metadata`.
+The events are memprof's own record (src/capture/history.rs), from the first measured targeted
+call on: on CUDA the caching allocator's trace entries, every action of every device, which
+memprof takes from the allocator's trace tracker without switching torch's own history on (a
+program that records its own keeps it, and memprof does not pay for torch's stack capture); on
+the CPU, where libtorch keeps no history, the allocator's reports: an `alloc` and a
+`free_completed` per tensor storage, each inside a `segment_alloc`/`segment_free` of its own
+size (the CPU allocator asks the system for each block). Inside measured targeted calls each
+event carries memprof's frame of the targeted line, then the allocating thread's whole Python
+stack, which memprof reads natively (src/python/sites/stacks.rs; autograd's threads run no
+Python: their events have memprof's frame alone), and the line as `user_metadata` (under
+--modules, the module call and phase). The state at the end (CUDA's segments and blocks) is
+torch's `_snapshot()`, taken when the record stops. What the CPU cannot give is listed in the
+file's `memprof` entry."""
 
-CPU: libtorch keeps no history there, so memprof writes the same format from its own record of
-the allocator's reports (src/capture/history.rs): an `alloc` and a `free_completed` per tensor
-storage, each inside a `segment_alloc`/`segment_free` of its own size (the CPU allocator asks the
-system for each block); inside measured targeted calls, memprof's frame of the targeted line and
-the allocating thread's whole Python stack, which memprof reads natively
-(src/python/sites/stacks.rs). What the CPU cannot give is listed in the file's `memprof`
-entry."""
-
-import bisect
 import os
 import pickle
 import sys
-import time
 
 import _memprof
 
 _options = None  # the run's Options (src/python/runner.rs), set by install
 _written = False
-_cuda_recording = False
-# When the run or session began (µs since the epoch, torch's trace clock): torch keeps its ring
-# between recordings, so an in-process session's file leaves out what came before it.
-_started_us = 0
-# The history taken when a schedule's last measured call ended (schedule_finished), if it was.
+# The record, taken when a schedule's last measured call ended (schedule_finished) or at the end.
 _kept = None
 _MEMPROF_FILE = "memprof"
+_OUTSIDE = {"filename": _MEMPROF_FILE, "line": 0,
+            "name": "outside the targeted calls (memprof records no stack there)"}
 
 
 def install(options):
     """A run's, or an in-process session's (each writes its own file: nothing carries over)."""
-    global _options, _written, _cuda_recording, _started_us, _kept
+    global _options, _written, _kept
     _options = options
     _written = False
-    _cuda_recording = False
-    _started_us = time.time_ns() // 1000
     _kept = None
 
 
-def _record(context):
-    """(Re)starts torch's recording, with Python stacks or without; the history is kept."""
-    import torch
-
-    torch.cuda.memory._record_memory_history(
-        "all",
-        context="all" if context else None,
-        stacks="python",
-        max_entries=_options.history_max_entries,
-        clear_history=False,
-    )
-
-
-def call_started():
-    """The first measured targeted call begins while none runs (CUDA). Returns False when CUDA
-    is not initialised yet: memprof never initialises it, and torch's history cannot be switched
-    on from inside CUDA's lazy initialisation (it would wait on itself), so memprof asks again
-    at the first event after the program has initialised CUDA."""
-    global _cuda_recording
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return False
-    try:
-        _record(context=True)
-        _cuda_recording = True
-    except Exception as e:  # never into the program
-        _memprof.warn("--history: could not start torch's allocator history: %s" % e)
-    return True
-
-
-def call_ended():
-    """The last measured targeted call running has ended (CUDA): events go on being recorded,
-    without stacks."""
-    if not _cuda_recording:
-        return
-    try:
-        _record(context=False)
-    except Exception as e:
-        _memprof.warn("--history: %s" % e)
-
-
 def _take():
-    """Takes the history now, once, and stops recording: torch's snapshot on CUDA (None when
-    it never recorded), memprof's record of the CPU's events and how many were dropped. Taken
-    together, the snapshot's state and its events end at the same moment, as memory_viz
-    replays them."""
-    global _kept, _cuda_recording
+    """Takes the record now, once, and stops it: (events, dropped, started, unavailable,
+    labels, CUDA's snapshot of the state then or None). Taken together, the state and the
+    events end at the same moment, as memory_viz replays them."""
+    global _kept
     if _kept is None:
-        if _options.device_type != "cuda":
-            _kept = _memprof.history_cpu_events()
-        else:
+        events, dropped, started, unavailable, labels = _memprof.history_events()
+        state = None
+        if _options.device_type == "cuda" and started:
             torch = sys.modules.get("torch")
-            if torch is not None and _cuda_recording:
-                _kept = torch.cuda.memory._snapshot()
-                torch.cuda.memory._record_memory_history(None)
-                _cuda_recording = False
+            if torch is not None and torch.cuda.is_initialized():
+                state = torch.cuda.memory._snapshot()
+        _kept = (events, dropped, started, unavailable, labels, state)
     return _kept
 
 
@@ -117,63 +68,18 @@ def schedule_finished():
 
 
 def recording():
-    """Whether torch's history is being recorded now (CUDA)."""
-    return _cuda_recording
+    """Whether memprof's record is on now."""
+    return _memprof.history_recording()
 
 
 def module_context(label):
-    """--modules with --history: the module call running, as the events' user_metadata."""
-    try:
-        import torch
-
-        torch.cuda.memory._set_memory_metadata(label)
-    except Exception:
-        pass
+    """--modules with --history: the module call running (None: none), as the events'
+    user_metadata."""
+    _memprof.history_label(label or "")
 
 
 def _frame(qualname, line):
     return {"filename": _MEMPROF_FILE, "line": int(line), "name": "%s line %d" % (qualname, line)}
-
-
-def _targeted_frame(frames, targets):
-    """The innermost frame of a targeted function in a stack torch recorded (innermost first)."""
-    for f in frames:
-        key = (os.path.realpath(f.get("filename", "")), f.get("name"))
-        if key in targets:
-            return targets[key], f.get("line", 0)
-    return None
-
-
-def _annotate_cuda(snapshot, functions, timeline):
-    """Gives every event memprof's context: the targeted line from the event's own Python stack
-    when it has one, else the line memprof saw running at the event's time (autograd's threads
-    record no Python frames; the clocks agree to microseconds), else 'outside'."""
-    targets = {}
-    for qualname, file, _first in functions:
-        real = os.path.realpath(file)
-        targets[(real, qualname.rsplit(".", 1)[-1])] = qualname
-        targets[(real, qualname)] = qualname
-    times = [t for t, _, _ in timeline]
-    outside = {"filename": _MEMPROF_FILE, "line": 0,
-               "name": "outside the targeted calls (memprof records no stack there)"}
-    kept = 0
-    for trace in snapshot.get("device_traces", []):
-        for e in trace:
-            kept += 1
-            frames = e.get("frames") or []
-            found = _targeted_frame(frames, targets)
-            if found is None and times and "time_us" in e:
-                i = bisect.bisect_right(times, e["time_us"]) - 1
-                if i >= 0 and timeline[i][1] is not None:
-                    found = functions[timeline[i][1]][0], timeline[i][2]
-            if found:
-                qualname, line = found
-                e["frames"] = [_frame(qualname, line)] + list(frames)
-                if not e.get("user_metadata"):
-                    e["user_metadata"] = "memprof: %s line %d" % (qualname, line)
-            elif not frames:
-                e["frames"] = [outside]
-    return kept
 
 
 def _stack_frames(stacks):
@@ -187,40 +93,104 @@ def _stack_frames(stacks):
     return out
 
 
-def _cpu_snapshot(events, functions, stacks):
+class _Frames:
+    """The frames and user_metadata of each event, each distinct list made once."""
+
+    def __init__(self, functions, stacks, labels, cpu):
+        self.functions, self.stacks, self.cpu = functions, stacks, cpu
+        self.labels = [None] + list(labels)
+        self.made = {}
+
+    def of(self, func, line, stack):
+        key = (func, line, stack)
+        frames = self.made.get(key)
+        if frames is None:
+            frames = self.made[key] = self._make(func, line, stack)
+        return frames
+
+    def _make(self, func, line, stack):
+        if func is None:
+            return [] if self.cpu else [_OUTSIDE]
+        qualname, file, _first = self.functions[func]
+        own = self.stacks[stack] if stack else (
+            # The CPU's thread whose frames could not be read: the targeted line's own frame.
+            [{"filename": file, "line": int(line), "name": qualname}] if self.cpu else [])
+        # memprof's frame of the targeted line, then the whole stack.
+        return [_frame(qualname, line)] + own
+
+    def metadata(self, func, line, label):
+        if label:
+            return self.labels[label]
+        if func is not None:
+            return "memprof: %s line %d" % (self.functions[func][0], line)
+        return None
+
+
+def _cpu_snapshot(events, frames):
     """The CUDA snapshot format, from memprof's own CPU allocation record."""
     trace = []
     live = {}
-    for ptr, size, time_us, func, line, stack in events:
-        frames = []
-        if func is not None:
-            qualname, file, _first = functions[func]
-            # memprof's frame of the targeted line, then the whole stack (where the thread's
-            # frames could be read: else the targeted line's own frame).
-            own = stacks[stack] if stack else [
-                {"filename": file, "line": int(line), "name": qualname}]
-            frames = [_frame(qualname, line)] + own
-        common = {"addr": ptr, "stream": 0, "time_us": time_us, "frames": frames}
-        if size > 0:
+    for action, _device, ptr, size, _stream, time_us, func, line, stack, label in events:
+        common = {"addr": ptr, "stream": 0, "time_us": time_us,
+                  "frames": frames.of(func, line, stack)}
+        metadata = frames.metadata(func, line, label)
+        if metadata:
+            common["user_metadata"] = metadata
+        if action == "alloc":
             trace.append(dict(common, action="segment_alloc", size=size))
             trace.append(dict(common, action="alloc", size=size))
-            live[ptr] = (size, frames)
+            live[ptr] = (size, common["frames"])
         else:
-            trace.append(dict(common, action="free_requested", size=-size))
-            trace.append(dict(common, action="free_completed", size=-size))
-            trace.append(dict(common, action="segment_free", size=-size))
+            trace.append(dict(common, action="free_requested", size=size))
+            trace.append(dict(common, action="free_completed", size=size))
+            trace.append(dict(common, action="segment_free", size=size))
             live.pop(ptr, None)
     segments = []
-    for ptr, (size, frames) in sorted(live.items()):
+    for ptr, (size, block_frames) in sorted(live.items()):
         block = {"address": ptr, "size": size, "requested_size": size,
-                 "state": "active_allocated", "frames": frames}
+                 "state": "active_allocated", "frames": block_frames}
         segments.append({
             "device": 0, "address": ptr, "total_size": size, "stream": 0,
             "segment_type": "large" if size > (1 << 20) else "small", "segment_pool_id": (0, 0),
             "allocated_size": size, "active_size": size, "requested_size": size,
-            "is_expandable": False, "frames": frames, "blocks": [block],
+            "is_expandable": False, "frames": block_frames, "blocks": [block],
         })
     return {"segments": segments, "device_traces": [trace]}
+
+
+def _cuda_snapshot(events, frames, state, devices):
+    """torch's snapshot of the state at the end with memprof's events as its device_traces,
+    one list per device; each live block's frames are its allocation's, where the record has
+    it."""
+    traces = [[] for _ in range(devices)]
+    allocated = {}
+    for action, device, ptr, size, stream, time_us, func, line, stack, label in events:
+        e = {"action": action, "addr": ptr, "size": size, "stream": stream, "time_us": time_us,
+             "frames": frames.of(func, line, stack), "compile_context": "N/A"}
+        metadata = frames.metadata(func, line, label)
+        if metadata:
+            e["user_metadata"] = metadata
+        while device >= len(traces):
+            traces.append([])
+        traces[device].append(e)
+        if action == "alloc":
+            allocated[(device, ptr)] = e["frames"]
+    snapshot = dict(state or {"segments": []})
+    for segment in snapshot["segments"]:
+        for block in segment.get("blocks", []):
+            found = allocated.get((segment.get("device"), block.get("address")))
+            if block.get("state") == "active_allocated" and found is not None:
+                block["frames"] = found
+    snapshot["device_traces"] = traces
+    return snapshot
+
+
+def _device_count():
+    torch = sys.modules.get("torch")
+    try:
+        return torch.cuda.device_count() if torch is not None else 1
+    except Exception:
+        return 1
 
 
 def finish(functions):
@@ -233,24 +203,23 @@ def finish(functions):
     max_entries = _options.history_max_entries
     info = {"file": path, "max_entries": max_entries}
     try:
-        if _options.device_type == "cuda":
-            snapshot = _take()
-            if snapshot is None:
-                info.update(events=0, dropped=None, source="none",
+        events, dropped, started, unavailable, labels, state = _take()
+        cuda = _options.device_type == "cuda"
+        frames = _Frames(functions, _stack_frames(_memprof.history_stacks()), labels, not cuda)
+        info.update(events=len(events), dropped=dropped)
+        if cuda:
+            snapshot = _cuda_snapshot(events, frames, state, _device_count())
+            info["source"] = "memprof's record of the CUDA caching allocator's trace entries"
+            if unavailable:
+                info.update(source="none", note="the CUDA allocator is not torch's caching "
+                            "allocator (another backend): it has no trace entries to record")
+            elif not started:
+                info.update(source="none",
                             note="no measured targeted call ran while CUDA was initialised")
-                snapshot = {"segments": [], "device_traces": []}
-            else:
-                for trace in snapshot.get("device_traces", []):
-                    trace[:] = [e for e in trace if e.get("time_us", _started_us) >= _started_us]
-                kept = _annotate_cuda(snapshot, functions, _memprof.history_line_timeline())
-                info.update(events=kept, dropped=None if kept < max_entries else "unknown",
-                            source="torch.cuda.memory._record_memory_history")
         else:
-            events, dropped = _take()
-            snapshot = _cpu_snapshot(events, functions, _stack_frames(_memprof.history_stacks()))
-            info.update(events=len(events), dropped=dropped,
-                        source="memprof's record of libtorch's CPU allocation reports")
-        snapshot["memprof"] = dict(info, cpu_limits=None if _options.device_type == "cuda" else (
+            snapshot = _cpu_snapshot(events, frames)
+            info["source"] = "memprof's record of libtorch's CPU allocation reports"
+        snapshot["memprof"] = dict(info, cpu_limits=None if cuda else (
             "CPU: no caching allocator, so each block is its own segment (segment_alloc/"
             "segment_free around it); no streams (0); free_requested and free_completed coincide; "
             "frames (memprof's of the targeted line, then the whole Python stack) for events "

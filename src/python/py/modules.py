@@ -704,7 +704,7 @@ def active_at(exc):
 
 
 def _history_context(entry, phase):
-    """--history on CUDA: the module call running (its qualified name and phase) becomes the
+    """--history: the module call running (its qualified name and phase) becomes the
     user_metadata of the allocator's events from now on; None clears it."""
     label = "" if entry is None else "module %s %s" % (entry["module"] or entry["root"], phase)
     _history.module_context(label)

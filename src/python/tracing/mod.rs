@@ -106,18 +106,10 @@ fn code_of(frame: usize) -> usize {
     }
 }
 
-/// What the recorder asks of Python after an event, in the order it must happen: `--history`
-/// switched on or off, the `--tensors` inventories of the calls that ended, and the end of the
-/// schedule. True when the schedule ended (every hook is being switched off).
-fn after_event(
-    py: Python<'_>,
-    ended: Option<Vec<recorder::EndedCall>>,
-    finished: bool,
-    history: Option<Vec<bool>>,
-) -> bool {
-    if let Some(history) = history {
-        crate::python::ext::history::apply(py, history);
-    }
+/// What the recorder asks of Python after an event, in the order it must happen: the
+/// `--tensors` inventories of the calls that ended, and the end of the schedule. True when the
+/// schedule ended (every hook is being switched off).
+fn after_event(py: Python<'_>, ended: Option<Vec<recorder::EndedCall>>, finished: bool) -> bool {
     if let Some(ended) = ended {
         crate::python::ext::inventory::run(py, ended, None);
     }

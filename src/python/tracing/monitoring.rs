@@ -22,21 +22,17 @@ fn dispatch(
 ) {
     count_event();
     let ptr = code.as_ptr() as usize;
-    let (changes, ended, finished, history) = recorder::with(|r| {
+    let (changes, ended, finished) = recorder::with(|r| {
         match r.function_of(ptr) {
             Some(func) => targeted(r, current_frame(), func),
             // A watched caller: the only untargeted code with events.
             None => r.on_caller_event(current_frame(), current_thread()),
         }
-        (
-            r.take_watch_changes(),
-            r.take_ended(),
-            r.take_finished(),
-            r.take_history_changes(),
-        )
+        r.history_poll();
+        (r.take_watch_changes(), r.take_ended(), r.take_finished())
     })
-    .unwrap_or((None, None, false, None));
-    if after_event(py, ended, finished, history) {
+    .unwrap_or((None, None, false));
+    if after_event(py, ended, finished) {
         // The bootstrap switched every event off, watched callers' included.
         return;
     }

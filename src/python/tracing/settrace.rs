@@ -102,7 +102,7 @@ extern "C" fn trace(
     count_event();
     let code = code_of(frame as usize);
     let frame_key = frame as usize;
-    let (ended, finished, history) = recorder::with(|r| {
+    let (ended, finished) = recorder::with(|r| {
         let Some(func) = r.function_of(code) else {
             let thread = current_thread();
             // Every frame's events reach a C trace function: the caller's line or return
@@ -126,7 +126,8 @@ extern "C" fn trace(
                 // SAFETY: called by the interpreter on this thread, GIL held.
                 unsafe { trace_off(ffi::PyThreadState_Get()) };
             }
-            return (r.take_ended(), r.take_finished(), r.take_history_changes());
+            r.history_poll();
+            return (r.take_ended(), r.take_finished());
         };
         let thread = current_thread();
         match what {
@@ -159,13 +160,14 @@ extern "C" fn trace(
             }
             _ => {}
         }
-        (r.take_ended(), r.take_finished(), r.take_history_changes())
+        r.history_poll();
+        (r.take_ended(), r.take_finished())
     })
-    .unwrap_or((None, false, None));
-    if ended.is_some() || finished || history.is_some() {
+    .unwrap_or((None, false));
+    if ended.is_some() || finished {
         // SAFETY: the interpreter calls the trace function with the GIL held.
         let py = unsafe { Python::assume_attached() };
-        after_event(py, ended, finished, history);
+        after_event(py, ended, finished);
     }
     0
 }

@@ -29,6 +29,10 @@ struct MpCallbacks {
   // src/capture/saved.rs: a tensor that `--modules`' native saved-tensors hook saved (its
   // TensorImpl), on the thread that saved it (saved_hooks.cpp).
   void (*saved_tensor)(void* tensor_impl);
+  // src/capture/history.rs: any trace entry of the CUDA allocator, for `--history`
+  // (cuda_trace.cpp; the action as src/capture/history.rs numbers it).
+  void (*history_event)(int32_t action, uint64_t addr, int64_t size, uint64_t stream,
+                        int32_t device);
 };
 
 // Defined in shim.cpp; set once by mp_set_callbacks, read-only afterwards.
@@ -48,6 +52,11 @@ inline int mp_rust_grad_events(const MpGradCall* calls, size_t n) {
 
 inline void mp_rust_segment_event(int32_t kind, int64_t bytes, uint64_t stream) {
   if (mp_callbacks.segment_event) mp_callbacks.segment_event(kind, bytes, stream);
+}
+
+inline void mp_rust_history_event(int32_t action, uint64_t addr, int64_t size, uint64_t stream,
+                                  int32_t device) {
+  if (mp_callbacks.history_event) mp_callbacks.history_event(action, addr, size, stream, device);
 }
 
 inline void mp_rust_saved_tensor(void* tensor_impl) {

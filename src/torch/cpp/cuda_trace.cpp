@@ -1,7 +1,10 @@
 // The CUDA caching allocator's own trace entries, for `memprof run --trace`: the size each
 // allocation requested (before the allocator rounded it or handed out a larger block) and its
 // stream, which the allocator's reports to the profiler (shim.cpp) do not carry, and its
-// segment events (cudaMalloc, cudaFree, expandable segments' maps and unmaps).
+// segment events (cudaMalloc, cudaFree, expandable segments' maps and unmaps); and for
+// `--history`, every entry of every device, which memprof records itself (src/capture/history.rs)
+// instead of switching on torch's own history: the allocator calls its trackers whether or not
+// torch records, and a program's own `_record_memory_history` stays the program's.
 //
 // The allocator calls its trace trackers inside malloc, with its lock held, just before it
 // reports the same block to the profiler on the same thread: the tracker leaves the entry in a
@@ -19,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <mutex>
 
 // shim.cpp: the device the reporter counts; src/capture/peak.rs: a segment event for the trace.
 extern "C" int mp_reporter_device();
@@ -40,6 +44,7 @@ struct Requested {
 thread_local Requested last_alloc;
 std::atomic<bool> attached{false};
 std::atomic<bool> tracing{false};
+std::atomic<bool> history{false};
 
 // The trace's kinds of segment event (src/capture/peak.rs, TraceKind).
 int32_t segment_kind(TraceEntry::Action action) {
@@ -57,7 +62,38 @@ int32_t segment_kind(TraceEntry::Action action) {
   }
 }
 
+// The history's kinds of event (src/capture/history.rs, Action); -1: one it does not keep.
+int32_t history_action(TraceEntry::Action action) {
+  switch (action) {
+    case TraceEntry::ALLOC:
+      return 0;
+    case TraceEntry::FREE_REQUESTED:
+      return 1;
+    case TraceEntry::FREE_COMPLETED:
+      return 2;
+    case TraceEntry::SEGMENT_ALLOC:
+      return 3;
+    case TraceEntry::SEGMENT_FREE:
+      return 4;
+    case TraceEntry::SEGMENT_MAP:
+      return 5;
+    case TraceEntry::SEGMENT_UNMAP:
+      return 6;
+    case TraceEntry::OOM:
+      return 7;
+    default:
+      return -1;
+  }
+}
+
 void on_trace_entry(const TraceEntry& entry) {
+  if (history.load(std::memory_order_relaxed)) {
+    int32_t action = history_action(entry.action_);
+    if (action >= 0) {
+      mp_rust_history_event(action, (uint64_t)entry.addr_, (int64_t)entry.size_,
+                            (uint64_t)(uintptr_t)entry.stream_, (int32_t)entry.device_);
+    }
+  }
   if (!tracing.load(std::memory_order_relaxed) || entry.device_ != mp_reporter_device()) return;
   if (entry.action_ == TraceEntry::ALLOC) {
     last_alloc = Requested{(uint64_t)entry.addr_, (int64_t)entry.size_,
@@ -78,6 +114,25 @@ CUDAAllocator* cuda_allocator() {
   return static_cast<std::atomic<CUDAAllocator*>*>(slot)->load();
 }
 
+// Attaches the tracker, once per process; false where there is no CUDA caching allocator to
+// trace (a CPU build, another allocator backend, CUDA not initialised yet).
+bool attach() {
+  static std::mutex attaching;  // two first callers (--trace, --history) attach it once
+  std::lock_guard<std::mutex> hold(attaching);
+  if (attached.load()) return true;
+  try {
+    CUDAAllocator* allocator = cuda_allocator();
+    if (allocator == nullptr || !allocator->initialized() || allocator->name() != "native") {
+      return false;
+    }
+    allocator->attachAllocatorTraceTracker(&on_trace_entry);
+    attached.store(true);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -87,21 +142,17 @@ extern "C" {
 /// has). 0 on success, -1 where there is no CUDA caching allocator to trace (a CPU build, another
 /// allocator backend).
 int mp_cuda_trace_enable(int on) {
+  if (on != 0 && !attach()) return -1;
   tracing.store(on != 0);
-  if (on == 0 || attached.load()) return 0;
-  try {
-    CUDAAllocator* allocator = cuda_allocator();
-    if (allocator == nullptr || !allocator->initialized() || allocator->name() != "native") {
-      tracing.store(false);
-      return -1;
-    }
-    allocator->attachAllocatorTraceTracker(&on_trace_entry);
-    attached.store(true);
-    return 0;
-  } catch (const std::exception&) {
-    tracing.store(false);
-    return -1;
-  }
+  return 0;
+}
+
+/// Starts (on != 0) or stops handing every trace entry to `--history`'s record, as
+/// mp_cuda_trace_enable does for the requested sizes.
+int mp_cuda_history_enable(int on) {
+  if (on != 0 && !attach()) return -1;
+  history.store(on != 0);
+  return 0;
 }
 
 /// The size requested and the stream of the allocation at `ptr` that the calling thread's
