@@ -23,19 +23,24 @@ under `memprof.profile(modules=True)` (saved bytes counted without a hook), `mod
 Python stacks in every step, each block's file written when its session stops),
 `history_calls` the same with `calls=1` (`--calls 1`: the block's first step, which is not
 counted, recorded with stacks, and then nothing: the history taken and recording stopped, what
-a long run that records a few calls pays for the rest); and two floors
-without memprof, `wrapper` (torch's `Module._call_impl` wrapped by a Python function that only
-calls it) and `wrapper_calls` (that wrapper also calling a C function twice per module call, as
-memprof's calls its native enter and exit). A session starts
-before its block's first step and stops after the last, outside the timed steps; each block's
+a long run that records a few calls pays for the rest); two floors without memprof, `wrapper`
+(torch's `Module._call_impl` wrapped by a Python function that only calls it) and
+`wrapper_calls` (that wrapper also calling a C function twice per module call, as memprof's
+calls its native enter and exit); and three of torch's own allocator history without memprof,
+recorded as `--history` recorded it before it was memprof's own: `torch_history` (Python stacks
+on every event), `torch_history_alloc` (on allocations only), `torch_history_nostack` (none).
+A session starts before its block's first step and stops after the last, outside the timed
+steps; each block's
 first step is not counted (a session's first call does one-time work: wrapping the modules, the
 first inventory's walk of every object).
 What stays in the process between sessions is memprof's allocation reporter in libtorch's
 profiler slot (installed once per process), which then returns at once: its cost is in the
 process-level method (benches/modes_cost.sh), not in these ratios.
 
-Prints one BENCH line: every counted step's time per variant, in seconds, and each round's
-order. benches/paired_table.py makes the table from the lines of several processes.
+Prints one BENCH line: every counted step's time per variant, in seconds (`blocks`), the
+launching thread's part of each (`host_blocks`: until the step's Python returned, before waiting
+for the GPU), and each round's order. benches/paired_table.py makes the table from the lines of
+several processes.
 """
 import argparse
 import contextlib
@@ -54,8 +59,12 @@ VARIANTS = ("none", "f", "modules", "modules_hooks", "modules_python", "tensors"
             "history_calls")
 # Where the `history` variant's session writes its file (each block's replaces the last's).
 HISTORY_FILE = os.path.join(os.environ.get("TMPDIR", "/tmp"), "memprof-paired-%d.pickle" % os.getpid())
-# Floors, not modes: what any per-call wrapper of Module._call_impl costs the step.
+# Floors, not modes: what any per-call wrapper of Module._call_impl costs the step, and what
+# torch's own allocator history costs it without memprof (stacks on every event, on allocations
+# only, none).
 FLOORS = ("wrapper", "wrapper_calls")
+TORCH_HISTORY = {"torch_history": "all", "torch_history_alloc": "alloc",
+                 "torch_history_nostack": None}
 
 
 def session(memprof, variant, step_fn):
@@ -78,8 +87,24 @@ def session(memprof, variant, step_fn):
         return memprof.profile(step_fn, history=HISTORY_FILE, calls=1)
     if variant in FLOORS:
         return _wrapped_call_impl(variant == "wrapper_calls")
+    if variant in TORCH_HISTORY:
+        return _torch_history(TORCH_HISTORY[variant])
     raise SystemExit(f"paired_cost: unknown variant {variant!r} (one of "
-                     f"{', '.join(VARIANTS + FLOORS)})")
+                     f"{', '.join(VARIANTS + FLOORS + tuple(TORCH_HISTORY))})")
+
+
+@contextlib.contextmanager
+def _torch_history(context):
+    """A floor: torch's allocator history recorded as `--history` records it (every event,
+    Python stacks on `context`'s events), without memprof; the history is taken when the
+    block ends, as a session's would be, and recording stops."""
+    torch.cuda.memory._record_memory_history("all", context=context, stacks="python",
+                                             max_entries=100000, clear_history=True)
+    try:
+        yield None
+    finally:
+        torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(None)
 
 
 @contextlib.contextmanager
@@ -126,18 +151,23 @@ def _saved_hooks(memprof, which):
 
 
 def block(step, steps, cuda):
-    """Times `steps` steps, each waited for; the first is left out."""
-    times = []
+    """Times `steps` steps, each waited for, the first left out: the whole step, and the
+    launching thread's part of it (until the step's Python returned, before waiting for the
+    GPU), which is where memprof's work is. Where the GPU is the bottleneck, the whole step
+    hides that work (the thread runs ahead and then waits); the launching part shows it."""
+    times, host = [], []
     for i in range(steps):
         if cuda:
             torch.cuda.synchronize()
         t = time.perf_counter()
         step()
+        launched = time.perf_counter()
         if cuda:
             torch.cuda.synchronize()
         if i > 0:
             times.append(time.perf_counter() - t)
-    return times
+            host.append(launched - t)
+    return times, host
 
 
 def main():
@@ -174,6 +204,7 @@ def main():
         step()
     variants = ["base", "control"] + [v for v in args.variants.split(",") if v]
     times = {v: [] for v in variants}
+    host = {v: [] for v in variants}
     orders = []
     rng = random.Random(args.seed)
     for _ in range(args.rounds):
@@ -182,13 +213,12 @@ def main():
         orders.append(order)
         for v in order:
             s = session(memprof, v, step_fn)
-            if s is None:
-                times[v].append(block(step, args.steps, cuda))
-                continue
-            with s:
-                times[v].append(block(step, args.steps, cuda))
+            with s if s is not None else contextlib.nullcontext():
+                whole, launching = block(step, args.steps, cuda)
+            times[v].append(whole)
+            host[v].append(launching)
     out = {"case": args.case, "device": args.device, "steps": args.steps,
-           "blocks": times, "orders": orders}
+           "blocks": times, "host_blocks": host, "orders": orders}
     if "history" in variants or "history_calls" in variants:
         import pickle
         with open(HISTORY_FILE, "rb") as f:

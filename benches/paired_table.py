@@ -29,7 +29,10 @@ LABELS = {"control": "unprofiled again (the noise floor)",
           "history_calls": "memprof.profile(STEP, history=FILE, calls=1) (--history --calls 1: "
                            "the steps after the recorded one)",
           "wrapper": "floor: Module._call_impl wrapped in Python, nothing else (no memprof)",
-          "wrapper_calls": "floor: that wrapper calling a C function twice per call (no memprof)"}
+          "wrapper_calls": "floor: that wrapper calling a C function twice per call (no memprof)",
+          "torch_history": "floor: torch's own history, stacks on every event (no memprof)",
+          "torch_history_alloc": "floor: torch's own history, stacks on allocations (no memprof)",
+          "torch_history_nostack": "floor: torch's own history, no stacks (no memprof)"}
 
 
 def rows(paths):
@@ -39,10 +42,26 @@ def rows(paths):
                 yield json.loads(line[len("BENCH "):])
 
 
-def round_ratios(process, variant):
-    """Per round: the median step of `variant`'s block over the `base` block's."""
-    blocks, base = process["blocks"][variant], process["blocks"]["base"]
+def round_ratios(process, variant, key="blocks"):
+    """Per round: the median step of `variant`'s block over the `base` block's (`key`:
+    host_blocks, the launching thread's part of each step)."""
+    blocks, base = process[key][variant], process[key]["base"]
     return [statistics.median(v) / statistics.median(b) for v, b in zip(blocks, base) if v and b]
+
+
+def launching(processes, variant):
+    """The launching thread's part of the step (until its Python returned, before waiting for
+    the GPU): ms unprofiled, and the ratio per round, median [90% interval]; where the GPU is
+    the bottleneck the whole step hides memprof's work, and this shows it."""
+    if not all("host_blocks" in p for p in processes):
+        return "not measured"
+    base = [statistics.median(b) * 1e3 for p in processes for b in p["host_blocks"]["base"] if b]
+    ratios = [r for p in processes for r in round_ratios(p, variant, "host_blocks")]
+    if not ratios or not base:
+        return ""
+    low, high = interval(ratios)
+    ratio = statistics.median(ratios)
+    return f"{statistics.median(base):.2f}, {ratio:.3f}x [{low:.3f}, {high:.3f}]"
 
 
 def interval(values, resamples=2000):
@@ -56,8 +75,8 @@ def main():
     processes = list(rows(sys.argv[1:]))
     print("| step | variant | ms per step, unprofiled blocks: median (min, max) "
           "| ratio per round: median [90% interval] (min, max) | per-process medians: min, max "
-          "| rounds | goal |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "| rounds | goal | the launching thread's part: ms unprofiled, ratio median [90%] |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     missed = []
     for case in dict.fromkeys(p["case"] for p in processes):
         mine = [p for p in processes if p["case"] == case]
@@ -83,7 +102,8 @@ def main():
             ms = f"{statistics.median(base):.2f} ({min(base):.2f}, {max(base):.2f})"
             print(f"| {CASES.get(case, case)} | {LABELS.get(v, v)} | {ms} "
                   f"| {ratio:.3f}x [{low:.3f}, {high:.3f}] ({min(all_rounds):.3f}x, {max(all_rounds):.3f}x) "
-                  f"| {min(medians):.3f}x, {max(medians):.3f}x | {len(all_rounds)} | {verdict} |")
+                  f"| {min(medians):.3f}x, {max(medians):.3f}x | {len(all_rounds)} | {verdict} "
+                  f"| {launching(mine, v)} |")
     print()
     print("goals: " + ("all met" if not missed else "missed: " + ", ".join(missed)))
 
