@@ -115,34 +115,11 @@ check(any(l.endswith(" forward") for l in module_labels)
       "with --modules, events name the module call and phase", module_labels[:4])
 os.remove(modules_history)
 
-# Whole stacks on CUDA, frame by frame: a helper reached through a method from a loop.
-NESTED = """import torch
-torch.empty(1, device="cuda")  # CUDA initialised before the measured calls
-
-
-def make(n):
-    return torch.empty(n, dtype=torch.uint8, device="cuda")
-
-
-class Layer:
-    def forward(self, n):
-        return make(n)
-
-
-def step(layer, n):
-    x = layer.forward(n)
-    return x.numel()
-
-
-layer = Layer()
-for i in range(2):
-    step(layer, 4096 * (i + 1))
-"""
-nested = os.path.join(out, "history_nested_cuda.py")
-with open(nested, "w") as f:
-    f.write(NESTED)
+# Whole stacks on CUDA, frame by frame: a helper reached through a method from a loop (the
+# fixture tests/history.rs checks on the CPU).
 nested_history = os.path.join(out, "nested_cuda.pickle")
-run = subprocess.run([memprof, "run", "--history", nested_history, "-f", "step", nested],
+run = subprocess.run([memprof, "run", "--history", nested_history, "-f", "step",
+                      os.path.join(root, "fixtures", "history_nested.py"), "cuda"],
                      capture_output=True, text=True)
 check(run.returncode == 0, "memprof --history on the nested program ran (exit 0)",
       run.stderr[-500:])
@@ -150,9 +127,9 @@ ndata = pickle.load(open(nested_history, "rb"))
 allocs = [[e["size"], [[os.path.basename(f["filename"]), f["line"], f["name"]]
                        for f in e["frames"]]]
           for t in ndata["device_traces"] for e in t if e["action"] == "alloc"]
-frames = [["memprof", 15, "step line 15"], ["history_nested_cuda.py", 6, "make"],
-          ["history_nested_cuda.py", 11, "forward"], ["history_nested_cuda.py", 15, "step"],
-          ["history_nested_cuda.py", 21, "<module>"]]
+frames = [["memprof", 22, "step line 22"], ["history_nested.py", 13, "make"],
+          ["history_nested.py", 18, "forward"], ["history_nested.py", 22, "step"],
+          ["history_nested.py", 28, "<module>"]]
 check(allocs == [[4096, frames], [8192, frames]],
       "each CUDA allocation's whole Python stack, frame by frame", allocs)
 

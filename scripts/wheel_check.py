@@ -249,9 +249,9 @@ def check_history_stacks(memprof, python):
         "print(json.dumps([[e['size'], [[os.path.basename(f['filename']), f['line'], f['name']]"
         " for f in e['frames']]] for e in d['device_traces'][0] if e['action'] == 'alloc']))"),
         str(history)])
-    frames = [["memprof", 16, "step line 16"], ["history_nested.py", 7, "make"],
-              ["history_nested.py", 12, "forward"], ["history_nested.py", 16, "step"],
-              ["history_nested.py", 22, "<module>"]]
+    frames = [["memprof", 22, "step line 22"], ["history_nested.py", 13, "make"],
+              ["history_nested.py", 18, "forward"], ["history_nested.py", 22, "step"],
+              ["history_nested.py", 28, "<module>"]]
     got = json.loads(read.stdout) if read.returncode == 0 else read.stderr[-1000:]
     check(got == [[4096, frames], [8192, frames]],
           "--history: each allocation's whole Python stack, the program's frames only", got)

@@ -144,11 +144,11 @@ fn each_event_carries_the_whole_python_stack_the_same_under_the_binary_and_the_w
             serde_json::json!([
                 n,
                 [
-                    ["memprof", 16, "step line 16"],
-                    ["history_nested.py", 7, "make"],
-                    ["history_nested.py", 12, "forward"],
-                    ["history_nested.py", 16, "step"],
-                    ["history_nested.py", 22, "<module>"]
+                    ["memprof", 22, "step line 22"],
+                    ["history_nested.py", 13, "make"],
+                    ["history_nested.py", 18, "forward"],
+                    ["history_nested.py", 22, "step"],
+                    ["history_nested.py", 28, "<module>"]
                 ]
             ])
         };
