@@ -374,13 +374,15 @@ pub enum TraceKind {
 }
 
 impl TraceKind {
-    /// The shim's numbering (cuda_trace.cpp).
+    /// A segment event, by the shim's number for torch's action (cuda_trace.cpp, the history's
+    /// `Action`).
     fn of_segment(kind: i32) -> Option<Self> {
-        Some(match kind {
-            1 => TraceKind::SegmentAlloc,
-            2 => TraceKind::SegmentFree,
-            3 => TraceKind::SegmentMap,
-            4 => TraceKind::SegmentUnmap,
+        use super::history::Action;
+        Some(match Action::of(kind)? {
+            Action::SegmentAlloc => TraceKind::SegmentAlloc,
+            Action::SegmentFree => TraceKind::SegmentFree,
+            Action::SegmentMap => TraceKind::SegmentMap,
+            Action::SegmentUnmap => TraceKind::SegmentUnmap,
             _ => return None,
         })
     }

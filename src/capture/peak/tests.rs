@@ -302,3 +302,23 @@ fn the_queue_is_told_exactly_which_frees_need_their_line() {
         "{needed} {held_seen} {maxima}"
     );
 }
+
+#[test]
+fn the_shims_segment_actions_are_the_traces_segment_kinds_and_nothing_else_is() {
+    let kinds: Vec<Option<TraceKind>> = (-1..9).map(TraceKind::of_segment).collect();
+    assert_eq!(
+        kinds,
+        [
+            None,
+            None, // alloc
+            None, // free_requested
+            None, // free_completed
+            Some(TraceKind::SegmentAlloc),
+            Some(TraceKind::SegmentFree),
+            Some(TraceKind::SegmentMap),
+            Some(TraceKind::SegmentUnmap),
+            None, // oom
+            None,
+        ]
+    );
+}

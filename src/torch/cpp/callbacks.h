@@ -24,13 +24,14 @@ struct MpCallbacks {
   // src/capture/backward.rs: a gradient hook's events, one per call it holds, in order
   // (grad_hooks.cpp).
   int (*grad_events)(const MpGradCall* calls, size_t n);
-  // src/capture/peak.rs: a segment event of the CUDA allocator's trace (cuda_trace.cpp).
+  // src/capture/peak.rs: a segment event of the CUDA allocator's trace (cuda_trace.cpp; the
+  // action numbered as for history_event).
   void (*segment_event)(int32_t kind, int64_t bytes, uint64_t stream);
   // src/capture/saved.rs: a tensor that `--modules`' native saved-tensors hook saved (its
   // TensorImpl), on the thread that saved it (saved_hooks.cpp).
   void (*saved_tensor)(void* tensor_impl);
   // src/capture/history.rs: any trace entry of the CUDA allocator, for `--history`
-  // (cuda_trace.cpp; the action as src/capture/history.rs numbers it).
+  // (cuda_trace.cpp; the action numbered as src/capture/history.rs's Action).
   void (*history_event)(int32_t action, uint64_t addr, int64_t size, uint64_t stream,
                         int32_t device);
 };

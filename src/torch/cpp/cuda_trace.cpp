@@ -46,60 +46,56 @@ std::atomic<bool> attached{false};
 std::atomic<bool> tracing{false};
 std::atomic<bool> history{false};
 
-// The trace's kinds of segment event (src/capture/peak.rs, TraceKind).
-int32_t segment_kind(TraceEntry::Action action) {
-  switch (action) {
-    case TraceEntry::SEGMENT_ALLOC:
-      return 1;
-    case TraceEntry::SEGMENT_FREE:
-      return 2;
-    case TraceEntry::SEGMENT_MAP:
-      return 3;
-    case TraceEntry::SEGMENT_UNMAP:
-      return 4;
-    default:
-      return 0;
-  }
-}
+// memprof's numbers for torch's trace actions, which both callbacks hand over
+// (src/capture/history.rs, Action); -1: one memprof does not keep.
+enum ActionCode : int32_t {
+  NOT_KEPT = -1,
+  ALLOC_CODE,
+  FREE_REQUESTED_CODE,
+  FREE_COMPLETED_CODE,
+  SEGMENT_ALLOC_CODE,
+  SEGMENT_FREE_CODE,
+  SEGMENT_MAP_CODE,
+  SEGMENT_UNMAP_CODE,
+  OOM_CODE,
+};
 
-// The history's kinds of event (src/capture/history.rs, Action); -1: one it does not keep.
-int32_t history_action(TraceEntry::Action action) {
+ActionCode action_code(TraceEntry::Action action) {
   switch (action) {
     case TraceEntry::ALLOC:
-      return 0;
+      return ALLOC_CODE;
     case TraceEntry::FREE_REQUESTED:
-      return 1;
+      return FREE_REQUESTED_CODE;
     case TraceEntry::FREE_COMPLETED:
-      return 2;
+      return FREE_COMPLETED_CODE;
     case TraceEntry::SEGMENT_ALLOC:
-      return 3;
+      return SEGMENT_ALLOC_CODE;
     case TraceEntry::SEGMENT_FREE:
-      return 4;
+      return SEGMENT_FREE_CODE;
     case TraceEntry::SEGMENT_MAP:
-      return 5;
+      return SEGMENT_MAP_CODE;
     case TraceEntry::SEGMENT_UNMAP:
-      return 6;
+      return SEGMENT_UNMAP_CODE;
     case TraceEntry::OOM:
-      return 7;
+      return OOM_CODE;
     default:
-      return -1;
+      return NOT_KEPT;
   }
 }
 
 void on_trace_entry(const TraceEntry& entry) {
+  ActionCode action = action_code(entry.action_);
+  if (action == NOT_KEPT) return;
   if (history.load(std::memory_order_relaxed)) {
-    int32_t action = history_action(entry.action_);
-    if (action >= 0) {
-      mp_rust_history_event(action, (uint64_t)entry.addr_, (int64_t)entry.size_,
-                            (uint64_t)(uintptr_t)entry.stream_, (int32_t)entry.device_);
-    }
+    mp_rust_history_event(action, (uint64_t)entry.addr_, (int64_t)entry.size_,
+                          (uint64_t)(uintptr_t)entry.stream_, (int32_t)entry.device_);
   }
   if (!tracing.load(std::memory_order_relaxed) || entry.device_ != mp_reporter_device()) return;
-  if (entry.action_ == TraceEntry::ALLOC) {
+  if (action == ALLOC_CODE) {
     last_alloc = Requested{(uint64_t)entry.addr_, (int64_t)entry.size_,
                            (uint64_t)(uintptr_t)entry.stream_};
-  } else if (int32_t kind = segment_kind(entry.action_)) {
-    mp_rust_segment_event(kind, (int64_t)entry.size_, (uint64_t)(uintptr_t)entry.stream_);
+  } else if (action >= SEGMENT_ALLOC_CODE && action <= SEGMENT_UNMAP_CODE) {
+    mp_rust_segment_event(action, (int64_t)entry.size_, (uint64_t)(uintptr_t)entry.stream_);
   }
 }
 
