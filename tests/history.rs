@@ -32,11 +32,19 @@ print(json.dumps({"sums": sums, "actions": actions, "memprof": data["memprof"],
 "#;
 
 fn check(history: &Path) -> Value {
-    let out = std::process::Command::new(python())
-        .args(["-c", CHECK, history.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let r = finish(out);
+    read(CHECK, history)
+}
+
+/// Runs `reader` (Python that loads the pickle named by its first argument and prints JSON) on
+/// the history; what it printed.
+fn read(reader: &str, history: &Path) -> Value {
+    let r = finish(
+        std::process::Command::new(python())
+            .args(["-c", reader])
+            .arg(history)
+            .output()
+            .unwrap(),
+    );
     assert_eq!(
         r.code, 0,
         "memory_viz could not use the history:\n{}",
@@ -131,15 +139,7 @@ fn each_event_carries_the_whole_python_stack_the_same_under_the_binary_and_the_w
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     for history in [&binary, &wheel] {
-        let out = finish(
-            std::process::Command::new(python())
-                .args(["-c", ALLOC_FRAMES])
-                .arg(history)
-                .output()
-                .unwrap(),
-        );
-        assert_eq!(out.code, 0, "{}", out.stderr);
-        let allocs: Value = serde_json::from_str(&out.stdout).unwrap();
+        let allocs = read(ALLOC_FRAMES, history);
         let stack = |n: u64| {
             serde_json::json!([
                 n,
@@ -306,15 +306,7 @@ fn with_modules_the_events_name_the_module_call_and_phase() {
         "2",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let out = finish(
-        std::process::Command::new(python())
-            .args(["-c", ALLOC_LABELS])
-            .arg(&history)
-            .output()
-            .unwrap(),
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let labels: Vec<String> = serde_json::from_str(&out.stdout).unwrap();
+    let labels: Vec<String> = serde_json::from_value(read(ALLOC_LABELS, &history)).unwrap();
     // Each Linear's output in the forward, the backward's module call, and the step's own
     // lines outside any module call (the loss, Adam's state).
     for wanted in ["module 0 forward", "module 2 forward"] {
