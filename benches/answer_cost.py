@@ -127,7 +127,7 @@ def main():
         means = {}
         for v in order:
             if v in ("base", "control"):
-                means[v] = statistics.fmean(block(step, args.steps, cuda))
+                means[v] = statistics.fmean(block(step, args.steps, cuda)[0])
                 continue
             session = memprof.profile()
             session.__enter__()
@@ -138,7 +138,7 @@ def main():
                 step()
                 asker.stdin.write(f"go {path} {requests[v]} {args.rate}\n")
                 asker.stdin.flush()
-            means[v] = statistics.fmean(block(step, args.steps, cuda))
+            means[v] = statistics.fmean(block(step, args.steps, cuda)[0])
             if v in requests:
                 asker.stdin.write("stop\n")
                 asker.stdin.flush()
