@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where the resnet50 step's CPU time goes, python3 alone and under the wheel's `memprof run`:
+# Where the resnet50 step's (CASE=gpt2: GPT-2's) CPU time goes, python3 alone and under the wheel's `memprof run`:
 # perf sampling each process (cpu-clock: the GPU hosts' virtual machines have no hardware
 # counters) over exactly its timed steps (benches/workloads.py tells perf through a control
 # fifo when they start and end), so that the processes' sample counts compare one for one: by
@@ -9,8 +9,8 @@
 # a build of it with its symbols to put in its place (here: `../shared/gpu/build-for-device.sh
 # --features wheel --lib` leaves one in target/device/release/libmemprof.so; copy it under
 # .device/perf). STEPS timed steps per process (default 1000). VARIANTS: `python` and memprof
-# run's flags per process, `none` for no flags (default "python none"; e.g. "python none
-# --modules"); FLAGS (the earlier form) runs python3 and `memprof run $FLAGS`. Samples are of
+# run's flags per process, `none` for no flags, `f` for `-f` on the case's step function
+# (default "python none"; e.g. "python none --modules"); FLAGS (the earlier form) runs python3 and `memprof run $FLAGS`. Samples are of
 # every thread of the process (the CUDA driver's, BLAS's idle spinners). OUT, where set,
 # receives each process's per-function counts. On the GPU machine:
 #   run(command="NATIVE=.device/perf/_native.so VARIANTS='python none --modules' benches/cpu_profile.sh", carry=[".device/wheel", ".device/perf"])
@@ -27,19 +27,23 @@ pf --version || exit 1
 out=/tmp/memprof-cpu-profile
 rm -rf "$out" && mkdir -p "$out"
 steps=${STEPS:-1000}
+case_=${CASE:-resnet}
+step_fn=train_step
+[ "$case_" != gpt2 ] || step_fn=gpt2_train_step
 unset VIRTUAL_ENV
 fifo=$out/ctl.fifo
 variants=${VARIANTS:-python none}
 [ -z "${FLAGS:-}" ] || [ -n "${VARIANTS:-}" ] || variants="python flags"
 for v in $variants; do
   name=${v#--}
-  cmd=("$device_venv/bin/python" benches/workloads.py resnet --repeats "$steps")
+  cmd=("$device_venv/bin/python" benches/workloads.py "$case_" --repeats "$steps")
   if [ "$v" != python ]; then
     flags=()
     [ "$v" = none ] || flags=("$v")
+    [ "$v" != f ] || flags=(-f "$step_fn")
     [ "$v" != flags ] || read -ra flags <<<"$FLAGS"
     cmd=("$device_venv/bin/memprof" run "${flags[@]}" -o "$out/report.json"
-      benches/workloads.py resnet --repeats "$steps")
+      benches/workloads.py "$case_" --repeats "$steps")
   fi
   rm -f "$fifo" && mkfifo "$fifo"
   pf record -e cpu-clock -F 2999 -D -1 --control "fifo:$fifo" -o "$out/$name.data" -- \

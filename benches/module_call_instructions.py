@@ -9,7 +9,9 @@ memprof's per-call work (this build machine: 0.9-8 µs a call from run to run), 
     benches/module_call_instructions.sh [STEPS]     (runs this under callgrind and prints the table)
 
 The model is benches/module_call_model.py's, as module_call_cost.py times it: 60 blocks of
-Linear(16, 16) + ReLU, 181 module calls a step, forward and backward. Each mode's session runs 3 steps before its counted ones;
+Linear(16, 16) + ReLU, 181 module calls a step, forward and backward; or, with `gpt2` after
+STEPS, benches/workloads.py's GPT-2 step at its --tiny size (nanoGPT's modules, 2 layers, bf16
+autocast, AdamW: the GPU step's module calls and autograd graph at a size callgrind runs). Each mode's session runs 3 steps before its counted ones;
 Python's garbage collector is off while they run (when it runs depends on how many objects were
 made since it last ran, which moved the counts by a quarter from run to run), and the script
 sets PYTHONHASHSEED=0 for the same reason."""
@@ -22,12 +24,29 @@ from counted import counted
 from module_call_model import build
 
 torch.set_num_threads(1)
-model, x, calls = build()
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+if sys.argv[2:3] == ["gpt2"]:
+    import workloads
 
+    setup = workloads.gpt2_setup("cpu", batch=2, tiny=True)
+    model = setup[0]
+    calls = 0
 
-def step():
-    model(x).sum().backward()
+    def count(*_):
+        global calls
+        calls += 1
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(count)
+    workloads.gpt2_train_step(*setup)
+    handle.remove()
+
+    def step():
+        workloads.gpt2_train_step(*setup)
+else:
+    model, x, calls = build()
+
+    def step():
+        model(x).sum().backward()
 
 
 counted("unprofiled", step, steps)

@@ -2,7 +2,7 @@
 # benches/module_call_instructions.py under callgrind (benches/counted.sh): instructions, data
 # reads and simulated cache misses per module call that `--modules` adds over no flags, and per
 # step that no flags adds over unprofiled. MEMPROF_NATIVE=<build>/libmemprof.so picks a build.
-#   benches/module_call_instructions.sh [STEPS]      (default 10; about 4 minutes here)
+#   benches/module_call_instructions.sh [STEPS [gpt2]]   (default 10; about 4 minutes here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec benches/counted.sh benches/module_call_instructions.py "${1:-10}"
+exec benches/counted.sh benches/module_call_instructions.py "${1:-10}" "${@:2}"
