@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Where the resnet50 step's (CASE=gpt2: GPT-2's) CPU time goes, python3 alone and under the wheel's `memprof run`:
-# perf sampling each process (cpu-clock: the GPU hosts' virtual machines have no hardware
-# counters) over exactly its timed steps (benches/workloads.py tells perf through a control
+# Where the resnet50 step's (CASE=gpt2: GPT-2's) CPU time goes, python3 alone and under the wheel's
+# `memprof run`: perf sampling each process (cpu-clock: the GPU hosts' virtual machines have no
+# hardware counters) over exactly its timed steps (benches/workloads.py tells perf through a control
 # fifo when they start and end), so that the processes' sample counts compare one for one: by
-# library, by thread, then by function, and memprof's own functions. The GPU machine has no
-# perf: PERF_DIR (default .device/perf, made here by scripts/device/perf-bundle.sh) holds the
-# build machine's with the libraries it needs. The wheel's native core is stripped; NATIVE names
-# a build of it with its symbols to put in its place (here: `../shared/gpu/build-for-device.sh
-# --features wheel --lib` leaves one in target/device/release/libmemprof.so; copy it under
-# .device/perf). STEPS timed steps per process (default 1000). VARIANTS: `python` and memprof
-# run's flags per process, `none` for no flags, `f` for `-f` on the case's step function
-# (default "python none"; e.g. "python none --modules"); FLAGS (the earlier form) runs python3 and `memprof run $FLAGS`. Samples are of
-# every thread of the process (the CUDA driver's, BLAS's idle spinners). OUT, where set,
-# receives each process's per-function counts. On the GPU machine:
+# library, by thread, then by function, and memprof's own functions. The GPU machine has no perf:
+# PERF_DIR (default .device/perf, made here by scripts/device/perf-bundle.sh) holds the build
+# machine's with the libraries it needs. The wheel's native core is stripped; NATIVE names a build
+# of it with its symbols to put in its place (here: `../shared/gpu/build-for-device.sh --features
+# wheel --lib` leaves one in target/device/release/libmemprof.so; copy it under .device/perf). STEPS
+# timed steps per process (default 1000). VARIANTS: `python` and memprof run's flags per process,
+# `none` for no flags, `f` for `-f` on the case's step function (default "python none"; e.g. "python
+# none --modules"); FLAGS (the earlier form) runs python3 and `memprof run $FLAGS`. Samples are of
+# every thread of the process (the CUDA driver's, BLAS's idle spinners). OUT, where set, receives
+# each process's per-function counts. On the GPU machine:
 #   run(command="NATIVE=.device/perf/_native.so VARIANTS='python none --modules' benches/cpu_profile.sh", carry=[".device/wheel", ".device/perf"])
 set -uo pipefail
 cd "$(dirname "$0")/.."

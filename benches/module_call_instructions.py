@@ -6,15 +6,15 @@ collect them alone and dump their counts under the mode's name. Where times spre
 memprof's per-call work (this build machine: 0.9-8 µs a call from run to run), the counts
 (two runs of one build within 1.5%) still compare two builds.
 
-    benches/module_call_instructions.sh [STEPS]     (runs this under callgrind and prints the table)
+    benches/module_call_instructions.sh [STEPS [gpt2]]   (runs this under callgrind, prints the table)
 
 The model is benches/module_call_model.py's, as module_call_cost.py times it: 60 blocks of
-Linear(16, 16) + ReLU, 181 module calls a step, forward and backward; or, with `gpt2` after
-STEPS, benches/workloads.py's GPT-2 step at its --tiny size (nanoGPT's modules, 2 layers, bf16
-autocast, AdamW: the GPU step's module calls and autograd graph at a size callgrind runs). Each mode's session runs 3 steps before its counted ones;
-Python's garbage collector is off while they run (when it runs depends on how many objects were
-made since it last ran, which moved the counts by a quarter from run to run), and the script
-sets PYTHONHASHSEED=0 for the same reason."""
+Linear(16, 16) + ReLU, 181 module calls a step, forward and backward; or, with `gpt2` after STEPS,
+benches/workloads.py's GPT-2 step at its --tiny size (nanoGPT's modules, 2 layers, bf16 autocast,
+AdamW: the GPU step's module calls and autograd graph at a size callgrind runs). Each mode's
+session runs 3 steps before its counted ones; Python's garbage collector is off while they run
+(when it runs depends on how many objects were made since it last ran, which moved the counts by a
+quarter from run to run), and the script sets PYTHONHASHSEED=0 for the same reason."""
 import sys
 
 import torch
@@ -29,7 +29,6 @@ if sys.argv[2:3] == ["gpt2"]:
     import workloads
 
     setup = workloads.gpt2_setup("cpu", batch=2, tiny=True)
-    model = setup[0]
     calls = 0
 
     def count(*_):
