@@ -47,7 +47,7 @@ fn read(reader: &str, history: &Path) -> Value {
     );
     assert_eq!(
         r.code, 0,
-        "memory_viz could not use the history:\n{}",
+        "the reader could not load the history:\n{}",
         r.stderr
     );
     serde_json::from_str(&r.stdout).unwrap()
