@@ -162,6 +162,61 @@ fn each_event_carries_the_whole_python_stack_the_same_under_the_binary_and_the_w
 }
 
 #[test]
+fn a_stack_made_again_from_another_caller_line_names_that_line() {
+    if on_cuda() {
+        return; // the same native stacks on CUDA: scripts/history_check.py
+    }
+    // Each step makes its two tensors through the same two inner frames, at the same depth and
+    // instruction, from two lines of `step`: a stack that differs from the one before it only
+    // in an outer frame is that stack, in every step (memprof matches a thread's recent stacks
+    // frame by frame rather than looking each up).
+    let dir = tempfile::tempdir().unwrap();
+    let script = fixture("history_recent.py");
+    let binary = dir.path().join("binary.pickle");
+    let wheel = dir.path().join("wheel.pickle");
+    let r = run(&[
+        "--history",
+        &binary.to_string_lossy(),
+        "-f",
+        "step",
+        &script,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = finish(
+        python_with_memprof()
+            .args(["-m", "memprof", "--device", "cpu", "run", "--history"])
+            .arg(&wheel)
+            .args(["-f", "step", &script])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let event = |size: u64, line: u64| {
+        serde_json::json!([
+            size,
+            [
+                ["memprof", line, format!("step line {line}")],
+                ["history_recent.py", 8, "make"],
+                ["history_recent.py", 12, "through"],
+                ["history_recent.py", line, "step"],
+                ["history_recent.py", 22, "<module>"]
+            ]
+        ])
+    };
+    let expected: Vec<Value> = (1..=3)
+        .flat_map(|i| [event(1024 * i, 16), event(2048 * i, 17)])
+        .collect();
+    for history in [&binary, &wheel] {
+        assert_eq!(
+            read(ALLOC_FRAMES, history),
+            Value::Array(expected.clone()),
+            "{}",
+            history.display()
+        );
+    }
+}
+
+#[test]
 fn an_exception_still_writes_the_history_and_the_table_says_where_it_went() {
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("raised.pickle");

@@ -230,6 +230,63 @@ pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFra
     }
 }
 
+/// Whether the thread's frames are `expected` (code object and instruction offset, innermost
+/// first), as `walk` would give them: compared as the walk goes, given up at the first that
+/// differs. A frame whose code is the one expected there is not read as a code object (its
+/// type): a miss to memory per frame, where the stack is the one expected.
+///
+/// # Safety
+/// As `walk`'s; and each code object in `expected` was a live code object found by `walk` in
+/// the code watcher's epoch still current (none at those addresses has been destroyed since).
+pub unsafe fn walk_same(tstate: *mut ffi::PyThreadState, expected: &[(usize, i32)]) -> bool {
+    let Some(l) = known_layout() else {
+        return false;
+    };
+    if tstate.is_null() {
+        return false;
+    }
+    // SAFETY: as in `walk`; the caller's promise for the expected code objects.
+    unsafe {
+        let mut frame: usize = read(tstate as usize, l.thread_frame);
+        if let Some(current) = l.cframe_current {
+            if frame == 0 {
+                return false;
+            }
+            frame = read(frame, current);
+        }
+        let code_type = std::ptr::addr_of!(ffi::PyCode_Type) as usize;
+        let mut at = 0;
+        // `walk`'s bound, so that a stack it cuts short is matched as it cut it.
+        let mut left = 4096;
+        while frame != 0 && left > 0 {
+            left -= 1;
+            let shim = l
+                .frame_owner
+                .is_some_and(|at| read::<u8>(frame, at) >= FIRST_SHIM_OWNER);
+            if !shim {
+                let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
+                let expected_here = expected.get(at).filter(|e| e.0 == code);
+                // A frame `walk` visits: a code object's, started.
+                let visited = code != 0
+                    && (expected_here.is_some() || read::<usize>(code, TYPE_OFFSET) == code_type)
+                    && read::<usize>(frame, l.frame_instr) >= code + l.code_start;
+                if visited {
+                    let Some(&(_, offset)) = expected_here else {
+                        return false;
+                    };
+                    let instr: usize = read(frame, l.frame_instr);
+                    if (instr - (code + l.code_start)) as i32 != offset {
+                        return false;
+                    }
+                    at += 1;
+                }
+            }
+            frame = read(frame, l.frame_previous);
+        }
+        at == expected.len()
+    }
+}
+
 /// `PyObject.ob_type` (after the reference count, on every version with the GIL).
 const TYPE_OFFSET: usize = 8;
 
