@@ -101,13 +101,31 @@ static PLAN: AtomicBool = AtomicBool::new(false);
 /// here, where the wrapper asked it of two Python frames at every call.
 static COMPILER: OnceLock<Py<PyDict>> = OnceLock::new();
 
+/// dynamo's `get_eval_frame_callback` (torch._C), where memprof stands in for torch's
+/// `Module.__call__` (modules.py, _stand_in): a frame of torch's file, which dynamo runs as it
+/// is when the callback is set rather than compile it, as it compiled the wrapper of
+/// `_call_impl` (whose `_enter` answered PASS in the graph).
+static DYNAMO_CALLBACK: OnceLock<Py<PyAny>> = OnceLock::new();
+
 fn compiling(py: Python<'_>) -> bool {
     COMPILER.get().is_some_and(|namespace| {
         matches!(
             namespace.bind(py).get_item(pyo3::intern!(py, "_is_compiling_flag")),
             Ok(Some(flag)) if flag.is_truthy().unwrap_or(false)
         )
+    }) || DYNAMO_CALLBACK.get().is_some_and(|get| {
+        // Set while a compiled function runs (and its frames would be compiled), None else.
+        get.bind(py)
+            .call0()
+            .is_ok_and(|callback| !callback.is_none())
     })
+}
+
+/// memprof stands in for torch's `Module.__call__`: a module call made while dynamo's callback
+/// (`get_eval_frame_callback()`) is set runs as torch's, unmeasured, as inside a graph.
+#[pyfunction]
+fn modules_under_dynamo(get_eval_frame_callback: Bound<'_, PyAny>) {
+    let _ = DYNAMO_CALLBACK.set(get_eval_frame_callback.unbind());
 }
 
 /// A module under a root, found once: its forward entry.
@@ -725,6 +743,7 @@ pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(module_skip, m)?)?;
     m.add_function(wrap_pyfunction!(module_exit, m)?)?;
     m.add_function(wrap_pyfunction!(modules_configure, m)?)?;
+    m.add_function(wrap_pyfunction!(modules_under_dynamo, m)?)?;
     m.add_function(wrap_pyfunction!(modules_entry, m)?)?;
     m.add_function(wrap_pyfunction!(module_root_window, m)?)?;
     m.add_function(wrap_pyfunction!(modules_hooked, m)?)?;

@@ -1,8 +1,10 @@
 # memprof's module tracker (`memprof run --modules`), run inside the profiled interpreter.
 #
 # Every torch.nn.Module call, forward and backward, becomes a measurement scope (allocated bytes
-# at start and end, exact peak while open). Forward calls are seen by a wrapper of torch's
-# `Module._call_impl` (_install_on), whose per-call work is native (src/python/ext/module_calls.rs:
+# at start and end, exact peak while open). Forward calls are seen by memprof's stand-in for
+# torch's `Module.__call__` (`_wrapped_call_impl`: _install_on, _stand_in), or where torch's cannot
+# be stood in for, a wrapper of `Module._call_impl`; their per-call work is native
+# (src/python/ext/module_calls.rs:
 # the call stacks, scopes, readings, timeline); this tracker answers what needs Python: root
 # calls, names, the schedule, --history's context, and the report. A call's backward starts when
 # the gradient of one of its outputs is ready and ends when those of all its inputs are, or when
@@ -130,7 +132,7 @@ class Tracker:
         self.root_calls = {}
         self.roots_done = set()
         self.finish_pending = False
-        # (torch.nn.Module, memprof's _call_impl, torch's) while memprof's is in its place.
+        # (torch.nn.Module, {attribute: (memprof's, torch's)}) while memprof's are in place.
         self.wrapped = None
         # Saved tensors are counted by memprof's stand-in for SavedVariable's constructor (no
         # hook); else by pushed hooks.
@@ -567,16 +569,107 @@ def _tensors_in(value, tensor, depth=0):
 
 
 def _install_on(module_mod):
-    """Wraps `Module._call_impl`, which every module call runs (`Module.__call__` calls it), in
-    memprof's measurement. Not torch's global module hooks: any global hook sends every module
-    call down the slow path of `_call_impl` (its hook dicts built and walked, four more Python
-    calls), which costs more than memprof's own work; the wrapper costs one Python frame. Inside
-    a graph that dynamo traces, or while `torch.compiler.is_compiling()` (non-strict export), the
-    wrapper is the original, so compiled code is as without memprof: `_enter` (module_enter)
+    """Puts memprof's measurement in every module call (`Module.__call__` runs them all): memprof's
+    stand-in for torch's `_wrapped_call_impl` (_stand_in) where torch's is the one memprof knows,
+    else a wrapper of `Module._call_impl` (_wrap_call_impl). Not torch's global module hooks: any
+    global hook sends every module call down the slow path of `_call_impl` (its hook dicts built
+    and walked, four more Python calls), which costs more than memprof's own work. Inside a
+    graph that dynamo traces, or while `torch.compiler.is_compiling()` (non-strict export), both
+    run torch's code alone, so compiled code is as without memprof: `_enter` (module_enter)
     answers _PASS then, checking torch's flag natively, and dynamo traces it as answering _PASS
     (_teach_dynamo)."""
     global _enter
     module_cls = module_mod.Module
+    _enter = _first_enter
+    replaced = _stand_in(module_cls) or _wrap_call_impl(module_cls)
+    for name, (ours, _) in replaced.items():
+        setattr(module_cls, name, ours)
+    _tracker.wrapped = (module_cls, replaced)
+
+
+def _stand_in(module_cls):
+    """memprof's `_wrapped_call_impl`, in place of torch's as `Module.__call__` and
+    `Module._wrapped_call_impl`: torch's code line for line, with memprof's calls before and
+    after `self._call_impl(...)`, compiled as torch's file at torch's lines, so that its frame is
+    the one a plain run has in every traceback (the same file, line, function and columns),
+    stack and `warnings` stack level; no frame is added to a module call. {} where torch's is not
+    the code memprof knows (then the wrapper of `_call_impl`)."""
+    import dis
+    import inspect
+
+    torch_call = module_cls.__dict__.get("_wrapped_call_impl")
+    torch_call = getattr(torch_call, "_memprof_original", torch_call)  # an earlier session's
+    current = module_cls.__dict__.get("__call__")
+    if torch_call is None or getattr(current, "_memprof_original", current) is not torch_call:
+        return {}  # the program's own `__call__` is in place
+    # dynamo runs a frame of torch's file as it is, where it compiled the wrapper of `_call_impl`
+    # (whose `_enter` answered _PASS in the graph): module_enter answers _PASS while dynamo's
+    # callback is set, which it asks of torch.
+    dynamo = getattr(getattr(sys.modules["torch"], "_C", None), "_dynamo", None)
+    callback = getattr(getattr(dynamo, "eval_frame", None), "get_eval_frame_callback", None)
+    if callback is None:
+        return {}
+    try:
+        lines, first = inspect.getsourcelines(torch_call)
+    except (OSError, TypeError):
+        return {}
+    body = [line.split("#")[0].rstrip() for line in lines]
+    shape = ["def _wrapped_call_impl(self, *args, **kwargs):",
+             "if self._compiled_call_impl is not None:",
+             "return self._compiled_call_impl(*args, **kwargs)",
+             "else:",
+             "return self._call_impl(*args, **kwargs)"]
+    if [line.strip() for line in body] != shape or first < 2 or lines[0][:1] not in (" ", "\t"):
+        return {}
+    indent = body[1][:len(body[1]) - len(body[1].lstrip())]
+    column = body[4].index("self._call_impl")
+    assign = indent + "try: out"
+    if column - len(assign) < 3:
+        return {}
+    assign += " " * (column - len(assign) - 2) + "= "
+    # Lines 0-2 are torch's; line 3 (torch's `else:`) starts the call; line 4 calls
+    # `self._call_impl` at torch's columns; the rest stand on the lines after torch's function.
+    source = [""] * (first - 2) + ["class Module:"] + lines[:3] + [
+        indent + "todo = _enter(self, args); passing = todo is not None and "
+        "(todo[0] == _PASS or _tracker.enter_slow(self, args, todo))",
+        assign + "self._call_impl(*args, **kwargs)",
+        indent + "except BaseException as exc:",
+        indent + "    if not passing:",
+        indent + "        _tracker.left_with(self, exc)",
+        indent + "    raise",
+        indent + "if passing:",
+        indent + "    return out",
+        indent + "todo = _leave(self, out)",
+        indent + "if todo is not None:",
+        indent + "    _tracker.exit_slow(out, todo)",
+        indent + "return out",
+    ]
+    code = torch_call.__code__
+    namespace = {}
+    try:
+        exec(compile("\n".join(line.rstrip("\n") for line in source) + "\n", code.co_filename,
+                     "exec"), globals(), namespace)
+    except SyntaxError:
+        return {}
+    ours = namespace["Module"].__dict__["_wrapped_call_impl"]
+
+    def calls(function):
+        return [i.positions for i in dis.get_instructions(function)
+                if i.opname == "CALL_FUNCTION_EX"]
+
+    # Where an exception in either call is shown: the same lines and columns as torch's.
+    if (len(calls(torch_call)) != 2 or calls(ours)[:2] != calls(torch_call)
+            or ours.__qualname__ != torch_call.__qualname__):
+        return {}
+    ours.__module__, ours.__doc__ = torch_call.__module__, torch_call.__doc__
+    ours._memprof_original = torch_call
+    _memprof.modules_under_dynamo(callback)
+    return {"__call__": (ours, torch_call), "_wrapped_call_impl": (ours, torch_call)}
+
+
+def _wrap_call_impl(module_cls):
+    """Wraps `Module._call_impl`, which every module call runs, in memprof's measurement: one
+    Python frame more per module call, which it takes out of the tracebacks it passes on."""
     original = module_cls._call_impl
     original = getattr(original, "_memprof_original", original)  # an earlier session's wrapper
     tracker = _tracker
@@ -607,9 +700,7 @@ def _install_on(module_mod):
     # dynamo recognizes torch's `_call_impl` by name, and inlines this one like it.
     _call_impl.__name__ = _call_impl.__qualname__ = "_call_impl"
     _call_impl._memprof_original = original
-    _enter = _first_enter
-    module_cls._call_impl = _call_impl
-    tracker.wrapped = (module_cls, _call_impl, original)
+    return {"_call_impl": (_call_impl, original)}
 
 
 def _first_enter(module, args):
@@ -625,6 +716,8 @@ def _first_enter(module, args):
 
 # module_enter's answer inside a graph that dynamo traces: run the module as torch would.
 _PASSING = (_PASS, 0, -1)
+# What memprof's stand-in for `Module.__call__` calls when a module call ends.
+_leave = _memprof.module_exit
 
 
 def _teach_dynamo(_dynamo):
@@ -670,10 +763,11 @@ def uninstall():
         _memprof.saved_native(None)
         _memprof.saved_interpose(False)
     if _tracker is not None and _tracker.wrapped is not None:
-        module_cls, ours, original = _tracker.wrapped
-        # Unless something wrapped it again since (then ours stays, passing calls through).
-        if module_cls.__dict__.get("_call_impl") is ours:
-            module_cls._call_impl = original
+        module_cls, replaced = _tracker.wrapped
+        for name, (ours, original) in replaced.items():
+            # Unless something replaced it again since (then ours stays, passing calls through).
+            if module_cls.__dict__.get(name) is ours:
+                setattr(module_cls, name, original)
         _tracker.wrapped = None
 
 
