@@ -85,7 +85,9 @@ import torch, memprof
 def state():
     return [repr(sys.gettrace()), repr(threading.gettrace()), len(sys.meta_path),
             ext.SourceLoader.get_code.__qualname__,
-            [sys.monitoring.get_tool(i) for i in range(6)] if hasattr(sys, "monitoring") else []]
+            [sys.monitoring.get_tool(i) for i in range(6)] if hasattr(sys, "monitoring") else [],
+            [id(vars(torch.nn.Module)[n])
+             for n in ("__call__", "_wrapped_call_impl", "_call_impl")]]
 
 def f(n):
     t = torch.ones(n)
@@ -122,6 +124,19 @@ for k in ("modules_first", "modules_second"):
         net(torch.randn(32, 64)).sum().backward()
     out[k] = sorted((e["module"], e["phase"], e["calls"]) for e in rm.modules["modules"])
 out["after_modules"] = state() == before
+# The program's own `Module.__call__` in place: memprof wraps `_call_impl` under it instead.
+torch_call, own_calls = torch.nn.Module.__call__, []
+def own_call(self, *args, **kwargs):
+    own_calls.append(type(self).__name__)
+    return torch_call(self, *args, **kwargs)
+torch.nn.Module.__call__ = own_call
+with memprof.profile(modules=True, device="cpu") as rm:
+    net(torch.randn(32, 64)).sum().backward()
+out["modules_under_own_call"] = sorted((e["module"], e["phase"], e["calls"])
+                                       for e in rm.modules["modules"])
+out["own_calls"] = own_calls
+torch.nn.Module.__call__ = torch_call
+out["after_own_call"] = state() == before
 def tracer(frame, event, arg):
     return None
 sys.settrace(tracer)
@@ -169,6 +184,14 @@ fn sessions_measure_again_never_nest_and_leave_nothing_behind() {
     );
     assert_eq!(out["modules_second"], out["modules_first"]);
     assert_eq!(out["after_modules"], true, "the module hooks are gone");
+    // Under the program's own `Module.__call__`, the same rows through the wrapper of
+    // `_call_impl`, the program's function called for every module, and both taken out after.
+    assert_eq!(out["modules_under_own_call"], out["modules_first"]);
+    assert_eq!(
+        out["own_calls"],
+        serde_json::json!(["Sequential", "Linear", "ReLU", "Linear"])
+    );
+    assert_eq!(out["after_own_call"], true, "{out}");
     assert_eq!(
         out["tracer_kept"], true,
         "the program's own trace function (coverage's) stays"

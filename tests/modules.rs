@@ -540,8 +540,15 @@ fn a_program_sees_its_module_calls_as_without_memprof() {
             "{rows:?}"
         );
     }
+    // The module that warns: one call, no backward.
+    for module in ["", "0"] {
+        assert!(
+            rows.contains(&("Sequential#2", module, "forward", 1)),
+            "{rows:?}"
+        );
+    }
     for phase in ["forward", "backward"] {
-        assert!(rows.contains(&("Sequential#2", "", phase, 1)), "{rows:?}");
+        assert!(rows.contains(&("Sequential#3", "", phase, 1)), "{rows:?}");
     }
 }
 
