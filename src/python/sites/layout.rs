@@ -179,6 +179,39 @@ unsafe fn read<T: Copy>(base: usize, offset: usize) -> T {
     unsafe { std::ptr::read((base + offset) as *const T) }
 }
 
+/// The most frames a walk follows, in case a chain is ever not what it should be.
+const MOST_FRAMES: usize = 4096;
+
+/// The layout and the thread's innermost frame (0: it runs no Python); None where the layout is
+/// not known or there is no thread state.
+///
+/// # Safety
+/// As `walk`'s.
+unsafe fn innermost(tstate: *mut ffi::PyThreadState) -> Option<(&'static Layout, usize)> {
+    let l = known_layout()?;
+    if tstate.is_null() {
+        return None;
+    }
+    // SAFETY: the layout was checked; the thread state is the caller's promise.
+    unsafe {
+        let frame: usize = read(tstate as usize, l.thread_frame);
+        Some(match l.cframe_current {
+            Some(current) if frame != 0 => (l, read(frame, current)),
+            _ => (l, frame),
+        })
+    }
+}
+
+/// Whether `frame` runs no code of its own (a C stack's entry, 3.12+).
+///
+/// # Safety
+/// `frame` is a live frame of a thread `walk` may read.
+unsafe fn is_shim(l: &Layout, frame: usize) -> bool {
+    // SAFETY: the caller's promise.
+    l.frame_owner
+        .is_some_and(|at| unsafe { read::<u8>(frame, at) } >= FIRST_SHIM_OWNER)
+}
+
 /// Calls `visit` with the thread's frames, innermost first, until it returns false; none when
 /// the thread runs no Python.
 ///
@@ -186,29 +219,17 @@ unsafe fn read<T: Copy>(base: usize, offset: usize) -> T {
 /// The thread state must be the calling thread's (or one whose thread is blocked), and the
 /// layout checked.
 pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFrame) -> bool) {
-    let Some(l) = known_layout() else {
+    // SAFETY: the caller's promise.
+    let Some((l, mut frame)) = (unsafe { innermost(tstate) }) else {
         return;
     };
-    if tstate.is_null() {
-        return;
-    }
     // SAFETY: the layout was checked; the frames are the thread's own, alive while it waits.
     unsafe {
-        let mut frame: usize = read(tstate as usize, l.thread_frame);
-        if let Some(current) = l.cframe_current {
-            if frame == 0 {
-                return;
-            }
-            frame = read(frame, current);
-        }
         let code_type = std::ptr::addr_of!(ffi::PyCode_Type) as usize;
-        // A bound, in case a chain is ever not what it should be.
-        let mut left = 4096;
+        let mut left = MOST_FRAMES;
         while frame != 0 && left > 0 {
             left -= 1;
-            let shim = l
-                .frame_owner
-                .is_some_and(|at| read::<u8>(frame, at) >= FIRST_SHIM_OWNER);
+            let shim = is_shim(l, frame);
             let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
             // An entry frame's executable is None on 3.13+; only code objects have lines.
             if !shim && code != 0 && read::<usize>(code, TYPE_OFFSET) == code_type {
@@ -239,31 +260,19 @@ pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFra
 /// As `walk`'s; and each code object in `expected` was a live code object found by `walk` in
 /// the code watcher's epoch still current (none at those addresses has been destroyed since).
 pub unsafe fn walk_same(tstate: *mut ffi::PyThreadState, expected: &[(usize, i32)]) -> bool {
-    let Some(l) = known_layout() else {
+    // SAFETY: the caller's promise.
+    let Some((l, mut frame)) = (unsafe { innermost(tstate) }) else {
         return false;
     };
-    if tstate.is_null() {
-        return false;
-    }
     // SAFETY: as in `walk`; the caller's promise for the expected code objects.
     unsafe {
-        let mut frame: usize = read(tstate as usize, l.thread_frame);
-        if let Some(current) = l.cframe_current {
-            if frame == 0 {
-                return false;
-            }
-            frame = read(frame, current);
-        }
         let code_type = std::ptr::addr_of!(ffi::PyCode_Type) as usize;
         let mut at = 0;
         // `walk`'s bound, so that a stack it cuts short is matched as it cut it.
-        let mut left = 4096;
+        let mut left = MOST_FRAMES;
         while frame != 0 && left > 0 {
             left -= 1;
-            let shim = l
-                .frame_owner
-                .is_some_and(|at| read::<u8>(frame, at) >= FIRST_SHIM_OWNER);
-            if !shim {
+            if !is_shim(l, frame) {
                 let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
                 let expected_here = expected.get(at).filter(|e| e.0 == code);
                 // A frame `walk` visits: a code object's, started.
