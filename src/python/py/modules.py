@@ -658,7 +658,8 @@ def _stand_in(module_cls):
                 if i.opname == "CALL_FUNCTION_EX"]
 
     # Where an exception in either call is shown: the same lines and columns as torch's.
-    if (len(calls(torch_call)) != 2 or calls(ours)[:2] != calls(torch_call)
+    torchs = calls(torch_call)
+    if (len(torchs) != 2 or calls(ours)[:2] != torchs
             or ours.__qualname__ != torch_call.__qualname__):
         return {}
     ours.__module__, ours.__doc__ = torch_call.__module__, torch_call.__doc__

@@ -212,6 +212,18 @@ unsafe fn is_shim(l: &Layout, frame: usize) -> bool {
         .is_some_and(|at| unsafe { read::<u8>(frame, at) } >= FIRST_SHIM_OWNER)
 }
 
+/// The byte offset of the instruction `frame` (running `code`) executes; None for an incomplete
+/// frame (set up, not started), which points before its first instruction.
+///
+/// # Safety
+/// `frame` is a live frame of a thread `walk` may read, and `code` its code object.
+unsafe fn started_at(l: &Layout, frame: usize, code: usize) -> Option<i32> {
+    // SAFETY: the caller's promise.
+    let instr: usize = unsafe { read(frame, l.frame_instr) };
+    let start = code + l.code_start;
+    (instr >= start).then(|| (instr - start) as i32)
+}
+
 /// Calls `visit` with the thread's frames, innermost first, until it returns false; none when
 /// the thread runs no Python.
 ///
@@ -233,17 +245,14 @@ pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFra
             let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
             // An entry frame's executable is None on 3.13+; only code objects have lines.
             if !shim && code != 0 && read::<usize>(code, TYPE_OFFSET) == code_type {
-                let instr: usize = read(frame, l.frame_instr);
-                let start = code + l.code_start;
-                // An incomplete frame (set up, not started) points before its first instruction.
-                if instr >= start
-                    && !visit(RawFrame {
+                if let Some(offset) = started_at(l, frame, code) {
+                    if !visit(RawFrame {
                         frame,
                         code,
-                        offset: (instr - start) as i32,
-                    })
-                {
-                    return;
+                        offset,
+                    }) {
+                        return;
+                    }
                 }
             }
             frame = read(frame, l.frame_previous);
@@ -276,15 +285,15 @@ pub unsafe fn walk_same(tstate: *mut ffi::PyThreadState, expected: &[(usize, i32
                 let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
                 let expected_here = expected.get(at).filter(|e| e.0 == code);
                 // A frame `walk` visits: a code object's, started.
-                let visited = code != 0
+                let visited = if code != 0
                     && (expected_here.is_some() || read::<usize>(code, TYPE_OFFSET) == code_type)
-                    && read::<usize>(frame, l.frame_instr) >= code + l.code_start;
-                if visited {
-                    let Some(&(_, offset)) = expected_here else {
-                        return false;
-                    };
-                    let instr: usize = read(frame, l.frame_instr);
-                    if (instr - (code + l.code_start)) as i32 != offset {
+                {
+                    started_at(l, frame, code)
+                } else {
+                    None
+                };
+                if let Some(offset) = visited {
+                    if expected_here.map(|e| e.1) != Some(offset) {
                         return false;
                     }
                     at += 1;
