@@ -6,6 +6,8 @@
 //! (`--modules`) and, while a targeted line runs, the thread's whole Python stack (found by
 //! the stack reader `python::sites` registers). Recorded inside the allocator, on the
 //! allocating thread (its lock held, on CUDA): no Python, no panic.
+mod clock;
+
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -72,7 +74,8 @@ pub struct Event {
     /// Bytes (for CUDA allocations, the size requested).
     pub size: i64,
     pub stream: u64,
-    /// µs since the epoch.
+    /// µs since the epoch (in the ring, until the record stops: the clock's ticks,
+    /// `clock::ticks`).
     pub time_us: i64,
     /// The targeted line running then (`torch::tags::encode`; 0: none).
     pub tag: u64,
@@ -84,11 +87,14 @@ pub struct Event {
 
 #[derive(Default)]
 struct Ring {
+    /// Its room is kept from record to record, written once when it is made (see `start`).
     events: Vec<Event>,
     max: usize,
     /// Where the next event goes once the ring is full.
     next: usize,
     dropped: u64,
+    /// Both clocks when the record started: the events' ticks become times from it.
+    started_at: Option<clock::Anchor>,
 }
 
 static ON: AtomicBool = AtomicBool::new(false);
@@ -113,6 +119,7 @@ static RING: Mutex<Ring> = Mutex::new(Ring {
     max: 0,
     next: 0,
     dropped: 0,
+    started_at: None,
 });
 
 /// The calling thread's whole stack as an id (0: none): `python::sites` registers it.
@@ -139,9 +146,22 @@ fn stack_here() -> u32 {
 pub fn start(max_entries: u64) {
     let mut ring = RING.lock().unwrap_or_else(|e| e.into_inner());
     let max = usize::try_from(max_entries).unwrap_or(usize::MAX);
+    let mut events = std::mem::take(&mut ring.events);
+    events.clear();
+    let room = max.min(1 << 20);
+    if events.capacity() < room {
+        // Made once and written through now, so that its pages are the process's before the
+        // program's steps run: left to the events, each new page of the ring cost them a page
+        // fault (4 KiB of events: about 70), every step until it filled, and an in-process
+        // session's new ring all over again. Later records reuse it.
+        events = Vec::with_capacity(room);
+        events.resize(room, Ring::UNUSED);
+        events.clear();
+    }
     *ring = Ring {
-        events: Vec::with_capacity(max.min(1 << 20)),
+        events,
         max,
+        started_at: Some(clock::Anchor::now()),
         ..Ring::default()
     };
     drop(ring);
@@ -258,16 +278,13 @@ pub extern "C" fn mp_rust_history_event(
 }
 
 fn push(action: Action, device: i32, ptr: u64, size: i64, stream: u64, tag: u64, stack: u32) {
-    let time_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64);
     let event = Event {
         action,
         device,
         ptr,
         size,
         stream,
-        time_us,
+        time_us: clock::ticks() as i64,
         tag,
         stack,
         label: LABEL.load(Ordering::Relaxed),
@@ -277,6 +294,19 @@ fn push(action: Action, device: i32, ptr: u64, size: i64, stream: u64, tag: u64,
 }
 
 impl Ring {
+    /// What fills the ring's room when it is made.
+    const UNUSED: Event = Event {
+        action: Action::Alloc,
+        device: 0,
+        ptr: 0,
+        size: 0,
+        stream: 0,
+        time_us: 0,
+        tag: 0,
+        stack: 0,
+        label: 0,
+    };
+
     fn push(&mut self, event: Event) {
         if self.events.len() < self.max {
             self.events.push(event);
@@ -288,10 +318,22 @@ impl Ring {
         }
     }
 
-    /// The events kept, oldest first.
+    /// The events kept, oldest first, their times as ticks.
     fn in_order(&self) -> Vec<Event> {
         let (newer, older) = self.events.split_at(self.next.min(self.events.len()));
         older.iter().chain(newer).copied().collect()
+    }
+
+    /// The events kept, oldest first, their times µs since the epoch.
+    fn taken(&self) -> Vec<Event> {
+        let mut events = self.in_order();
+        if let Some(from) = self.started_at {
+            let times = clock::Converter::new(from, clock::Anchor::now());
+            for e in &mut events {
+                e.time_us = times.unix_us(e.time_us as u64);
+            }
+        }
+        events
     }
 }
 
@@ -312,7 +354,7 @@ pub fn stop() -> Taken {
     ON.store(false, Ordering::Release);
     let ring = RING.lock().unwrap_or_else(|e| e.into_inner());
     Taken {
-        events: ring.in_order(),
+        events: ring.taken(),
         dropped: ring.dropped,
         started: STARTED.swap(false, Ordering::AcqRel),
         unavailable: UNAVAILABLE.swap(false, Ordering::Relaxed),
@@ -355,6 +397,43 @@ mod tests {
         );
         assert_eq!(Action::of(8), None);
         assert_eq!(Action::of(-1), None);
+    }
+
+    #[test]
+    fn a_record_stamps_its_events_with_the_times_they_happened_and_keeps_its_room() {
+        let unix_us = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_micros() as i64
+        };
+        let before = unix_us();
+        start(4);
+        let room = RING.lock().unwrap().events.capacity();
+        for n in 1..=6 {
+            push(Action::Alloc, -1, n, 8, 0, 0, 0);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let taken = stop();
+        let after = unix_us();
+        assert_eq!(
+            taken.events.iter().map(|e| e.ptr).collect::<Vec<_>>(),
+            [3, 4, 5, 6]
+        );
+        assert_eq!(taken.dropped, 2);
+        for e in &taken.events {
+            // Made before the sleep: at least 5 ms before the record stopped.
+            assert!(
+                e.time_us >= before - 1_000 && e.time_us <= after - 4_000,
+                "{e:?}"
+            );
+        }
+        start(4);
+        let ring = RING.lock().unwrap();
+        assert!(ring.events.is_empty());
+        assert_eq!(ring.events.capacity(), room);
+        drop(ring);
+        stop();
     }
 
     #[test]
