@@ -10,9 +10,10 @@
 # wheel --lib` leaves one in target/device/release/libmemprof.so; copy it under .device/perf). STEPS
 # timed steps per process (default 1000). VARIANTS: `python` and memprof run's flags per process,
 # `none` for no flags, `f` for `-f` on the case's step function (default "python none"; e.g. "python
-# none --modules"); FLAGS (the earlier form) runs python3 and `memprof run $FLAGS`. Samples are of
-# every thread of the process (the CUDA driver's, BLAS's idle spinners). OUT, where set, receives
-# each process's per-function counts. On the GPU machine:
+# none --modules"), `history` for `-f` with `--history` (its file under /tmp); FLAGS (the earlier
+# form) runs python3 and `memprof run $FLAGS`. Samples are of every thread of the process (the
+# CUDA driver's, BLAS's idle spinners). OUT, where set, receives each process's per-function
+# counts. On the GPU machine:
 #   run(command="NATIVE=.device/perf/_native.so VARIANTS='python none --modules' benches/cpu_profile.sh", carry=[".device/wheel", ".device/perf"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,7 @@ for v in $variants; do
     flags=()
     [ "$v" = none ] || flags=("$v")
     [ "$v" != f ] || flags=(-f "$step_fn")
+    [ "$v" != history ] || flags=(-f "$step_fn" --history "$out/history.pickle")
     [ "$v" != flags ] || read -ra flags <<<"$FLAGS"
     cmd=("$device_venv/bin/memprof" run "${flags[@]}" -o "$out/report.json"
       benches/workloads.py "$case_" --repeats "$steps")

@@ -2,9 +2,12 @@
 # Whether a change made a mode cheaper: benches/paired_cost.sh (the in-process method) run once
 # per build in turn, REPEATS times (default 2), so that the builds alternate in time on the same
 # machine. BUILDS names them, "label=dir ...", each dir holding one build's wheel (as
-# scripts/build-device.sh leaves it in .device/wheel); each is installed apart (pip --target)
-# and put first on PYTHONPATH, and each ratio stays within one process (a build's profiled
-# blocks against its own unprofiled ones). CASES, VARIANTS, GPUS, PROCS, ROUNDS, STEPS as
+# scripts/build-device.sh leaves it in .device/wheel), or only its native core (`_native.so`,
+# as `../shared/gpu/build-for-device.sh --features wheel --lib` leaves it in
+# target/device/release/libmemprof.so), which then replaces .device/wheel's (a change to the
+# Rust or C++ code alone, compared without a wheel built for each); each is installed apart
+# (pip --target) and put first on PYTHONPATH, and each ratio stays within one process (a
+# build's profiled blocks against its own unprofiled ones). CASES, VARIANTS, GPUS, PROCS, ROUNDS, STEPS as
 # paired_cost.sh. Then one table per build over all its repeats. On the GPU machine:
 #   run(command="BUILDS='before=.device/wheel-before after=.device/wheel' CASES=resnet VARIANTS=none GPUS='0 1 2 3' benches/paired_builds.sh", kind="nvidia-h100-x4", carry=[".device"])
 set -uo pipefail
@@ -15,7 +18,11 @@ rm -rf "$out" && mkdir -p "$out"
 . benches/device_wheel.sh
 for b in $BUILDS; do
   label=${b%%=*} dir=${b#*=}
-  install_wheel --target "$out/$label/lib" "$(ls "$dir"/*.whl | head -1)" || exit 1
+  wheel=$(ls "$dir"/*.whl 2>/dev/null | head -1)
+  install_wheel --target "$out/$label/lib" "${wheel:-$(ls .device/wheel/*.whl | head -1)}" || exit 1
+  if [ -f "$dir/_native.so" ]; then
+    cp "$dir/_native.so" "$(ls "$out/$label"/lib/memprof/_native*.so)" || exit 1
+  fi
 done
 for r in $(seq "$repeats"); do
   for b in $BUILDS; do
