@@ -26,7 +26,9 @@ for e in data["device_traces"][0]:
         sums[key] = sums.get(key, 0) + e["size"]
     elif e["action"] == "free_completed":
         sums[key] = sums.get(key, 0) - e["size"]
+times = [e["time_us"] for e in data["device_traces"][0]]
 print(json.dumps({"sums": sums, "actions": actions, "memprof": data["memprof"],
+                  "times": [min(times), max(times), times == sorted(times)],
                   "live": sum(s["allocated_size"] for s in data["segments"]),
                   "trace_lines": len(text.splitlines())}))
 "#;
@@ -60,6 +62,13 @@ fn the_history_opens_in_memory_viz_and_its_events_add_up_to_each_lines_delta() {
     }
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("h.pickle");
+    let unix_us = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as i64
+    };
+    let before = unix_us();
     let (r, report) = profile(
         &["allocated_bytes.all.current"],
         &[
@@ -70,8 +79,16 @@ fn the_history_opens_in_memory_viz_and_its_events_add_up_to_each_lines_delta() {
             "lines.py",
         ],
     );
+    let after = unix_us();
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = check(&history);
+    // Each event's time: µs since the epoch, within the run, in the order they happened.
+    let times = &v["times"];
+    assert!(
+        times[0].as_i64().unwrap() >= before && times[1].as_i64().unwrap() <= after,
+        "{times} not within {before}..{after}"
+    );
+    assert_eq!(times[2], true, "the events' times go back");
     let step = function(&report, "step");
     let mut checked = 0;
     for l in step["lines"].as_array().unwrap() {
