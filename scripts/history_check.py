@@ -9,7 +9,7 @@ the rest is too small to split), so the allocated peak is shown beside it. The e
 memprof's own record (the allocator's trace entries): inside the measured calls each carries the
 allocating thread's whole Python stack (checked frame by frame on a small nested program), and a
 program that records torch's own history itself sees the same history under memprof as under
-python.
+python. The events' times are µs since the epoch, within the run, in order.
 
     python3 scripts/history_check.py MEMPROF_BINARY OUT_DIR
 """
@@ -18,6 +18,7 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 
 from torch.cuda import _memory_viz as mv
 
@@ -25,12 +26,14 @@ memprof, out = sys.argv[1], sys.argv[2]
 root = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
 history = os.path.join(out, "train_history.pickle")
 report_path = os.path.join(out, "history_train.json")
+started_us = time.time_ns() // 1000
 run = subprocess.run(
     [memprof, "run", "-f", "train_step", "--history", history, "--format", "json",
      "--stat", "requested_bytes.all.peak,allocated_bytes.all.peak",
      "-o", report_path, os.path.join(root, "examples", "train.py"), "--steps", "3"],
     capture_output=True, text=True,
 )
+ended_us = time.time_ns() // 1000
 print(run.stderr[-2000:])
 failures = []
 
@@ -64,6 +67,11 @@ check(len(ours) > 0 and all(e.get("user_metadata", "").startswith("memprof: trai
       "events in the measured calls carry memprof's line", len(ours))
 lines = {e["frames"][0]["line"] for e in ours}
 check(lines <= set(range(28, 34)) and 31 in lines, "their lines are train_step's", sorted(lines))
+times = [e["time_us"] for e in trace]
+check(bool(times) and started_us <= min(times) and max(times) <= ended_us
+      and times == sorted(times),
+      "the events' times are µs since the epoch within the run, in order",
+      (min(times), max(times), started_us, ended_us) if times else None)
 check(report["history"]["events"] == sum(len(t) for t in data["device_traces"])
       and report["history"]["dropped"] == 0, "the report counts the file's events",
       report["history"])
