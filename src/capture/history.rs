@@ -401,13 +401,7 @@ mod tests {
 
     #[test]
     fn a_record_stamps_its_events_with_the_times_they_happened_and_keeps_its_room() {
-        let unix_us = || {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_micros() as i64
-        };
-        let before = unix_us();
+        let before = clock::Anchor::now().unix_us;
         start(4);
         let room = RING.lock().unwrap().events.capacity();
         for n in 1..=6 {
@@ -415,7 +409,7 @@ mod tests {
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
         let taken = stop();
-        let after = unix_us();
+        let after = clock::Anchor::now().unix_us;
         assert_eq!(
             taken.events.iter().map(|e| e.ptr).collect::<Vec<_>>(),
             [3, 4, 5, 6]
