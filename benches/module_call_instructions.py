@@ -6,12 +6,15 @@ collect them alone and dump their counts under the mode's name. Where times spre
 memprof's per-call work (this build machine: 0.9-8 µs a call from run to run), the counts
 (two runs of one build within 1.5%) still compare two builds.
 
-    benches/module_call_instructions.sh [STEPS [gpt2]]   (runs this under callgrind, prints the table)
+    benches/module_call_instructions.sh [STEPS [gpt2|resnet]]   (runs this under callgrind)
 
 The model is benches/module_call_model.py's, as module_call_cost.py times it: 60 blocks of
 Linear(16, 16) + ReLU, 181 module calls a step, forward and backward; or, with `gpt2` after STEPS,
 benches/workloads.py's GPT-2 step at its --tiny size (nanoGPT's modules, 2 layers, bf16 autocast,
-AdamW: the GPU step's module calls and autograd graph at a size callgrind runs). Each mode's
+AdamW: the GPU step's module calls and autograd graph at a size callgrind runs); or, with
+`resnet`, torchvision's ResNet-50 module for module (module_call_model.ResNet50: 183 module calls
+a step, batch norm's buffers, in-place ReLUs; 2 images of 32 x 32, SGD with momentum: about 25
+minutes here at 2 steps). Each mode's
 session runs 3 steps before its counted ones; Python's garbage collector is off while they run
 (when it runs depends on how many objects were made since it last ran, which moved the counts by a
 quarter from run to run), and the script sets PYTHONHASHSEED=0 for the same reason."""
@@ -41,6 +44,26 @@ if sys.argv[2:3] == ["gpt2"]:
 
     def step():
         workloads.gpt2_train_step(*setup)
+elif sys.argv[2:3] == ["resnet"]:
+    from module_call_model import ResNet50
+    import workloads
+
+    torch.manual_seed(0)
+    model = ResNet50(10)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    images, labels = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+    calls = 0
+
+    def count(*_):
+        global calls
+        calls += 1
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(count)
+    workloads.train_step(model, optimizer, images, labels)
+    handle.remove()
+
+    def step():
+        workloads.train_step(model, optimizer, images, labels)
 else:
     model, x, calls = build()
 
