@@ -28,22 +28,31 @@ from module_call_model import build
 
 torch.set_num_threads(1)
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+
+
+def module_calls(step):
+    """How many module calls one run of `step` makes (it runs once, uncounted)."""
+    calls = 0
+
+    def count(*_):
+        nonlocal calls
+        calls += 1
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(count)
+    step()
+    handle.remove()
+    return calls
+
+
 if sys.argv[2:3] == ["gpt2"]:
     import workloads
 
     setup = workloads.gpt2_setup("cpu", batch=2, tiny=True)
-    calls = 0
-
-    def count(*_):
-        global calls
-        calls += 1
-
-    handle = torch.nn.modules.module.register_module_forward_pre_hook(count)
-    workloads.gpt2_train_step(*setup)
-    handle.remove()
 
     def step():
         workloads.gpt2_train_step(*setup)
+
+    calls = module_calls(step)
 elif sys.argv[2:3] == ["resnet"]:
     from module_call_model import ResNet50
     import workloads
@@ -52,18 +61,11 @@ elif sys.argv[2:3] == ["resnet"]:
     model = ResNet50(10)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     images, labels = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
-    calls = 0
-
-    def count(*_):
-        global calls
-        calls += 1
-
-    handle = torch.nn.modules.module.register_module_forward_pre_hook(count)
-    workloads.train_step(model, optimizer, images, labels)
-    handle.remove()
 
     def step():
         workloads.train_step(model, optimizer, images, labels)
+
+    calls = module_calls(step)
 else:
     model, x, calls = build()
 
