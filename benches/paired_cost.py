@@ -150,23 +150,28 @@ def _saved_hooks(memprof, which):
         del os.environ["MEMPROF_SAVED_HOOKS"]
 
 
-def block(step, steps, cuda):
+def block(step, steps, cuda, spans=None):
     """Times `steps` steps, each waited for, the first left out: the whole step, and the
     launching thread's part of it (until the step's Python returned, before waiting for the
     GPU), which is where memprof's work is. Where the GPU is the bottleneck, the whole step
-    hides that work (the thread runs ahead and then waits); the launching part shows it."""
+    hides that work (the thread runs ahead and then waits); the launching part shows it.
+    `spans`, where given, receives each counted step's launching part as monotonic-clock
+    nanoseconds (perf_counter's clock: `perf record -k CLOCK_MONOTONIC` stamps its samples with
+    it), so that a profile's samples can be told apart by block (benches/paired_profile.py)."""
     times, host = [], []
     for i in range(steps):
         if cuda:
             torch.cuda.synchronize()
-        t = time.perf_counter()
+        t = time.perf_counter_ns()
         step()
-        launched = time.perf_counter()
+        launched = time.perf_counter_ns()
         if cuda:
             torch.cuda.synchronize()
         if i > 0:
-            times.append(time.perf_counter() - t)
-            host.append(launched - t)
+            times.append((time.perf_counter_ns() - t) / 1e9)
+            host.append((launched - t) / 1e9)
+            if spans is not None:
+                spans.append((t, launched))
     return times, host
 
 
@@ -182,6 +187,8 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--spans", action="store_true",
+                   help="also print each counted step's launching part in monotonic ns, per variant")
     args = p.parse_args()
     import memprof
 
@@ -205,6 +212,7 @@ def main():
     variants = ["base", "control"] + [v for v in args.variants.split(",") if v]
     times = {v: [] for v in variants}
     host = {v: [] for v in variants}
+    spans = {v: [] for v in variants}
     orders = []
     rng = random.Random(args.seed)
     for _ in range(args.rounds):
@@ -214,11 +222,14 @@ def main():
         for v in order:
             s = session(memprof, v, step_fn)
             with s if s is not None else contextlib.nullcontext():
-                whole, launching = block(step, args.steps, cuda)
+                whole, launching = block(step, args.steps, cuda,
+                                         spans[v] if args.spans else None)
             times[v].append(whole)
             host[v].append(launching)
     out = {"case": args.case, "device": args.device, "steps": args.steps,
            "blocks": times, "host_blocks": host, "orders": orders}
+    if args.spans:
+        out["spans"] = spans
     if "history" in variants or "history_calls" in variants:
         import pickle
         with open(HISTORY_FILE, "rb") as f:
