@@ -81,11 +81,12 @@ impl<R: Runtime> Recorder<R> {
         }
         self.history_waiting = false;
         self.history_started = true;
+        // The events take the running line's tag as they happen (`tags::current`); the shim's
+        // map of each live block's tag is `--tensors`' alone (it cost a lock and a hash map
+        // insert or erase at every CPU allocation and free).
         self.tagging = true;
         crate::capture::history::start(max_entries);
-        if !cuda {
-            self.sampler.runtime().tags_enable();
-        } else if !self.sampler.runtime().cuda_history_enable(true) {
+        if cuda && !self.sampler.runtime().cuda_history_enable(true) {
             crate::capture::history::unavailable();
         }
     }
