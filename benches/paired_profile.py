@@ -89,12 +89,13 @@ def main():
     for v in variants:
         for title, counter, width in (("library", by_dso, 0), ("function", by_sym, args.top)):
             keys = set(counter[v]) | set(counter[ref])
-            rows = sorted(keys, key=lambda k: -(per_step(counter, v, k) - per_step(counter, ref, k)))
+            rows = sorted(keys, key=lambda k: per_step(counter, ref, k) - per_step(counter, v, k))
             rows = rows[:width or 15]
             print(f"\n{v} over {ref}, ms per step by thread and {title} (control - base beside):")
             print("| thread | " + ("library" if title == "library" else "library | function")
                   + f" | {ref} | {v} | diff | control diff |")
-            print("| --- | --- |" + (" --- |" if title == "function" else "") + " --- | --- | --- | --- |")
+            print("| --- | --- |" + (" --- |" if title == "function" else "")
+                  + " --- | --- | --- | --- |")
             for k in rows:
                 b, x, c, b0 = (per_step(counter, w, k) for w in (ref, v, "control", "base"))
                 name = " | ".join(str(part)[:90] for part in k)

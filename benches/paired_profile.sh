@@ -3,35 +3,44 @@
 # cancelled: `perf record` of one benches/paired_cost.py process whose blocks alternate between
 # unprofiled (base, control) and VARIANTS (default "modules,history"), each sample given to the
 # block whose step ran then (benches/paired_profile.py): CPU ms per step by thread, library and
-# function, each variant against `base`, with `control - base` as the noise floor. Through the
-# wheel (.device/wheel); NATIVE names a native core with its symbols to put in its place (the
-# wheel's is stripped: `../shared/gpu/build-for-device.sh --features wheel --lib` leaves one in
-# target/device/release/libmemprof.so). The GPU machine has no perf: PERF_DIR (default
+# function, each variant against `base` (AGAINST: another variant), with `control - base` as the
+# noise floor. Through the wheel (.device/wheel); NATIVE names a native core with its symbols to
+# put in its place (the wheel's is stripped: `../shared/gpu/build-for-device.sh --features wheel
+# --lib` leaves one in target/device/release/libmemprof.so). The GPU machine has no perf: PERF_DIR (default
 # .device/perf, made by scripts/device/perf-bundle.sh) holds this machine's. ROUNDS (default
 # 12) rounds of STEPS (default 6) steps per variant, sampled at HZ (default 4999). On the GPU
 # machine:
 #   run(command="NATIVE=.device/native/libmemprof.so benches/paired_profile.sh",
 #       carry=[".device/wheel", ".device/perf", ".device/native"])
+# Here, on the CPU (the launch-bound MLP step, this machine's perf and the development set-up's
+# memprof; MEMPROF_NATIVE picks a build):
+#   PYTHON=.venv/bin/python CASE=mlp DEVICE=cpu benches/paired_profile.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-. benches/device_wheel.sh
-if [ -n "${NATIVE:-}" ]; then
-  cp "$NATIVE" "$(ls "$device_venv"/lib/python3.*/site-packages/memprof/_native*.so)" || exit 1
+if [ -n "${PYTHON:-}" ]; then
+  python=$PYTHON
+  pf() { perf "$@"; }
+else
+  . benches/device_wheel.sh
+  python=$device_venv/bin/python
+  if [ -n "${NATIVE:-}" ]; then
+    cp "$NATIVE" "$(ls "$device_venv"/lib/python3.*/site-packages/memprof/_native*.so)" || exit 1
+  fi
+  perf_dir=$(realpath "${PERF_DIR:-.device/perf}")
+  pf() { LD_LIBRARY_PATH=$perf_dir/lib "$perf_dir/perf" "$@"; }
 fi
 . benches/gpu_cores.sh
-perf_dir=$(realpath "${PERF_DIR:-.device/perf}")
-pf() { LD_LIBRARY_PATH=$perf_dir/lib "$perf_dir/perf" "$@"; }
 pf --version >/dev/null || exit 1
 out=/tmp/memprof-paired-profile
 rm -rf "$out" && mkdir -p "$out"
 hz=${HZ:-4999} case_=${CASE:-resnet}
-unset VIRTUAL_ENV LD_LIBRARY_PATH
+unset LD_LIBRARY_PATH
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 pf record -e cpu-clock -F "$hz" -k CLOCK_MONOTONIC -o "$out/perf.data" -- \
-  taskset -c "$(cores_of 0)" "$device_venv/bin/python" benches/paired_cost.py "$case_" \
+  taskset -c "$(cores_of 0)" "$python" benches/paired_cost.py "$case_" --device "${DEVICE:-cuda}" \
   --rounds "${ROUNDS:-12}" --steps "${STEPS:-6}" --variants "${VARIANTS:-modules,history}" --spans \
   >"$out/bench.log" 2>"$out/record.log" || { tail -5 "$out/record.log" "$out/bench.log"; exit 1; }
 pf script -i "$out/perf.data" -F comm,pid,tid,time,ip,sym,dso --ns >"$out/script.txt" 2>/dev/null
-"$device_venv/bin/python" benches/paired_profile.py "$out/bench.log" "$out/script.txt" "$hz" \
-  --top "${TOP:-30}" | tee "$out/profile.md"
+"$python" benches/paired_profile.py "$out/bench.log" "$out/script.txt" "$hz" \
+  --top "${TOP:-30}" --against "${AGAINST:-base}" | tee "$out/profile.md"
 [ -z "${OUT:-}" ] || cp "$out/profile.md" "$out/bench.log" "$OUT/"
