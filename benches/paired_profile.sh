@@ -7,9 +7,9 @@
 # noise floor. Through the wheel (.device/wheel); NATIVE names a native core with its symbols to
 # put in its place (the wheel's is stripped: `../shared/gpu/build-for-device.sh --features wheel
 # --lib` leaves one in target/device/release/libmemprof.so). The GPU machine has no perf:
-# PERF_DIR (default .device/perf, made by scripts/device/perf-bundle.sh) holds this machine's. ROUNDS (default
-# 12) rounds of STEPS (default 6) steps per variant, sampled at HZ (default 4999). On the GPU
-# machine:
+# PERF_DIR (default .device/perf, made by scripts/device/perf-bundle.sh) holds this machine's.
+# ROUNDS (default 12) rounds of STEPS (default 6) steps per variant, sampled at HZ (default 4999).
+# On the GPU machine:
 #   run(command="NATIVE=.device/native/libmemprof.so benches/paired_profile.sh",
 #       carry=[".device/wheel", ".device/perf", ".device/native"])
 # Here, on the CPU (the launch-bound MLP step, this machine's perf and the development set-up's
