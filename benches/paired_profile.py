@@ -83,7 +83,7 @@ def main():
     threads = ("main", "autograd", "other")
     print("| variant | " + " | ".join(threads) + " | all |")
     print("| --- | " + " | ".join("---" for _ in threads) + " | --- |")
-    for v in ["base", "control"] + variants:
+    for v in ["base", "control"] + ([ref] if ref != "base" else []) + variants:
         cells = [per_step(by_thread, v, t) for t in threads]
         print(f"| {v} | " + " | ".join(f"{c:.3f}" for c in cells) + f" | {sum(cells):.3f} |")
     for v in variants:
