@@ -17,13 +17,8 @@
 #   run(command="NATIVE=.device/perf/_native.so VARIANTS='python none --modules' benches/cpu_profile.sh", carry=[".device/wheel", ".device/perf"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-. benches/device_wheel.sh
-if [ -n "${NATIVE:-}" ]; then
-  cp "$NATIVE" "$(ls "$device_venv"/lib/python3.*/site-packages/memprof/_native*.so)" || exit 1
-fi
+. benches/device_perf.sh
 . benches/gpu_cores.sh
-perf_dir=$(realpath "${PERF_DIR:-.device/perf}")
-pf() { LD_LIBRARY_PATH=$perf_dir/lib "$perf_dir/perf" "$@"; }
 pf --version || exit 1
 out=/tmp/memprof-cpu-profile
 rm -rf "$out" && mkdir -p "$out"

@@ -6,7 +6,7 @@ samples). A variant's CPU time per step, library by library and function by func
 compared with the unprofiled blocks' (`base`) of the same process, and the `control` blocks'
 (also unprofiled) difference from `base` is printed beside as the noise floor.
 
-    python3 benches/paired_profile.py BENCH_LOG SCRIPT_TXT HZ [--top 30]
+    python3 benches/paired_profile.py BENCH_LOG SCRIPT_TXT HZ [--top 30] [--against base]
 
 SCRIPT_TXT: `perf script -F comm,pid,tid,time,ip,sym,dso --ns` of the record. Threads: `main`
 (the one that runs the steps), `autograd` (torch's device threads, `pt_autograd_*`), `other`.

@@ -4,10 +4,7 @@
 # unprofiled (base, control) and VARIANTS (default "modules,history"), each sample given to the
 # block whose step ran then (benches/paired_profile.py): CPU ms per step by thread, library and
 # function, each variant against `base` (AGAINST: another variant), with `control - base` as the
-# noise floor. Through the wheel (.device/wheel); NATIVE names a native core with its symbols to
-# put in its place (the wheel's is stripped: `../shared/gpu/build-for-device.sh --features wheel
-# --lib` leaves one in target/device/release/libmemprof.so). The GPU machine has no perf:
-# PERF_DIR (default .device/perf, made by scripts/device/perf-bundle.sh) holds this machine's.
+# noise floor. Through the wheel, NATIVE and PERF_DIR as benches/device_perf.sh takes them.
 # ROUNDS (default 12) rounds of STEPS (default 6) steps per variant, sampled at HZ (default 4999).
 # On the GPU machine:
 #   run(command="NATIVE=.device/native/libmemprof.so benches/paired_profile.sh",
@@ -21,13 +18,8 @@ if [ -n "${PYTHON:-}" ]; then
   python=$PYTHON
   pf() { perf "$@"; }
 else
-  . benches/device_wheel.sh
+  . benches/device_perf.sh
   python=$device_venv/bin/python
-  if [ -n "${NATIVE:-}" ]; then
-    cp "$NATIVE" "$(ls "$device_venv"/lib/python3.*/site-packages/memprof/_native*.so)" || exit 1
-  fi
-  perf_dir=$(realpath "${PERF_DIR:-.device/perf}")
-  pf() { LD_LIBRARY_PATH=$perf_dir/lib "$perf_dir/perf" "$@"; }
 fi
 . benches/gpu_cores.sh
 pf --version >/dev/null || exit 1
