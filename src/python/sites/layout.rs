@@ -262,8 +262,9 @@ pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFra
 
 /// Whether the thread's frames are `expected` (code object and instruction offset, innermost
 /// first), as `walk` would give them: compared as the walk goes, given up at the first that
-/// differs. A frame whose code is the one expected there is not read as a code object (its
-/// type): a miss to memory per frame, where the stack is the one expected.
+/// differs. A frame that runs the code and the instruction expected there is read for those
+/// and its caller alone (not its owner, nor its code's type: a miss to memory per frame, where
+/// the stack is the one expected).
 ///
 /// # Safety
 /// As `walk`'s; and each code object in `expected` was a live code object found by `walk` in
@@ -281,8 +282,21 @@ pub unsafe fn walk_same(tstate: *mut ffi::PyThreadState, expected: &[(usize, i32
         let mut left = MOST_FRAMES;
         while frame != 0 && left > 0 {
             left -= 1;
+            let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
+            // The common case, first and with the fewest reads: the frame runs the code expected
+            // here at the instruction expected. Such a frame is one `walk` visits (a C stack's
+            // entry runs no code `walk` visits, and an unstarted frame points before its code's
+            // first instruction), so its owner and its code's type need no reading.
+            if let Some(&(want, offset)) = expected.get(at) {
+                if code == want
+                    && read::<usize>(frame, l.frame_instr) == code + l.code_start + offset as usize
+                {
+                    at += 1;
+                    frame = read(frame, l.frame_previous);
+                    continue;
+                }
+            }
             if !is_shim(l, frame) {
-                let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
                 let expected_here = expected.get(at).filter(|e| e.0 == code);
                 // A frame `walk` visits: a code object's, started.
                 let visited = if code != 0
