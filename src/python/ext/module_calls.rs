@@ -268,12 +268,16 @@ impl Tracker {
     }
 
     /// The module's forward entry under `root`, if its site is known and both are alive.
-    fn site(&self, py: Python<'_>, root: usize, module: &Bound<'_, PyAny>) -> Option<u32> {
+    fn site(&self, root: usize, module: &Bound<'_, PyAny>) -> Option<u32> {
         let site = self.sites.get(&(root, module.as_ptr() as usize))?;
+        // Read from the weak reference's referent field, as `PyWeakref_GetRef` reads it, without
+        // making (and dropping) a reference to the object: the field is the object while it lives
+        // and None once it died, so an object alive at `ptr` is the one referred to. (Every call
+        // did it twice, and wrote to both objects' reference counts.)
         let alive = |r: &Py<PyWeakrefReference>, ptr: usize| {
-            r.bind(py)
-                .upgrade()
-                .is_some_and(|o| o.as_ptr() as usize == ptr)
+            // SAFETY: `r` is a live weak reference object (the site holds it), a
+            // `PyWeakReference` on every Python memprof builds for (CPython, with the GIL).
+            unsafe { (*r.as_ptr().cast::<pyo3::ffi::PyWeakReference>()).wr_object as usize == ptr }
         };
         (alive(&site.module, module.as_ptr() as usize) && alive(&site.root, root))
             .then_some(site.entry)
@@ -451,7 +455,7 @@ fn module_enter(module: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> Entered
         Err(answer) => return answer,
     };
     // The site and the call's timeline item under one lock.
-    match with_tracker(|t| t.site(py, root, module).map(|entry| (entry, t.slot(entry)))) {
+    match with_tracker(|t| t.site(root, module).map(|entry| (entry, t.slot(entry)))) {
         Some((entry, slot)) => enter(module, args, entry, slot, None),
         None => Some((SITE, 0, i64::from(parent))),
     }
