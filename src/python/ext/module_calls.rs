@@ -75,7 +75,6 @@ struct Pass {
     calls: Vec<Option<PassCall>>,
 }
 
-#[derive(Default)]
 struct ThreadCalls {
     stack: Vec<Call>,
     /// Module calls inside a root call the schedule skips (ids, innermost last).
@@ -87,7 +86,16 @@ struct ThreadCalls {
 }
 
 thread_local! {
-    static THREAD: RefCell<ThreadCalls> = RefCell::new(ThreadCalls::default());
+    // Made as a constant, so that each use is a read of the thread's slot, not a check whether
+    // it was made yet (every module call used it three times).
+    static THREAD: RefCell<ThreadCalls> = const {
+        RefCell::new(ThreadCalls {
+            stack: Vec::new(),
+            skip: Vec::new(),
+            pass: None,
+            spare_calls: Vec::new(),
+        })
+    };
 }
 
 /// The tracker's settings (modules_configure), read on every call without the lock: the
