@@ -58,6 +58,12 @@ fn saved_begin(
                 continue;
             };
             for (_, t) in tensors.iter() {
+                // A module without a bias holds None in its place (every convolution of a
+                // ResNet): asked for its TensorImpl, None would raise (and format) an
+                // AttributeError, dropped here, at each of them at every root call.
+                if t.is_none() {
+                    continue;
+                }
                 let Ok(impl_ptr) = tensor_impl(&t) else {
                     continue;
                 };
