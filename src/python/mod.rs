@@ -1,7 +1,8 @@
 //! The embedded CPython: starting it like `python` (interpreter, launcher), the `_memprof` module
-//! the bootstrap talks to (ext), the line hook per Python version (tracing), the embedded Python
-//! files (py/), and running the user's program (runner). Uses `capture`, `torch`, `model` and
-//! `error`.
+//! the bootstrap talks to (ext), the C API functions found at run time (c_api), the line hook
+//! per Python version (tracing), the embedded Python files (py/), and running the user's program
+//! (runner). Uses `capture`, `torch`, `model` and `error`.
+pub mod c_api;
 pub mod ext;
 mod interpreter;
 pub mod launcher;

@@ -10,6 +10,7 @@
 //! compiled graph's frames, whose sites depend on the line, and walks that found no context are
 //! not noted.
 use super::layout::RawFrame;
+use crate::python::c_api::python_function;
 use std::cell::RefCell;
 use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -31,14 +32,6 @@ pub fn invalidate() {
 extern "C" fn on_code_event(_event: c_int, _code: *mut c_void) -> c_int {
     invalidate();
     0
-}
-
-/// A function of the C API of the interpreter this process runs, found at run time (so that
-/// one build serves every Python): None where this Python has none.
-fn python_function(name: &std::ffi::CStr) -> Option<*mut c_void> {
-    // SAFETY: looks a symbol up in the process.
-    let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-    (!found.is_null()).then_some(found)
 }
 
 /// Watches code objects' creation and destruction (once per session; the GIL held):
