@@ -583,6 +583,30 @@ fn forward_passes_without_backward_free_what_they_saved() {
     assert_eq!(relu["saved_bytes"], 10 * 512 * 4096 * 4, "{relu:#}");
 }
 
+/// A model's parameters and buffers are state whatever happens to them between passes
+/// (fixtures/saved_state_changes.py): a buffer replaced by a new object, storages swapped under
+/// `.data`, the model converted in place and back, plain tensors standing in for its parameters
+/// (`torch.func.functional_call`). memprof keeps a root's state from one call to the next while
+/// the dicts holding it are unchanged (Python 3.12+ watches them); each change must be seen, or
+/// the new objects would count as activations. Every pass saves the same 4,352 B.
+#[test]
+fn saved_bytes_leave_out_state_that_changes_between_passes() {
+    let m = modules(&[], &["saved_state_changes.py"]);
+    let roots: Vec<i64> = calls(&m, "", "forward")
+        .iter()
+        .map(|e| int(&e["saved_bytes"]))
+        .collect();
+    assert_eq!(roots, vec![4352; 6], "{m:#}");
+    for (name, saved) in [("0", 2048), ("1", 1280), ("2", 1024)] {
+        let e = entry(&m, name, "forward");
+        assert_eq!(
+            (int(&e["calls"]), int(&e["saved_bytes"])),
+            (6, 6 * saved),
+            "{name}"
+        );
+    }
+}
+
 /// `memprof run --modules` with saved bytes counted as `MEMPROF_SAVED_HOOKS` asks: "" (the
 /// default: memprof's stand-in for SavedVariable's constructor, no hook), "hooks" (saved-tensors
 /// hooks in C++, src/torch/cpp/saved_hooks.cpp) or "python" (hooks in Python): (the run, the
@@ -626,6 +650,7 @@ fn saved_bytes_are_the_same_without_hooks_as_with_cpp_or_python_hooks() {
         ("mlp.py", "float32"),
         ("cnn.py", "bfloat16"),
         ("saved_foreign.py", ""),
+        ("saved_state_changes.py", ""),
     ] {
         let rows = |m: &Value| -> Vec<(String, String, i64, i64, i64, i64)> {
             m["modules"]

@@ -6,6 +6,7 @@ mod impl_list;
 pub mod inventory;
 mod module_calls;
 pub mod saved;
+mod saved_state;
 mod tensor_object;
 use crate::capture::recorder;
 use crate::torch;

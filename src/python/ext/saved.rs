@@ -4,14 +4,15 @@
 //! hooks count instead: `_memprof.saved_pack`/`saved_unpack`, which modules.py pushes while a
 //! root module's forward runs, as native functions (no Python frame), and `saved_native`, which
 //! lets C++ hooks take their place where they top the hook stack (src/torch/cpp/saved_hooks.cpp).
-//! All count through src/capture/saved.rs; a root call begins a pass (`saved_begin`, which reads
-//! the storages of the root's parameters and buffers). An `nn.Parameter`, or a view of one, never
-//! counts (one check here, for all).
-use crate::capture::saved;
+//! All count through src/capture/saved.rs; a root call begins a pass (`saved_begin`, with the
+//! root's parameters and buffers as saved_state.rs keeps them). A parameter or buffer of the
+//! root, any `nn.Parameter`, or a view of one never counts (one check here, `is_state`, for
+//! all).
+use super::saved_state;
+use crate::capture::saved::{self, RootState};
 use pyo3::exceptions::PyRuntimeError;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple, PyType, PyWeakrefReference};
+use pyo3::types::{PyTuple, PyType};
 use std::os::raw::c_int;
 use std::sync::{Mutex, OnceLock};
 
@@ -22,11 +23,11 @@ static PARAMETER: OnceLock<Py<PyType>> = OnceLock::new();
 static NATIVE_MARKER: Mutex<Option<Py<PyAny>>> = Mutex::new(None);
 
 /// A root module call starts a forward pass on this thread. `modules` are weak references to
-/// the root's modules (one that is gone is passed over): their parameters and buffers are
-/// state, not saved activations, as is any saved tensor of type `parameter`
-/// (`torch.nn.Parameter`, or a subclass). They are read at each root call, as they are then
-/// (FSDP2 and `.to()` swap parameters). `interposed`: the stand-in for SavedVariable's
-/// constructor counts what this pass saves.
+/// the root's modules (one that is gone is passed over): the objects in their parameters and
+/// buffers are state, not saved activations (saved_state.rs reads them, or keeps them from the
+/// root's last call while their dicts are unchanged), as is any saved tensor of type
+/// `parameter` (`torch.nn.Parameter`, or a subclass). `interposed`: the stand-in for
+/// SavedVariable's constructor counts what this pass saves.
 #[pyfunction]
 #[pyo3(signature = (modules, device_index, parameter, interposed=false))]
 fn saved_begin(
@@ -35,66 +36,18 @@ fn saved_begin(
     parameter: Bound<'_, PyType>,
     interposed: bool,
 ) {
-    let device_index = device_index.unwrap_or(-1);
     if PARAMETER.get().is_none() {
         let _ = PARAMETER.set(parameter.unbind());
-        saved::set_parameter_check(is_parameter);
+        saved::set_state_check(is_state);
     }
-    let mut skip = saved::spare_set();
-    let alive = modules.iter().filter_map(|m| {
-        m.cast_into::<PyWeakrefReference>()
-            .ok()
-            .and_then(|r| r.upgrade())
-    });
-    for module in alive {
-        for field in [
-            intern!(module.py(), "_parameters"),
-            intern!(module.py(), "_buffers"),
-        ] {
-            let Some(tensors) = instance_attribute(&module, field) else {
-                continue;
-            };
-            let Ok(tensors) = tensors.cast_into::<PyDict>() else {
-                continue;
-            };
-            for (_, t) in tensors.iter() {
-                // A module without a bias holds None in its place (every convolution of a
-                // ResNet): asked for its TensorImpl, None would raise (and format) an
-                // AttributeError, dropped here, at each of them at every root call.
-                if t.is_none() {
-                    continue;
-                }
-                let Ok(impl_ptr) = tensor_impl(&t) else {
-                    continue;
-                };
-                // SAFETY: `t` is held by the module's dict, alive during the call.
-                if let Some((ptr, _)) = unsafe { crate::torch::storage_on(impl_ptr, device_index) }
-                {
-                    skip.insert(ptr);
-                }
-            }
-        }
-    }
-    saved::begin(device_index, skip, interposed);
+    let state = saved_state::root_state(modules);
+    saved::begin(device_index.unwrap_or(-1), state, interposed);
 }
 
-/// `obj.name`, looked up as `object.__getattribute__` does: a module's `_parameters` is in its
-/// instance dict, and nn.Module's Python `__getattr__` (asked only when that fails) costs a type
-/// lookup on every access through Python's own getattr. Where that fails, Python's getattr.
-fn instance_attribute<'py>(
-    obj: &Bound<'py, PyAny>,
-    name: &Bound<'py, pyo3::types::PyString>,
-) -> Option<Bound<'py, PyAny>> {
-    let py = obj.py();
-    // SAFETY: both are live objects; the call returns a new reference, or null with an
-    // exception set (taken below).
-    let found = unsafe { pyo3::ffi::PyObject_GenericGetAttr(obj.as_ptr(), name.as_ptr()) };
-    if found.is_null() {
-        drop(PyErr::take(py));
-        return obj.getattr(name).ok();
-    }
-    // SAFETY: a new reference, owned from here.
-    Some(unsafe { Bound::from_owned_ptr(py, found) })
+/// The session ends: the roots' state is forgotten, and their dicts no longer watched.
+#[pyfunction]
+fn saved_forget(py: Python<'_>) {
+    saved_state::forget(py);
 }
 
 /// Makes memprof stand in for SavedVariable's constructor in torch's libraries (true), so that
@@ -155,26 +108,33 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         t.call_method0(pyo3::intern!(py, "detach"))?
     };
     if found == 1 {
-        saved::count(ptr, nbytes, || is_parameter(impl_ptr));
+        saved::count(ptr, nbytes, |state| is_state(impl_ptr, state));
     }
     PyTuple::new(py, [kept, version.into_pyobject(py)?.into_any()])
 }
 
-/// Whether a saved tensor (its TensorImpl) is a parameter or a view of one (autograd saves
-/// `weight.t()` for a linear layer), for both hooks (src/capture/saved.rs asks the native one's
-/// for a storage the pass has not seen): the type of its Python object, or of its base's, is
+/// Whether a saved tensor (its TensorImpl) is state, for every way of counting
+/// (src/capture/saved.rs asks once per storage a pass sees): its Python object, or its base's
+/// where it is a view (autograd saves `weight.t()` for a linear layer), is one of the root's
+/// parameters or buffers (while saved_state.rs trusts the objects it read), or of type
 /// `torch.nn.Parameter` or a subclass (a type check, not isinstance, whose metaclass would run
-/// Python). A tensor without a Python object, such as an op's fresh output, is no parameter.
-fn is_parameter(tensor_impl: usize) -> bool {
-    // SAFETY: autograd holds the tensor while it calls the pack hook.
+/// Python). A tensor without a Python object, such as an op's fresh output, is not state.
+fn is_state(tensor_impl: usize, state: &RootState) -> bool {
+    // SAFETY: autograd holds the tensor while it saves it.
     let Some((obj, base)) = (unsafe { crate::torch::tensor_pyobjs(tensor_impl) }) else {
         return false;
     };
-    [obj, base]
-        .into_iter()
-        .filter(|&p| p != 0)
-        // SAFETY: a live Python object of a tensor autograd holds; its type is only read.
-        .any(|p| type_is_parameter(unsafe { pyo3::ffi::Py_TYPE(p as *mut pyo3::ffi::PyObject) }))
+    let objects = [obj, base].into_iter().filter(|&p| p != 0);
+    let root_state = |p: usize| {
+        state
+            .objects
+            .get(&p)
+            .is_some_and(|&kind| saved_state::trusted(state, kind))
+    };
+    // SAFETY: a live Python object of a tensor autograd holds; its type is only read.
+    let parameter =
+        |p: usize| type_is_parameter(unsafe { pyo3::ffi::Py_TYPE(p as *mut pyo3::ffi::PyObject) });
+    objects.clone().any(root_state) || objects.into_iter().any(parameter)
 }
 
 /// Whether a tensor type is `nn.Parameter` or a subclass, by type object: the answers are kept,
@@ -235,6 +195,7 @@ fn saved_unpack<'py>(packed: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>
 
 pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(saved_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(saved_forget, m)?)?;
     m.add_function(wrap_pyfunction!(saved_pack, m)?)?;
     m.add_function(wrap_pyfunction!(saved_unpack, m)?)?;
     m.add_function(wrap_pyfunction!(saved_native, m)?)?;

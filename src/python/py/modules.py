@@ -763,6 +763,7 @@ def uninstall():
     if _tracker is not None and _tracker.torch is not None:  # torch's libraries were read
         _memprof.saved_native(None)
         _memprof.saved_interpose(False)
+        _memprof.saved_forget()  # the roots' state, and the watchers of their dicts
     if _tracker is not None and _tracker.wrapped is not None:
         module_cls, replaced = _tracker.wrapped
         for name, (ours, original) in replaced.items():
