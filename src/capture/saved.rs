@@ -3,54 +3,36 @@
 //! (src/torch/cpp/saved_interpose.cpp, no hook: it calls `mp_rust_saved_tensor` while the pass
 //! counts) or, where it cannot stand in, a saved-tensors hook does (src/python/ext/saved.rs's
 //! Python pack hook, or the native one in src/torch/cpp/saved_hooks.cpp), each counted once per
-//! pass, on the measured device only, never a parameter's or a buffer's. A root module call
-//! begins a pass (`begin`, with the root's state: the objects of its parameters and buffers,
-//! which are not activations), each call reads the pass's running total when it starts and ends
+//! pass, on the measured device only, never a parameter's. A root module call begins a pass
+//! (`begin`, with the storages of the root's parameters and buffers, which are not
+//! activations), each call reads the pass's running total when it starts and ends
 //! (`pass_bytes`: a call's saved bytes include its children's), and the root's end ends it
-//! (`end_pass`). Whether a saved tensor is state is Python's to say, asked once per storage a
-//! pass sees: the Python layer hands its check over (`set_state_check`).
+//! (`end_pass`). Whether a tensor is an `nn.Parameter` is Python's to say: the Python layer
+//! hands its check over (`set_parameter_check`).
 use crate::capture::int_hash::IntSet;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::os::raw::c_int;
-use std::sync::{Arc, OnceLock};
-
-/// A root module's state as the Python layer found it: the addresses of the Python objects in
-/// its modules' `_parameters` and `_buffers`, each with its kind, and the generations of those
-/// dicts the objects were read in (src/python/ext/saved_state.rs: while a generation holds, the
-/// objects of that kind are the dicts' and alive). Shared by the passes of one root.
-#[derive(Default)]
-pub struct RootState {
-    pub objects: crate::capture::int_hash::IntMap<usize, StateKind>,
-    pub generations: [u64; 2],
-}
-
-/// Where a state object was found.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum StateKind {
-    Parameter = 0,
-    Buffer = 1,
-}
+use std::sync::OnceLock;
 
 struct Pass {
     /// -1: the CPU; else the CUDA device measured.
     device_index: c_int,
-    state: Arc<RootState>,
-    /// The storages the pass has seen: counted, or found to be state.
-    seen: IntSet<usize>,
+    /// The root's parameters and buffers, and what the pass has counted already.
+    skip: IntSet<usize>,
     bytes: u64,
 }
 
 thread_local! {
     static PASS: RefCell<Option<Pass>> = const { RefCell::new(None) };
     /// The set of the thread's previous pass, emptied, for the next: a root call's set grows to
-    /// the same size at every call, and growing it anew each time cost a third of what reading
-    /// the root's parameters and buffers then cost.
+    /// the same size at every call, and growing it anew cost a third of reading the root's
+    /// parameters and buffers.
     static SPARE: RefCell<IntSet<usize>> = RefCell::new(IntSet::default());
 }
 
 /// An empty set for a pass's storages (the previous pass's, cleared: its capacity kept).
-fn spare_set() -> IntSet<usize> {
+pub fn spare_set() -> IntSet<usize> {
     SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()))
 }
 
@@ -60,33 +42,30 @@ fn keep_spare(mut set: IntSet<usize>) {
     SPARE.with(|s| *s.borrow_mut() = set);
 }
 
-/// Whether the tensor whose TensorImpl is at the address is state of the pass's root (one of
-/// its parameters or buffers, or a view of one) or any parameter (FSDP2's gathered ones are not
-/// among the root's objects when its pass starts).
-type StateCheck = fn(usize, &RootState) -> bool;
-static STATE_CHECK: OnceLock<StateCheck> = OnceLock::new();
+/// Whether the tensor whose TensorImpl is at the address is a parameter or a view of one
+/// (FSDP2's gathered parameters are not among the storages a pass skips from its start).
+type ParameterCheck = fn(usize) -> bool;
+static PARAMETER_CHECK: OnceLock<ParameterCheck> = OnceLock::new();
 
-/// The Python layer's state check (set once).
-pub fn set_state_check(check: StateCheck) {
-    let _ = STATE_CHECK.set(check);
+/// The Python layer's parameter check (set once).
+pub fn set_parameter_check(check: ParameterCheck) {
+    let _ = PARAMETER_CHECK.set(check);
 }
 
-/// A root module call starts a forward pass on this thread, with the root's `state`;
-/// `interposed`: the stand-in for SavedVariable's constructor counts what the pass saves (else a
-/// hook does, or nothing).
-pub fn begin(device_index: c_int, state: Arc<RootState>, interposed: bool) {
+/// A root module call starts a forward pass on this thread; `skip` holds the storages of its
+/// parameters and buffers; `interposed`: the stand-in for SavedVariable's constructor counts
+/// what the pass saves (else a hook does, or nothing).
+pub fn begin(device_index: c_int, skip: IntSet<usize>, interposed: bool) {
     crate::torch::saved_counting(interposed);
-    let seen = spare_set();
     let previous = PASS.with(|p| {
         p.borrow_mut().replace(Pass {
             device_index,
-            state,
-            seen,
+            skip,
             bytes: 0,
         })
     });
     if let Some(previous) = previous {
-        keep_spare(previous.seen);
+        keep_spare(previous.skip);
     }
 }
 
@@ -99,7 +78,7 @@ pub fn pass_bytes() -> u64 {
 pub fn end_pass() {
     crate::torch::saved_counting(false);
     if let Some(pass) = PASS.with(|p| p.borrow_mut().take()) {
-        keep_spare(pass.seen);
+        keep_spare(pass.skip);
     }
 }
 
@@ -108,22 +87,17 @@ pub fn device_index() -> c_int {
     PASS.with(|p| p.borrow().as_ref().map_or(-1, |p| p.device_index))
 }
 
-/// A saved tensor's storage at `ptr` of `nbytes`: counted unless the pass has seen it, or
-/// `is_state` (asked only then, with the pass's root state) says it is state; either way seen
-/// from then on.
-pub fn count(ptr: usize, nbytes: u64, is_state: impl FnOnce(&RootState) -> bool) {
-    let state = PASS.with(|p| match p.borrow().as_ref() {
-        Some(p) if !p.seen.contains(&ptr) => Some(Arc::clone(&p.state)),
-        _ => None,
-    });
+/// A saved tensor's storage at `ptr` of `nbytes`: counted unless the pass skips or has counted
+/// it, or `is_parameter` (asked only then) says it is a parameter's.
+pub fn count(ptr: usize, nbytes: u64, is_parameter: impl FnOnce() -> bool) {
+    let open = PASS.with(|p| matches!(p.borrow().as_ref(), Some(p) if !p.skip.contains(&ptr)));
     // The check runs outside the borrow: it may run Python.
-    let Some(state) = state else {
+    if !open || is_parameter() {
         return;
-    };
-    let counts = !is_state(&state);
+    }
     PASS.with(|p| {
         if let Some(p) = p.borrow_mut().as_mut() {
-            if p.seen.insert(ptr) && counts {
+            if p.skip.insert(ptr) {
                 p.bytes += nbytes;
             }
         }
@@ -141,10 +115,8 @@ pub extern "C" fn mp_rust_saved_tensor(tensor_impl: *mut c_void) {
         else {
             return;
         };
-        count(ptr, nbytes, |state| {
-            STATE_CHECK
-                .get()
-                .is_some_and(|check| check(impl_ptr, state))
+        count(ptr, nbytes, || {
+            PARAMETER_CHECK.get().is_some_and(|check| check(impl_ptr))
         });
     });
 }

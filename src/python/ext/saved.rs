@@ -4,12 +4,11 @@
 //! hooks count instead: `_memprof.saved_pack`/`saved_unpack`, which modules.py pushes while a
 //! root module's forward runs, as native functions (no Python frame), and `saved_native`, which
 //! lets C++ hooks take their place where they top the hook stack (src/torch/cpp/saved_hooks.cpp).
-//! All count through src/capture/saved.rs; a root call begins a pass (`saved_begin`, with the
-//! root's parameters and buffers as saved_state.rs keeps them). A parameter or buffer of the
-//! root, any `nn.Parameter`, or a view of one never counts (one check here, `is_state`, for
-//! all).
+//! All count through src/capture/saved.rs; a root call begins a pass (`saved_begin`, which reads
+//! the storages of the root's parameters and buffers, found or kept by saved_state.rs). An
+//! `nn.Parameter`, or a view of one, never counts (one check here, for all).
 use super::saved_state;
-use crate::capture::saved::{self, RootState};
+use crate::capture::saved;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
@@ -23,11 +22,11 @@ static PARAMETER: OnceLock<Py<PyType>> = OnceLock::new();
 static NATIVE_MARKER: Mutex<Option<Py<PyAny>>> = Mutex::new(None);
 
 /// A root module call starts a forward pass on this thread. `modules` are weak references to
-/// the root's modules (one that is gone is passed over): the objects in their parameters and
-/// buffers are state, not saved activations (saved_state.rs reads them, or keeps them from the
-/// root's last call while their dicts are unchanged), as is any saved tensor of type
-/// `parameter` (`torch.nn.Parameter`, or a subclass). `interposed`: the stand-in for
-/// SavedVariable's constructor counts what this pass saves.
+/// the root's modules (one that is gone is passed over): the storages of their parameters and
+/// buffers are state, not saved activations, as is any saved tensor of type `parameter`
+/// (`torch.nn.Parameter`, or a subclass). The storages are read at each root call, as they are
+/// then (FSDP2 and `.to()` swap them), from the objects saved_state.rs finds or kept.
+/// `interposed`: the stand-in for SavedVariable's constructor counts what this pass saves.
 #[pyfunction]
 #[pyo3(signature = (modules, device_index, parameter, interposed=false))]
 fn saved_begin(
@@ -36,12 +35,27 @@ fn saved_begin(
     parameter: Bound<'_, PyType>,
     interposed: bool,
 ) {
+    let py = modules.py();
+    let device_index = device_index.unwrap_or(-1);
     if PARAMETER.get().is_none() {
         let _ = PARAMETER.set(parameter.unbind());
-        saved::set_state_check(is_state);
+        saved::set_parameter_check(is_parameter);
     }
-    let state = saved_state::root_state(modules);
-    saved::begin(device_index.unwrap_or(-1), state, interposed);
+    let mut skip = saved::spare_set();
+    for &object in saved_state::root_objects(modules).iter() {
+        // SAFETY: each object is alive (its module's dict holds it, or saved_state.rs found it
+        // just now with the GIL held, still held); it is only borrowed here.
+        let t = unsafe { Bound::from_borrowed_ptr(py, object as *mut pyo3::ffi::PyObject) };
+        // Only a tensor is asked (no Python runs that could change the dicts meanwhile).
+        let Some(impl_ptr) = super::tensor_object::tensor_impl_if_tensor(&t) else {
+            continue;
+        };
+        // SAFETY: `t` is held by the module's dict, alive during the call.
+        if let Some((ptr, _)) = unsafe { crate::torch::storage_on(impl_ptr, device_index) } {
+            skip.insert(ptr);
+        }
+    }
+    saved::begin(device_index, skip, interposed);
 }
 
 /// The session ends: the roots' state is forgotten, and their dicts no longer watched.
@@ -108,33 +122,26 @@ fn saved_pack<'py>(t: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         t.call_method0(pyo3::intern!(py, "detach"))?
     };
     if found == 1 {
-        saved::count(ptr, nbytes, |state| is_state(impl_ptr, state));
+        saved::count(ptr, nbytes, || is_parameter(impl_ptr));
     }
     PyTuple::new(py, [kept, version.into_pyobject(py)?.into_any()])
 }
 
-/// Whether a saved tensor (its TensorImpl) is state, for every way of counting
-/// (src/capture/saved.rs asks once per storage a pass sees): its Python object, or its base's
-/// where it is a view (autograd saves `weight.t()` for a linear layer), is one of the root's
-/// parameters or buffers (while saved_state.rs trusts the objects it read), or of type
+/// Whether a saved tensor (its TensorImpl) is a parameter or a view of one (autograd saves
+/// `weight.t()` for a linear layer), for both hooks (src/capture/saved.rs asks the native one's
+/// for a storage the pass has not seen): the type of its Python object, or of its base's, is
 /// `torch.nn.Parameter` or a subclass (a type check, not isinstance, whose metaclass would run
-/// Python). A tensor without a Python object, such as an op's fresh output, is not state.
-fn is_state(tensor_impl: usize, state: &RootState) -> bool {
-    // SAFETY: autograd holds the tensor while it saves it.
+/// Python). A tensor without a Python object, such as an op's fresh output, is no parameter.
+fn is_parameter(tensor_impl: usize) -> bool {
+    // SAFETY: autograd holds the tensor while it calls the pack hook.
     let Some((obj, base)) = (unsafe { crate::torch::tensor_pyobjs(tensor_impl) }) else {
         return false;
     };
-    let objects = [obj, base].into_iter().filter(|&p| p != 0);
-    let root_state = |p: usize| {
-        state
-            .objects
-            .get(&p)
-            .is_some_and(|&kind| saved_state::trusted(state, kind))
-    };
-    // SAFETY: a live Python object of a tensor autograd holds; its type is only read.
-    let parameter =
-        |p: usize| type_is_parameter(unsafe { pyo3::ffi::Py_TYPE(p as *mut pyo3::ffi::PyObject) });
-    objects.clone().any(root_state) || objects.into_iter().any(parameter)
+    [obj, base]
+        .into_iter()
+        .filter(|&p| p != 0)
+        // SAFETY: a live Python object of a tensor autograd holds; its type is only read.
+        .any(|p| type_is_parameter(unsafe { pyo3::ffi::Py_TYPE(p as *mut pyo3::ffi::PyObject) }))
 }
 
 /// Whether a tensor type is `nn.Parameter` or a subclass, by type object: the answers are kept,

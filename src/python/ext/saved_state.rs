@@ -1,19 +1,14 @@
 //! A root module's state for `--modules`' saved bytes: the Python objects in its modules'
-//! `_parameters` and `_buffers` dicts (src/capture/saved.rs's `RootState`), which are not
-//! activations when autograd saves them. Read at a root call, and kept for the root's later
+//! `_parameters` and `_buffers` dicts, whose storages a pass does not count (src/python/ext/
+//! saved.rs reads them at each root call: `.data` and `.to()` swap storages in place). The
+//! objects are found by walking the root's modules and their dicts, and kept for the root's later
 //! calls while none of those dicts has changed since: on Python 3.12+ memprof watches them
-//! (`PyDict_AddWatcher`; one watcher for parameter dicts, one for buffer dicts, each advancing
-//! its kind's generation at any change). Where it cannot watch (3.11, or the interpreter's
-//! watchers all taken) each root call reads them again.
+//! (`PyDict_AddWatcher`: any change, or a dict's end, advances a generation). Where it cannot
+//! watch (3.11, or the interpreter's watchers all taken) each root call walks them again.
 //!
-//! Why objects, and why kept: a saved tensor is told by its Python object (or its view base's),
-//! which a module's dict holds, rather than by the storage under it. Reading every parameter's
-//! and buffer's storage at each root call cost ResNet-50's step a walk of some 1,800 objects
-//! (modules, their dicts, the tensors, their TensorImpls and storages) that the step had left
-//! cold, before its first kernel; an object found in a dict names the tensor while the dict holds
-//! it, whatever storage it gets (`.data`, `.to()` in place), and a dict that changes says so.
-use crate::capture::int_hash::IntMap;
-use crate::capture::saved::{RootState, StateKind};
+//! Why: the walk (every module's instance dict looked up for its two dicts, each dict iterated)
+//! touched some 1,000 objects at each of ResNet-50's root calls that the step had left cold,
+//! before the step's first kernel; a kept list is one array.
 use crate::python::c_api::python_function;
 use pyo3::ffi;
 use pyo3::intern;
@@ -23,39 +18,30 @@ use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The dict watchers' ids, parameters' and buffers' (-1: none).
-static WATCHERS: [AtomicI32; 2] = [AtomicI32::new(-1), AtomicI32::new(-1)];
-/// Advanced by every change to a watched dict of that kind (and when the watchers go).
-static GENERATIONS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+/// The dict watcher's id (-1: none).
+static WATCHER: AtomicI32 = AtomicI32::new(-1);
+/// Advanced by every change to a watched dict (and when the watcher goes).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 type WatchCallback =
     extern "C" fn(c_int, *mut ffi::PyObject, *mut ffi::PyObject, *mut ffi::PyObject) -> c_int;
 
-extern "C" fn on_parameters_changed(
+extern "C" fn on_dict_changed(
     _event: c_int,
     _dict: *mut ffi::PyObject,
     _key: *mut ffi::PyObject,
     _value: *mut ffi::PyObject,
 ) -> c_int {
-    GENERATIONS[StateKind::Parameter as usize].fetch_add(1, Ordering::AcqRel);
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     0
 }
 
-extern "C" fn on_buffers_changed(
-    _event: c_int,
-    _dict: *mut ffi::PyObject,
-    _key: *mut ffi::PyObject,
-    _value: *mut ffi::PyObject,
-) -> c_int {
-    GENERATIONS[StateKind::Buffer as usize].fetch_add(1, Ordering::AcqRel);
-    0
-}
-
-/// The roots read, by the tuple of weak references to their modules that modules.py passes
-/// (made once per root), with their state.
+/// A root's objects, by the tuple of weak references to its modules that modules.py passes
+/// (made once per root), and the generation they were found in.
 struct Kept {
     modules: Py<PyTuple>,
-    state: Arc<RootState>,
+    generation: u64,
+    objects: Arc<[usize]>,
 }
 
 static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
@@ -63,10 +49,10 @@ static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
 const KEPT_ROOTS: usize = 8;
 
 fn watching() -> bool {
-    WATCHERS.iter().all(|w| w.load(Ordering::Acquire) >= 0)
+    WATCHER.load(Ordering::Acquire) >= 0
 }
 
-/// Adds the two dict watchers, once (the GIL held); neither where both cannot be had.
+/// Adds the dict watcher, once (the GIL held).
 fn watch(py: Python<'_>) {
     if watching() {
         return;
@@ -76,97 +62,84 @@ fn watch(py: Python<'_>) {
     };
     type AddWatcher = unsafe extern "C" fn(WatchCallback) -> c_int;
     // SAFETY: PyDict_AddWatcher has this signature where it exists (3.12+); the GIL is held.
-    let add = unsafe { std::mem::transmute::<*mut c_void, AddWatcher>(found) };
-    let callbacks: [WatchCallback; 2] = [on_parameters_changed, on_buffers_changed];
-    for (slot, callback) in WATCHERS.iter().zip(callbacks) {
-        // SAFETY: as above.
-        let id = unsafe { add(callback) };
-        if id < 0 {
-            drop(PyErr::take(py));
-            forget(py);
-            return;
-        }
-        slot.store(id, Ordering::Release);
+    let id = unsafe { std::mem::transmute::<*mut c_void, AddWatcher>(found)(on_dict_changed) };
+    if id < 0 {
+        drop(PyErr::take(py));
+    } else {
+        WATCHER.store(id, Ordering::Release);
     }
 }
 
-/// Takes the watchers off and forgets every root read (an in-process session's end: nothing of
+/// Takes the watcher off and forgets every root's objects (an in-process session's end: nothing of
 /// memprof stays in the program). The GIL held.
 pub fn forget(py: Python<'_>) {
     let kept = std::mem::take(&mut *KEPT.lock().unwrap_or_else(|e| e.into_inner()));
     // Dropped here, with the GIL held and the lock not.
     drop(kept);
-    for (slot, generation) in WATCHERS.iter().zip(&GENERATIONS) {
-        generation.fetch_add(1, Ordering::AcqRel);
-        let id = slot.swap(-1, Ordering::AcqRel);
-        if id < 0 {
-            continue;
-        }
-        // PyDict_ClearWatcher exists where PyDict_AddWatcher gave `id`.
-        if let Some(found) = python_function(c"PyDict_ClearWatcher") {
-            type ClearWatcher = unsafe extern "C" fn(c_int) -> c_int;
-            // SAFETY: its signature; the GIL is held.
-            let clear = unsafe { std::mem::transmute::<*mut c_void, ClearWatcher>(found) };
-            // SAFETY: as above.
-            if unsafe { clear(id) } < 0 {
-                drop(PyErr::take(py));
-            }
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    let id = WATCHER.swap(-1, Ordering::AcqRel);
+    if id < 0 {
+        return;
+    }
+    // PyDict_ClearWatcher exists where PyDict_AddWatcher gave `id`.
+    if let Some(found) = python_function(c"PyDict_ClearWatcher") {
+        type ClearWatcher = unsafe extern "C" fn(c_int) -> c_int;
+        // SAFETY: its signature; the GIL is held.
+        let clear = unsafe { std::mem::transmute::<*mut c_void, ClearWatcher>(found) };
+        // SAFETY: as above.
+        if unsafe { clear(id) } < 0 {
+            drop(PyErr::take(py));
         }
     }
 }
 
-/// Whether the objects of `kind` in `state` are still their dicts' (no watched dict of that
-/// kind has changed since they were read). Without watchers, state read at this root call is
-/// trusted for its pass, as the storages read at each root call were.
-pub fn trusted(state: &RootState, kind: StateKind) -> bool {
-    !watching()
-        || GENERATIONS[kind as usize].load(Ordering::Acquire) == state.generations[kind as usize]
-}
-
-/// The state of the root whose modules `modules` (weak references) are: kept from an earlier
-/// root call while every dict it was read from is watched and unchanged, else read now.
-pub fn root_state(modules: &Bound<'_, PyTuple>) -> Arc<RootState> {
+/// The objects in the parameters and buffers of the root whose modules `modules` (weak
+/// references) are: kept from an earlier root call while every dict they were found in is
+/// watched and unchanged (so each object is alive, its dict holding it), else found now. The
+/// GIL held.
+pub fn root_objects(modules: &Bound<'_, PyTuple>) -> Arc<[usize]> {
     let py = modules.py();
     watch(py);
+    let generation = GENERATION.load(Ordering::Acquire);
     if watching() {
         let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
         let found = kept.iter().find(|k| k.modules.bind(py).is(modules));
-        if let Some(k) = found.filter(|k| {
-            trusted(&k.state, StateKind::Parameter) && trusted(&k.state, StateKind::Buffer)
-        }) {
-            return Arc::clone(&k.state);
+        if let Some(k) = found.filter(|k| k.generation == generation) {
+            return Arc::clone(&k.objects);
         }
     }
-    // The generations before the dicts are read: a change while they are makes them stale.
-    let generations = [0, 1].map(|kind| GENERATIONS[kind].load(Ordering::Acquire));
-    let (objects, all_watched) = read(modules);
-    let state = Arc::new(RootState {
-        objects,
-        generations,
-    });
-    if watching() && all_watched {
+    let (objects, all_watched) = find(modules);
+    let objects: Arc<[usize]> = objects.into();
+    // Kept only if no watched dict changed while they were found.
+    if watching() && all_watched && GENERATION.load(Ordering::Acquire) == generation {
         let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-        kept.retain(|k| !k.modules.bind(py).is(modules));
-        if kept.len() >= KEPT_ROOTS {
-            kept.remove(0);
-        }
+        let dropped = kept
+            .iter()
+            .position(|k| k.modules.bind(py).is(modules))
+            .or((kept.len() >= KEPT_ROOTS).then_some(0))
+            .map(|at| kept.remove(at));
         kept.push(Kept {
             modules: modules.clone().unbind(),
-            state: Arc::clone(&state),
+            generation,
+            objects: Arc::clone(&objects),
         });
+        drop(kept);
+        // Dropped with the GIL held and the lock not.
+        drop(dropped);
     }
-    state
+    objects
 }
 
 /// The objects in the `_parameters` and `_buffers` of the modules still alive, each dict
-/// watched (where watchers are on); and whether every dict could be.
-fn read(modules: &Bound<'_, PyTuple>) -> (IntMap<usize, StateKind>, bool) {
+/// watched (where the watcher is on); and whether every dict could be.
+fn find(modules: &Bound<'_, PyTuple>) -> (Vec<usize>, bool) {
     let py = modules.py();
     let watch = python_function(c"PyDict_Watch").filter(|_| watching());
     type Watch = unsafe extern "C" fn(c_int, *mut ffi::PyObject) -> c_int;
     // SAFETY: PyDict_Watch has this signature where it exists (3.12+).
     let watch = watch.map(|f| unsafe { std::mem::transmute::<*mut c_void, Watch>(f) });
-    let mut objects = IntMap::default();
+    let id = WATCHER.load(Ordering::Acquire);
+    let mut objects = Vec::new();
     let mut all_watched = true;
     let alive = modules.iter().filter_map(|m| {
         m.cast_into::<PyWeakrefReference>()
@@ -174,10 +147,7 @@ fn read(modules: &Bound<'_, PyTuple>) -> (IntMap<usize, StateKind>, bool) {
             .and_then(|r| r.upgrade())
     });
     for module in alive {
-        for (field, kind) in [
-            (intern!(py, "_parameters"), StateKind::Parameter),
-            (intern!(py, "_buffers"), StateKind::Buffer),
-        ] {
+        for field in [intern!(py, "_parameters"), intern!(py, "_buffers")] {
             let Some(dict) = instance_attribute(&module, field) else {
                 continue;
             };
@@ -185,19 +155,18 @@ fn read(modules: &Bound<'_, PyTuple>) -> (IntMap<usize, StateKind>, bool) {
                 continue;
             };
             if let Some(watch) = watch {
-                let id = WATCHERS[kind as usize].load(Ordering::Acquire);
                 // SAFETY: a live dict; the GIL is held.
                 if unsafe { watch(id, dict.as_ptr()) } < 0 {
                     drop(PyErr::take(py));
                     all_watched = false;
                 }
             }
-            for (_, value) in dict.iter() {
-                // A module without a bias holds None in its place.
-                if !value.is_none() {
-                    objects.insert(value.as_ptr() as usize, kind);
-                }
-            }
+            // A module without a bias holds None in its place.
+            objects.extend(
+                dict.iter()
+                    .filter(|(_, value)| !value.is_none())
+                    .map(|(_, value)| value.as_ptr() as usize),
+            );
         }
     }
     (objects, all_watched)

@@ -36,6 +36,17 @@ pub fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
     attribute(t)
 }
 
+/// The address of `t`'s TensorImpl where `t` is a torch.Tensor (a type check, which runs no
+/// Python): None for any other object, whose `_cdata` is not asked for.
+pub fn tensor_impl_if_tensor(t: &Bound<'_, PyAny>) -> Option<usize> {
+    let tensor = tensor_type(t.py())?;
+    // SAFETY: both are live objects; PyObject_TypeCheck runs no Python.
+    let is_tensor = unsafe {
+        pyo3::ffi::PyObject_TypeCheck(t.as_ptr(), tensor.as_ptr() as *mut pyo3::ffi::PyTypeObject)
+    } != 0;
+    is_tensor.then(|| tensor_impl(t).ok()).flatten()
+}
+
 fn attribute(t: &Bound<'_, PyAny>) -> PyResult<usize> {
     t.getattr(pyo3::intern!(t.py(), "_cdata"))?.extract()
 }
