@@ -9,6 +9,7 @@
 //! Why: the walk (every module's instance dict looked up for its two dicts, each dict iterated)
 //! touched some 1,000 objects at each of ResNet-50's root calls that the step had left cold,
 //! before the step's first kernel; a kept list is one array.
+use crate::capture::int_hash::IntSet;
 use crate::python::c_api::python_function;
 use pyo3::ffi;
 use pyo3::intern;
@@ -26,13 +27,31 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 type WatchCallback =
     extern "C" fn(c_int, *mut ffi::PyObject, *mut ffi::PyObject, *mut ffi::PyObject) -> c_int;
 
+/// The dicts watched and not yet deallocated, so that each is unwatched before the watcher goes
+/// (a dict keeps its watched mark after `PyDict_ClearWatcher`, and a watcher added later with
+/// the same id, the program's, would be told of its changes). Never locked while Python runs:
+/// the callback locks it when a watched dict is deallocated.
+static WATCHED: Mutex<Option<IntSet<usize>>> = Mutex::new(None);
+
+/// `PyDict_EVENT_DEALLOCATED` (the last of `PyDict_WatchEvent`, 3.12+).
+const DICT_DEALLOCATED: c_int = 5;
+
+fn watched() -> std::sync::MutexGuard<'static, Option<IntSet<usize>>> {
+    WATCHED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 extern "C" fn on_dict_changed(
-    _event: c_int,
-    _dict: *mut ffi::PyObject,
+    event: c_int,
+    dict: *mut ffi::PyObject,
     _key: *mut ffi::PyObject,
     _value: *mut ffi::PyObject,
 ) -> c_int {
     GENERATION.fetch_add(1, Ordering::AcqRel);
+    if event == DICT_DEALLOCATED {
+        if let Some(set) = watched().as_mut() {
+            set.remove(&(dict as usize));
+        }
+    }
     0
 }
 
@@ -78,10 +97,22 @@ pub fn forget(py: Python<'_>) {
     drop(kept);
     GENERATION.fetch_add(1, Ordering::AcqRel);
     let id = WATCHER.swap(-1, Ordering::AcqRel);
+    let dicts = watched().take().unwrap_or_default();
     if id < 0 {
         return;
     }
-    // PyDict_ClearWatcher exists where PyDict_AddWatcher gave `id`.
+    // PyDict_Unwatch and PyDict_ClearWatcher exist where PyDict_AddWatcher gave `id`.
+    if let Some(found) = python_function(c"PyDict_Unwatch") {
+        type Unwatch = unsafe extern "C" fn(c_int, *mut ffi::PyObject) -> c_int;
+        // SAFETY: its signature; the GIL is held.
+        let unwatch = unsafe { std::mem::transmute::<*mut c_void, Unwatch>(found) };
+        for dict in dicts {
+            // SAFETY: a dict not deallocated since it was watched (the callback forgets those).
+            if unsafe { unwatch(id, dict as *mut ffi::PyObject) } < 0 {
+                drop(PyErr::take(py));
+            }
+        }
+    }
     if let Some(found) = python_function(c"PyDict_ClearWatcher") {
         type ClearWatcher = unsafe extern "C" fn(c_int) -> c_int;
         // SAFETY: its signature; the GIL is held.
@@ -159,6 +190,10 @@ fn find(modules: &Bound<'_, PyTuple>) -> (Vec<usize>, bool) {
                 if unsafe { watch(id, dict.as_ptr()) } < 0 {
                     drop(PyErr::take(py));
                     all_watched = false;
+                } else {
+                    watched()
+                        .get_or_insert_with(IntSet::default)
+                        .insert(dict.as_ptr() as usize);
                 }
             }
             // A module without a bias holds None in its place.
