@@ -42,15 +42,16 @@ fn saved_begin(
         saved::set_parameter_check(is_parameter);
     }
     let mut skip = saved::spare_set();
-    for &object in saved_state::root_objects(modules).iter() {
-        // SAFETY: each object is alive (its module's dict holds it, or saved_state.rs found it
-        // just now with the GIL held, still held); it is only borrowed here.
+    let root = saved_state::root_objects(modules);
+    for &object in root.objects.iter() {
+        // SAFETY: each object is alive while `root` is (held by its dict, or by `root`); it is
+        // only borrowed here.
         let t = unsafe { Bound::from_borrowed_ptr(py, object as *mut pyo3::ffi::PyObject) };
         // Only a tensor is asked (no Python runs that could change the dicts meanwhile).
         let Some(impl_ptr) = super::tensor_object::tensor_impl_if_tensor(&t) else {
             continue;
         };
-        // SAFETY: `t` is held by the module's dict, alive during the call.
+        // SAFETY: `t` is alive (above).
         if let Some((ptr, _)) = unsafe { crate::torch::storage_on(impl_ptr, device_index) } {
             skip.insert(ptr);
         }

@@ -124,11 +124,19 @@ pub fn forget(py: Python<'_>) {
     }
 }
 
+/// A root's objects, alive while this lives: each held by its module's dict (kept objects,
+/// whose dicts are unchanged) or by `held` (objects found just now, which Python run since, a
+/// module's `__getattr__` say, may have taken out of their dicts).
+pub struct RootObjects<'py> {
+    pub objects: Arc<[usize]>,
+    _held: Vec<Bound<'py, PyAny>>,
+}
+
 /// The objects in the parameters and buffers of the root whose modules `modules` (weak
 /// references) are: kept from an earlier root call while every dict they were found in is
 /// watched and unchanged (so each object is alive, its dict holding it), else found now. The
 /// GIL held.
-pub fn root_objects(modules: &Bound<'_, PyTuple>) -> Arc<[usize]> {
+pub fn root_objects<'py>(modules: &Bound<'py, PyTuple>) -> RootObjects<'py> {
     let py = modules.py();
     watch(py);
     let generation = GENERATION.load(Ordering::Acquire);
@@ -136,11 +144,14 @@ pub fn root_objects(modules: &Bound<'_, PyTuple>) -> Arc<[usize]> {
         let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
         let found = kept.iter().find(|k| k.modules.bind(py).is(modules));
         if let Some(k) = found.filter(|k| k.generation == generation) {
-            return Arc::clone(&k.objects);
+            return RootObjects {
+                objects: Arc::clone(&k.objects),
+                _held: Vec::new(),
+            };
         }
     }
-    let (objects, all_watched) = find(modules);
-    let objects: Arc<[usize]> = objects.into();
+    let (held, all_watched) = find(modules);
+    let objects: Arc<[usize]> = held.iter().map(|o| o.as_ptr() as usize).collect();
     // Kept only if no watched dict changed while they were found.
     if watching() && all_watched && GENERATION.load(Ordering::Acquire) == generation {
         let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
@@ -158,12 +169,15 @@ pub fn root_objects(modules: &Bound<'_, PyTuple>) -> Arc<[usize]> {
         // Dropped with the GIL held and the lock not.
         drop(dropped);
     }
-    objects
+    RootObjects {
+        objects,
+        _held: held,
+    }
 }
 
 /// The objects in the `_parameters` and `_buffers` of the modules still alive, each dict
 /// watched (where the watcher is on); and whether every dict could be.
-fn find(modules: &Bound<'_, PyTuple>) -> (Vec<usize>, bool) {
+fn find<'py>(modules: &Bound<'py, PyTuple>) -> (Vec<Bound<'py, PyAny>>, bool) {
     let py = modules.py();
     let watch = python_function(c"PyDict_Watch").filter(|_| watching());
     type Watch = unsafe extern "C" fn(c_int, *mut ffi::PyObject) -> c_int;
@@ -200,7 +214,7 @@ fn find(modules: &Bound<'_, PyTuple>) -> (Vec<usize>, bool) {
             objects.extend(
                 dict.iter()
                     .filter(|(_, value)| !value.is_none())
-                    .map(|(_, value)| value.as_ptr() as usize),
+                    .map(|(_, value)| value),
             );
         }
     }
