@@ -39,32 +39,41 @@ pub fn tensor_impl(t: &Bound<'_, PyAny>) -> PyResult<usize> {
 /// The address of `t`'s TensorImpl where `t` is a torch.Tensor (a type check, which runs no
 /// Python): None for any other object, whose `_cdata` is not asked for.
 pub fn tensor_impl_if_tensor(t: &Bound<'_, PyAny>) -> Option<usize> {
-    let tensor = tensor_type(t.py())?;
-    // SAFETY: both are live objects; PyObject_TypeCheck runs no Python.
-    let is_tensor = unsafe {
-        pyo3::ffi::PyObject_TypeCheck(t.as_ptr(), tensor.as_ptr() as *mut pyo3::ffi::PyTypeObject)
-    } != 0;
-    is_tensor.then(|| tensor_impl(t).ok()).flatten()
+    if !is_tensor_object(t) {
+        return None;
+    }
+    read_tensor_object(t).or_else(|| attribute(t).ok())
 }
 
 fn attribute(t: &Bound<'_, PyAny>) -> PyResult<usize> {
     t.getattr(pyo3::intern!(t.py(), "_cdata"))?.extract()
 }
 
-/// The shim's reading, where `t`'s type is torch.Tensor or a subclass (a type check: an object
-/// that only claims the class through `__class__` is not a tensor object) and the reading is
-/// trusted.
+/// Whether `t`'s type is torch.Tensor or a subclass (a type check, which runs no Python: an
+/// object that only claims the class through `__class__` is not a tensor object).
+fn is_tensor_object(t: &Bound<'_, PyAny>) -> bool {
+    tensor_type(t.py()).is_some_and(|tensor| {
+        // SAFETY: both are live objects; PyObject_TypeCheck runs no Python.
+        let checked = unsafe {
+            pyo3::ffi::PyObject_TypeCheck(
+                t.as_ptr(),
+                tensor.as_ptr() as *mut pyo3::ffi::PyTypeObject,
+            )
+        };
+        checked != 0
+    })
+}
+
+/// The shim's reading, where `t` is a tensor object and the reading is trusted.
 fn read_from_object(t: &Bound<'_, PyAny>) -> Option<usize> {
+    is_tensor_object(t).then(|| read_tensor_object(t)).flatten()
+}
+
+/// The shim's reading of a tensor object `t`, where it is trusted (compared with `_cdata` the
+/// first time).
+fn read_tensor_object(t: &Bound<'_, PyAny>) -> Option<usize> {
     let state = READING.load(Ordering::Relaxed);
     if state == ATTRIBUTE {
-        return None;
-    }
-    let tensor = tensor_type(t.py())?;
-    // SAFETY: both are live objects; PyObject_TypeCheck runs no Python.
-    let is_tensor = unsafe {
-        pyo3::ffi::PyObject_TypeCheck(t.as_ptr(), tensor.as_ptr() as *mut pyo3::ffi::PyTypeObject)
-    } != 0;
-    if !is_tensor {
         return None;
     }
     // SAFETY: `t` is a live instance of torch.Tensor, held by the caller.
