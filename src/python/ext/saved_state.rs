@@ -16,16 +16,55 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple, PyWeakrefReference};
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// The dict watcher's id (-1: none).
 static WATCHER: AtomicI32 = AtomicI32::new(-1);
-/// Advanced by every change to a watched dict (and when the watcher goes).
+/// The watcher could not be added (no slot free): not asked again until the session ends.
+static REFUSED: AtomicBool = AtomicBool::new(false);
+/// Advanced by every change to a watched dict.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 type WatchCallback =
     extern "C" fn(c_int, *mut ffi::PyObject, *mut ffi::PyObject, *mut ffi::PyObject) -> c_int;
+
+type AddWatcher = unsafe extern "C" fn(WatchCallback) -> c_int;
+type ClearWatcher = unsafe extern "C" fn(c_int) -> c_int;
+/// PyDict_Watch and PyDict_Unwatch.
+type WatchDict = unsafe extern "C" fn(c_int, *mut ffi::PyObject) -> c_int;
+
+/// The dict-watcher functions of this process's Python (3.12+).
+struct DictWatchers {
+    add: AddWatcher,
+    clear: ClearWatcher,
+    watch: WatchDict,
+    unwatch: WatchDict,
+}
+
+/// Looked up once per process (None: this Python has none, as 3.11), not at every root call:
+/// a symbol that no library has costs a search of every library loaded.
+fn dict_watchers() -> Option<&'static DictWatchers> {
+    static FOUND: OnceLock<Option<DictWatchers>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let add = python_function(c"PyDict_AddWatcher")?;
+            let clear = python_function(c"PyDict_ClearWatcher")?;
+            let watch = python_function(c"PyDict_Watch")?;
+            let unwatch = python_function(c"PyDict_Unwatch")?;
+            // SAFETY: these are the signatures of CPython's functions of these names, which
+            // exist together (3.12+).
+            unsafe {
+                Some(DictWatchers {
+                    add: std::mem::transmute::<*mut c_void, AddWatcher>(add),
+                    clear: std::mem::transmute::<*mut c_void, ClearWatcher>(clear),
+                    watch: std::mem::transmute::<*mut c_void, WatchDict>(watch),
+                    unwatch: std::mem::transmute::<*mut c_void, WatchDict>(unwatch),
+                })
+            }
+        })
+        .as_ref()
+}
 
 /// The dicts watched and not yet deallocated, so that each is unwatched before the watcher goes
 /// (a dict keeps its watched mark after `PyDict_ClearWatcher`, and a watcher added later with
@@ -36,7 +75,7 @@ static WATCHED: Mutex<Option<IntSet<usize>>> = Mutex::new(None);
 /// `PyDict_EVENT_DEALLOCATED` (the last of `PyDict_WatchEvent`, 3.12+).
 const DICT_DEALLOCATED: c_int = 5;
 
-fn watched() -> std::sync::MutexGuard<'static, Option<IntSet<usize>>> {
+fn watched() -> MutexGuard<'static, Option<IntSet<usize>>> {
     WATCHED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -67,23 +106,27 @@ static KEPT: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
 /// Roots kept at most (a program has one or a few; the oldest goes first).
 const KEPT_ROOTS: usize = 8;
 
+fn kept() -> MutexGuard<'static, Vec<Kept>> {
+    KEPT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn watching() -> bool {
     WATCHER.load(Ordering::Acquire) >= 0
 }
 
-/// Adds the dict watcher, once (the GIL held).
+/// Adds the dict watcher, once a session (the GIL held).
 fn watch(py: Python<'_>) {
-    if watching() {
+    if watching() || REFUSED.load(Ordering::Acquire) {
         return;
     }
-    let Some(found) = python_function(c"PyDict_AddWatcher") else {
+    let Some(api) = dict_watchers() else {
         return;
     };
-    type AddWatcher = unsafe extern "C" fn(WatchCallback) -> c_int;
-    // SAFETY: PyDict_AddWatcher has this signature where it exists (3.12+); the GIL is held.
-    let id = unsafe { std::mem::transmute::<*mut c_void, AddWatcher>(found)(on_dict_changed) };
+    // SAFETY: CPython's PyDict_AddWatcher; the GIL is held.
+    let id = unsafe { (api.add)(on_dict_changed) };
     if id < 0 {
         drop(PyErr::take(py));
+        REFUSED.store(true, Ordering::Release);
     } else {
         WATCHER.store(id, Ordering::Release);
     }
@@ -92,35 +135,26 @@ fn watch(py: Python<'_>) {
 /// Takes the watcher off and forgets every root's objects (an in-process session's end: nothing of
 /// memprof stays in the program). The GIL held.
 pub fn forget(py: Python<'_>) {
-    let kept = std::mem::take(&mut *KEPT.lock().unwrap_or_else(|e| e.into_inner()));
+    let kept = std::mem::take(&mut *kept());
     // Dropped here, with the GIL held and the lock not.
     drop(kept);
-    GENERATION.fetch_add(1, Ordering::AcqRel);
+    REFUSED.store(false, Ordering::Release);
     let id = WATCHER.swap(-1, Ordering::AcqRel);
     let dicts = watched().take().unwrap_or_default();
-    if id < 0 {
+    // A watcher's id came from these functions.
+    let Some(api) = dict_watchers().filter(|_| id >= 0) else {
         return;
-    }
-    // PyDict_Unwatch and PyDict_ClearWatcher exist where PyDict_AddWatcher gave `id`.
-    if let Some(found) = python_function(c"PyDict_Unwatch") {
-        type Unwatch = unsafe extern "C" fn(c_int, *mut ffi::PyObject) -> c_int;
-        // SAFETY: its signature; the GIL is held.
-        let unwatch = unsafe { std::mem::transmute::<*mut c_void, Unwatch>(found) };
-        for dict in dicts {
-            // SAFETY: a dict not deallocated since it was watched (the callback forgets those).
-            if unsafe { unwatch(id, dict as *mut ffi::PyObject) } < 0 {
-                drop(PyErr::take(py));
-            }
-        }
-    }
-    if let Some(found) = python_function(c"PyDict_ClearWatcher") {
-        type ClearWatcher = unsafe extern "C" fn(c_int) -> c_int;
-        // SAFETY: its signature; the GIL is held.
-        let clear = unsafe { std::mem::transmute::<*mut c_void, ClearWatcher>(found) };
-        // SAFETY: as above.
-        if unsafe { clear(id) } < 0 {
+    };
+    for dict in dicts {
+        // SAFETY: CPython's PyDict_Unwatch, the GIL held, on a dict not deallocated since it was
+        // watched (the callback forgets those).
+        if unsafe { (api.unwatch)(id, dict as *mut ffi::PyObject) } < 0 {
             drop(PyErr::take(py));
         }
+    }
+    // SAFETY: CPython's PyDict_ClearWatcher; the GIL is held.
+    if unsafe { (api.clear)(id) } < 0 {
+        drop(PyErr::take(py));
     }
 }
 
@@ -141,7 +175,7 @@ pub fn root_objects<'py>(modules: &Bound<'py, PyTuple>) -> RootObjects<'py> {
     watch(py);
     let generation = GENERATION.load(Ordering::Acquire);
     if watching() {
-        let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = kept();
         let found = kept.iter().find(|k| k.modules.bind(py).is(modules));
         if let Some(k) = found.filter(|k| k.generation == generation) {
             return RootObjects {
@@ -154,7 +188,7 @@ pub fn root_objects<'py>(modules: &Bound<'py, PyTuple>) -> RootObjects<'py> {
     let objects: Arc<[usize]> = held.iter().map(|o| o.as_ptr() as usize).collect();
     // Kept only if no watched dict changed while they were found.
     if watching() && all_watched && GENERATION.load(Ordering::Acquire) == generation {
-        let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = kept();
         let dropped = kept
             .iter()
             .position(|k| k.modules.bind(py).is(modules))
@@ -179,10 +213,7 @@ pub fn root_objects<'py>(modules: &Bound<'py, PyTuple>) -> RootObjects<'py> {
 /// watched (where the watcher is on); and whether every dict could be.
 fn find<'py>(modules: &Bound<'py, PyTuple>) -> (Vec<Bound<'py, PyAny>>, bool) {
     let py = modules.py();
-    let watch = python_function(c"PyDict_Watch").filter(|_| watching());
-    type Watch = unsafe extern "C" fn(c_int, *mut ffi::PyObject) -> c_int;
-    // SAFETY: PyDict_Watch has this signature where it exists (3.12+).
-    let watch = watch.map(|f| unsafe { std::mem::transmute::<*mut c_void, Watch>(f) });
+    let watch = dict_watchers().filter(|_| watching()).map(|api| api.watch);
     let id = WATCHER.load(Ordering::Acquire);
     let mut objects = Vec::new();
     let mut all_watched = true;
@@ -200,7 +231,7 @@ fn find<'py>(modules: &Bound<'py, PyTuple>) -> (Vec<Bound<'py, PyAny>>, bool) {
                 continue;
             };
             if let Some(watch) = watch {
-                // SAFETY: a live dict; the GIL is held.
+                // SAFETY: CPython's PyDict_Watch, on a live dict; the GIL is held.
                 if unsafe { watch(id, dict.as_ptr()) } < 0 {
                     drop(PyErr::take(py));
                     all_watched = false;
