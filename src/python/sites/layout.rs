@@ -237,14 +237,13 @@ pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFra
     };
     // SAFETY: the layout was checked; the frames are the thread's own, alive while it waits.
     unsafe {
-        let code_type = std::ptr::addr_of!(ffi::PyCode_Type) as usize;
+        let none = none_address();
         let mut left = MOST_FRAMES;
         while frame != 0 && left > 0 {
             left -= 1;
             let shim = is_shim(l, frame);
             let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
-            // An entry frame's executable is None on 3.13+; only code objects have lines.
-            if !shim && code != 0 && read::<usize>(code, TYPE_OFFSET) == code_type {
+            if !shim && runs_code(code, none) {
                 if let Some(offset) = started_at(l, frame, code) {
                     if !visit(RawFrame {
                         frame,
@@ -276,7 +275,7 @@ pub unsafe fn walk_same(tstate: *mut ffi::PyThreadState, expected: &[(usize, i32
     };
     // SAFETY: as in `walk`; the caller's promise for the expected code objects.
     unsafe {
-        let code_type = std::ptr::addr_of!(ffi::PyCode_Type) as usize;
+        let none = none_address();
         let mut at = 0;
         // `walk`'s bound, so that a stack it cuts short is matched as it cut it.
         let mut left = MOST_FRAMES;
@@ -295,9 +294,7 @@ pub unsafe fn walk_same(tstate: *mut ffi::PyThreadState, expected: &[(usize, i32
                 at += 1;
             } else if !is_shim(l, frame) {
                 // A frame `walk` visits: a code object's, started.
-                let visited = if code != 0
-                    && (expected_here.is_some() || read::<usize>(code, TYPE_OFFSET) == code_type)
-                {
+                let visited = if runs_code(code, none) {
                     started_at(l, frame, code)
                 } else {
                     None
@@ -315,8 +312,20 @@ pub unsafe fn walk_same(tstate: *mut ffi::PyThreadState, expected: &[(usize, i32
     }
 }
 
-/// `PyObject.ob_type` (after the reference count, on every version with the GIL).
-const TYPE_OFFSET: usize = 8;
+/// The address of `None`, which a frame's executable is where it runs no code.
+fn none_address() -> usize {
+    // SAFETY: reads the address of the interpreter's `None`, which lives as long as it does.
+    unsafe { ffi::Py_None() as usize }
+}
+
+/// Whether a frame's executable (its tag taken off) is a code object: on every version memprof
+/// reads, a frame's executable is a code object or, for a C stack's entry frame (3.13+), `None`
+/// (CPython's `pycore_frame.h`). Told apart by address, not by reading the object's type: a
+/// walk went through a dozen frames whose code objects the step had left out of the cache, one
+/// miss to memory each at every allocation.
+fn runs_code(code: usize, none: usize) -> bool {
+    code != 0 && code != none
+}
 
 /// The fields that tell this code object from another at the same address.
 ///
