@@ -86,6 +86,52 @@ pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usi
     (found == 1).then_some((ptr, nbytes))
 }
 
+/// The storages of many tensors, read at once (`read`), in buffers kept from read to read: a
+/// root module's parameters and buffers are read at each of its calls, and buffers of their
+/// size made anew each time were large requests that made glibc consolidate its free lists
+/// (about 500 instructions a module call, counted by `benches/module_call_instructions.sh`).
+#[derive(Default)]
+pub struct Storages {
+    counted: Vec<u8>,
+    ptrs: Vec<usize>,
+    nbytes: Vec<u64>,
+}
+
+impl Storages {
+    /// `storage_on` for each of `tensor_impls`: the shim reads them in passes, each
+    /// prefetching what the next reads, so that the misses to memory of many tensors overlap.
+    ///
+    /// # Safety
+    /// Each of `tensor_impls` must be the TensorImpl of a tensor that stays alive during the
+    /// call.
+    pub unsafe fn read(&mut self, tensor_impls: &[usize], device_index: c_int) {
+        let n = tensor_impls.len();
+        self.counted.resize(n, 0);
+        self.ptrs.resize(n, 0);
+        self.nbytes.resize(n, 0);
+        // SAFETY: per the contract above; each output holds `n` items.
+        unsafe {
+            ffi::mp_storages_on(
+                tensor_impls.as_ptr().cast(),
+                n,
+                device_index,
+                self.counted.as_mut_ptr(),
+                self.ptrs.as_mut_ptr(),
+                self.nbytes.as_mut_ptr(),
+            )
+        };
+    }
+
+    /// The storages (address, bytes) of the last `read` that count, in order.
+    pub fn counted(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.counted
+            .iter()
+            .zip(self.ptrs.iter().zip(&self.nbytes))
+            .filter(|(&c, _)| c == 1)
+            .map(|(_, (&ptr, &nbytes))| (ptr, nbytes))
+    }
+}
+
 /// The Python objects (null where none) of the tensor whose TensorImpl is at `tensor_impl` and
 /// of its base when it is a view; None on error.
 ///

@@ -12,6 +12,7 @@ use crate::capture::saved;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
+use std::cell::RefCell;
 use std::os::raw::c_int;
 use std::sync::{Mutex, OnceLock};
 
@@ -43,20 +44,49 @@ fn saved_begin(
     }
     let mut skip = saved::spare_set();
     let root = saved_state::root_objects(modules);
-    for &object in root.objects.iter() {
-        // SAFETY: each object is alive while `root` is (held by its dict, or by `root`); it is
-        // only borrowed here.
-        let t = unsafe { Bound::from_borrowed_ptr(py, object as *mut pyo3::ffi::PyObject) };
-        // Only a tensor is asked (no Python runs that could change the dicts meanwhile).
-        let Some(impl_ptr) = super::tensor_object::tensor_impl_if_tensor(&t) else {
-            continue;
-        };
-        // SAFETY: `t` is alive (above).
-        if let Some((ptr, _)) = unsafe { crate::torch::storage_on(impl_ptr, device_index) } {
-            skip.insert(ptr);
+    // The root's state is out of the cache at its call (the last step's work came between), and
+    // read object by object, then tensor by tensor, it was a chain of misses to memory: the
+    // objects are asked for first (prefetched), then for their TensorImpls, whose storages the
+    // shim reads in passes that prefetch each other's (`storages_on`).
+    root.objects.iter().for_each(|&object| prefetch(object));
+    STATE_READS.with(|reads| {
+        let (impls, storages) = &mut *reads.borrow_mut();
+        impls.clear();
+        for &object in root.objects.iter() {
+            // SAFETY: each object is alive while `root` is (held by its dict, or by `root`);
+            // it is only borrowed here.
+            let t = unsafe { Bound::from_borrowed_ptr(py, object as *mut pyo3::ffi::PyObject) };
+            // Only a tensor is asked (no Python runs that could change the dicts meanwhile).
+            if let Some(impl_ptr) = super::tensor_object::tensor_impl_if_tensor(&t) {
+                impls.push(impl_ptr);
+            }
         }
-    }
+        // SAFETY: each TensorImpl is its object's, alive while `root` is (above).
+        unsafe { storages.read(impls, device_index) };
+        skip.extend(storages.counted().map(|(ptr, _)| ptr));
+    });
     saved::begin(device_index, skip, interposed);
+}
+
+thread_local! {
+    /// A root call's TensorImpls and their storages, read into buffers kept from root call to
+    /// root call (`Storages`). Nothing in the reading runs Python, so no root call starts while
+    /// they are borrowed.
+    static STATE_READS: RefCell<(Vec<usize>, crate::torch::Storages)> =
+        RefCell::new((Vec::new(), crate::torch::Storages::default()));
+}
+
+/// Asks for the cache line at `address` before it is read (nothing where the processor has no
+/// such hint).
+fn prefetch(address: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing into the program and cannot fault.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(address as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
 }
 
 /// The session ends: the roots' state is forgotten, and their dicts no longer watched.

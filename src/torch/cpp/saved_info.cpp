@@ -5,8 +5,10 @@
 //
 // Every entry point catches every C++ exception: an exception crossing into Rust is undefined
 // behaviour.
+#include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 
+#include <cstddef>
 #include <cstdint>
 
 extern "C" {
@@ -31,6 +33,50 @@ int mp_storage_on(void* impl, int device_index, uintptr_t* storage_ptr,
     return 1;
   } catch (...) {
     return 0;
+  }
+}
+
+// mp_storage_on for `n` tensors at once (a root module's parameters and buffers, read at each
+// of its calls): `counted[i]` is 1 where tensor i's storage counts, its address and size then in
+// `storage_ptrs[i]` and `storage_nbytes[i]`, else 0. In three passes, each prefetching what the
+// next reads (the TensorImpls, then their StorageImpls), so that the misses of hundreds of
+// tensors overlap instead of following one another: a root's state, untouched since its last
+// call, is out of the cache by then, and read one tensor after another it was a chain of misses
+// to memory at every root call (30 µs of an H100's resnet50 step).
+void mp_storages_on(void* const* impls, size_t n, int device_index, uint8_t* counted,
+                    uintptr_t* storage_ptrs, uint64_t* storage_nbytes) {
+  for (size_t i = 0; i < n; ++i) {
+    const char* t = static_cast<const char*>(impls[i]);
+    for (size_t line = 0; line < sizeof(c10::TensorImpl); line += 64) __builtin_prefetch(t + line);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    counted[i] = 0;
+    storage_ptrs[i] = 0;
+    storage_nbytes[i] = 0;
+    auto* t = static_cast<c10::TensorImpl*>(impls[i]);
+    try {
+      const c10::Device device = t->device();
+      const bool on = device_index < 0 ? device.is_cpu()
+                                       : device.is_cuda() && device.index() == device_index;
+      if (!on || !t->has_storage()) continue;
+      c10::StorageImpl* storage = t->storage().unsafeGetStorageImpl();
+      if (storage == nullptr) continue;
+      __builtin_prefetch(storage);
+      storage_ptrs[i] = reinterpret_cast<uintptr_t>(storage);
+      counted[i] = 1;
+    } catch (...) {
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (counted[i] == 0) continue;
+    auto* storage = reinterpret_cast<c10::StorageImpl*>(storage_ptrs[i]);
+    try {
+      storage_ptrs[i] = reinterpret_cast<uintptr_t>(storage->data());
+      storage_nbytes[i] = static_cast<uint64_t>(storage->nbytes());
+    } catch (...) {
+      counted[i] = 0;
+      storage_ptrs[i] = 0;
+    }
   }
 }
 
