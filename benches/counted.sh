@@ -10,7 +10,10 @@
 # "ROW <label> <mode> <base mode> <units>" for each row: (mode - base mode) / units.
 # Needs valgrind (Debian's package also gives <valgrind/callgrind.h>, which counted.c includes)
 # and cc. KEEP=DIR keeps callgrind's dumps, one per mode (callgrind_annotate --inclusive=yes
-# DIR/cg.N).
+# DIR/cg.N). CACHE passes callgrind's cache geometry, e.g. CACHE="--LL=262144,8,64": a last
+# level of 256 KiB, which the step's own work fills between memprof's calls, as cuDNN and the
+# driver fill a GPU host's caches between them (this machine's last level, the default, keeps
+# every line a small step touches): DLmr then counts the lines memprof fetched from memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script=$1
@@ -18,7 +21,7 @@ shift
 python=${PYTHON:-python3}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-PYTHONHASHSEED=0 valgrind --tool=callgrind --cache-sim=yes --collect-atstart=no --callgrind-out-file="$out/cg" \
+PYTHONHASHSEED=0 valgrind --tool=callgrind --cache-sim=yes ${CACHE:-} --collect-atstart=no --callgrind-out-file="$out/cg" \
   "$python" "$script" "$@" \
   >"$out/stdout" 2>"$out/stderr" || { tail -20 "$out/stderr"; exit 1; }
 [ -z "${KEEP:-}" ] || cp -r "$out" "$KEEP"

@@ -9,6 +9,11 @@
 . benches/device_wheel.sh
 if [ -n "${NATIVE:-}" ]; then
   cp "$NATIVE" "$(ls "$device_venv"/lib/python3.*/site-packages/memprof/_native*.so)" || exit 1
+  # Its torch shims, where they lie beside it (a build whose shim gained a function).
+  if ls "$(dirname "$NATIVE")"/torch_shims/*.so >/dev/null 2>&1; then
+    cp "$(dirname "$NATIVE")"/torch_shims/*.so \
+      "$(ls -d "$device_venv"/lib/python3.*/site-packages/memprof/torch_shims)/" || exit 1
+  fi
 fi
 perf_dir=$(realpath "${PERF_DIR:-.device/perf}")
 pf() { LD_LIBRARY_PATH=$perf_dir/lib "$perf_dir/perf" "$@"; }

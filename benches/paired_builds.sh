@@ -5,7 +5,8 @@
 # scripts/build-device.sh leaves it in .device/wheel), or only its native core (`_native.so`,
 # as `../shared/gpu/build-for-device.sh --features wheel --lib` leaves it in
 # target/device/release/libmemprof.so), which then replaces .device/wheel's (a change to the
-# Rust or C++ code alone, compared without a wheel built for each); each is installed apart
+# Rust or C++ code alone, compared without a wheel built for each), with `torch_shims/` beside
+# it where the shim changed too (target/device/release/torch_shims); each is installed apart
 # (pip --target) and put first on PYTHONPATH, and each ratio stays within one process (a
 # build's profiled blocks against its own unprofiled ones). CASES, VARIANTS, GPUS, PROCS,
 # ROUNDS, STEPS as paired_cost.sh. Then one table per build over all its repeats. On the GPU
@@ -23,6 +24,10 @@ for b in $BUILDS; do
   install_wheel --target "$out/$label/lib" "${wheel:-$(ls .device/wheel/*.whl | head -1)}" || exit 1
   if [ -f "$dir/_native.so" ]; then
     cp "$dir/_native.so" "$(ls "$out/$label"/lib/memprof/_native*.so)" || exit 1
+  fi
+  # The core's torch shims, where the build's differ from the wheel's (a function added).
+  if ls "$dir"/torch_shims/*.so >/dev/null 2>&1; then
+    cp "$dir"/torch_shims/*.so "$out/$label/lib/memprof/torch_shims/" || exit 1
   fi
 done
 for r in $(seq "$repeats"); do
