@@ -89,7 +89,8 @@ pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usi
 /// The storages of many tensors, read at once (`read`), in buffers kept from read to read: a
 /// root module's parameters and buffers are read at each of its calls, and buffers of their
 /// size made anew each time were large requests that made glibc consolidate its free lists
-/// (about 500 instructions a module call, counted by `benches/module_call_instructions.sh`).
+/// (about 1,000 instructions more a module call, counted by
+/// `benches/module_call_instructions.sh`).
 #[derive(Default)]
 pub struct Storages {
     counted: Vec<u8>,

@@ -42,7 +42,8 @@ int mp_storage_on(void* impl, int device_index, uintptr_t* storage_ptr,
 // next reads (the TensorImpls, then their StorageImpls), so that the misses of hundreds of
 // tensors overlap instead of following one another: a root's state, untouched since its last
 // call, is out of the cache by then, and read one tensor after another it was a chain of misses
-// to memory at every root call (30 µs of an H100's resnet50 step).
+// to memory at every root call (mp_storage_on, which these reads and every saved tensor's called,
+// took 0.03 ms of an H100's resnet50 step under --modules).
 void mp_storages_on(void* const* impls, size_t n, int device_index, uint8_t* counted,
                     uintptr_t* storage_ptrs, uint64_t* storage_nbytes) {
   for (size_t i = 0; i < n; ++i) {
