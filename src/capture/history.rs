@@ -345,17 +345,10 @@ impl Ring {
     /// benches/paired_profile.sh's CPU case: 69% of its samples at the release, 15% with this).
     #[inline]
     fn prefetch(&self, slot: Option<usize>) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(slot) = slot {
-            // SAFETY: `slot` is within the ring's allocation (below its capacity); a prefetch
-            // reads nothing into the program and cannot fault.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>(self.events.as_ptr().add(slot).cast());
-            }
+            // `slot` is within the ring's allocation (below its capacity).
+            super::prefetch::line(self.events.as_ptr().wrapping_add(slot));
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = slot;
     }
 
     /// The events kept, oldest first, their times as ticks.

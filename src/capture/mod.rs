@@ -12,6 +12,7 @@ pub mod int_hash;
 pub mod interrupt;
 pub mod module_windows;
 pub mod peak;
+pub mod prefetch;
 pub mod recorder;
 pub mod sampler;
 pub mod saved;

@@ -154,14 +154,13 @@ shim_functions! {
         storage_nbytes: *mut u64
     ) -> c_int;
     /// `mp_storage_on` for `n` tensors at once, prefetched pass by pass (saved_info.cpp): per
-    /// tensor, counted (1 or 0), then its storage's address and size.
+    /// tensor, counted (1 or 0), then its storage's address.
     fn mp_storages_on(
         tensor_impls: *const *mut c_void,
         n: usize,
         device_index: c_int,
         counted: *mut u8,
-        storage_ptrs: *mut usize,
-        storage_nbytes: *mut u64
+        storage_ptrs: *mut usize
     );
     /// The Python objects of a tensor and of its base when it is a view, null where none
     /// (saved_hooks.cpp): 0, or -1 an error.

@@ -86,20 +86,19 @@ pub unsafe fn storage_on(tensor_impl: usize, device_index: c_int) -> Option<(usi
     (found == 1).then_some((ptr, nbytes))
 }
 
-/// The storages of many tensors, read at once (`read`), in buffers kept from read to read: a
-/// root module's parameters and buffers are read at each of its calls, and buffers of their
-/// size made anew each time were large requests that made glibc consolidate its free lists
-/// (about 1,000 instructions more a module call, counted by
+/// The storage addresses of many tensors, read at once (`read`), into buffers kept from read
+/// to read: a root module's parameters and buffers are read at each of its calls, and buffers
+/// of their size made anew each time were large requests that made glibc consolidate its free
+/// lists (about 1,000 instructions more a module call, counted by
 /// `benches/module_call_instructions.sh`).
 #[derive(Default)]
 pub struct Storages {
     counted: Vec<u8>,
     ptrs: Vec<usize>,
-    nbytes: Vec<u64>,
 }
 
 impl Storages {
-    /// `storage_on` for each of `tensor_impls`: the shim reads them in passes, each
+    /// `storage_on`'s addresses for each of `tensor_impls`: the shim reads them in passes, each
     /// prefetching what the next reads, so that the misses to memory of many tensors overlap.
     ///
     /// # Safety
@@ -109,7 +108,6 @@ impl Storages {
         let n = tensor_impls.len();
         self.counted.resize(n, 0);
         self.ptrs.resize(n, 0);
-        self.nbytes.resize(n, 0);
         // SAFETY: per the contract above; each output holds `n` items.
         unsafe {
             ffi::mp_storages_on(
@@ -118,18 +116,17 @@ impl Storages {
                 device_index,
                 self.counted.as_mut_ptr(),
                 self.ptrs.as_mut_ptr(),
-                self.nbytes.as_mut_ptr(),
             )
         };
     }
 
-    /// The storages (address, bytes) of the last `read` that count, in order.
-    pub fn counted(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+    /// The addresses of the last `read`'s storages that count, in order.
+    pub fn counted(&self) -> impl Iterator<Item = usize> + '_ {
         self.counted
             .iter()
-            .zip(self.ptrs.iter().zip(&self.nbytes))
+            .zip(&self.ptrs)
             .filter(|(&c, _)| c == 1)
-            .map(|(_, (&ptr, &nbytes))| (ptr, nbytes))
+            .map(|(_, &ptr)| ptr)
     }
 }
 

@@ -266,9 +266,9 @@ fn the_point_a_serial_was_born_in_is_found_from_the_newest_as_a_search_of_all_fi
         alloc(&mut t, &mut total, &mut serial, (i % 7) as u32, 64);
     }
     assert!(t.points.len() > 100);
+    assert_eq!(t.ends.len(), t.points.len());
     for s in 0..=serial + 2 {
         let all = t.points.partition_point(|p| p.allocations < s);
-        assert_eq!(t.ends.len(), t.points.len());
         assert_eq!(t.point_of(s), all, "serial {s}");
     }
     assert_eq!(Timeline::default().point_of(5), 0);

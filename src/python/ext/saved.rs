@@ -8,7 +8,7 @@
 //! the storages of the root's parameters and buffers, found or kept by saved_state.rs). An
 //! `nn.Parameter`, or a view of one, never counts (one check here, for all).
 use super::saved_state;
-use crate::capture::saved;
+use crate::capture::{prefetch, saved};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
@@ -48,7 +48,9 @@ fn saved_begin(
     // read object by object, then tensor by tensor, it was a chain of misses to memory: the
     // objects are asked for first (prefetched), then for their TensorImpls, whose storages the
     // shim reads in passes that prefetch each other's (`storages_on`).
-    root.objects.iter().for_each(|&object| prefetch(object));
+    root.objects
+        .iter()
+        .for_each(|&object| prefetch::line(object as *const u8));
     STATE_READS.with(|reads| {
         let (impls, storages) = &mut *reads.borrow_mut();
         impls.clear();
@@ -63,7 +65,7 @@ fn saved_begin(
         }
         // SAFETY: each TensorImpl is its object's, alive while `root` is (above).
         unsafe { storages.read(impls, device_index) };
-        skip.extend(storages.counted().map(|(ptr, _)| ptr));
+        skip.extend(storages.counted());
     });
     saved::begin(device_index, skip, interposed);
 }
@@ -74,19 +76,6 @@ thread_local! {
     /// they are borrowed.
     static STATE_READS: RefCell<(Vec<usize>, crate::torch::Storages)> =
         RefCell::new((Vec::new(), crate::torch::Storages::default()));
-}
-
-/// Asks for the cache line at `address` before it is read (nothing where the processor has no
-/// such hint).
-fn prefetch(address: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing into the program and cannot fault.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(address as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
 }
 
 /// The session ends: the roots' state is forgotten, and their dicts no longer watched.
