@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Whether a change to how `--modules` measures keeps its numbers, through the wheel: each build
-# in BUILDS ("label=dir ...", each dir holding one build's wheel, as benches/paired_builds.sh
-# takes them; the first is the reference) installed apart and run as `python -m memprof run
-# --modules` on the resnet50 and GPT-2 steps (CASES, default both), then every module row of
-# each later build compared with the first's (benches/modules_rows.py). On the GPU machine:
+# Whether a change to how `--modules` measures, or how the tracker records, keeps its numbers,
+# through the wheel: each build in BUILDS ("label=dir ...", each dir holding one build's wheel,
+# or only its native core as benches/paired_builds.sh takes them; the first is the reference)
+# installed apart and run as `python -m memprof run --modules` on the resnet50 and GPT-2 steps
+# (CASES, default both), then every module row (benches/modules_rows.py) and the peak, site by
+# site (benches/peak_rows.py), of each later build compared with the first's. On the GPU machine:
 #   run(command="BUILDS='before=.device/wheel-old after=.device/wheel' benches/modules_rows.sh", carry=[".device"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,14 @@ unset LD_LIBRARY_PATH VIRTUAL_ENV
 status=0 first=
 for b in $BUILDS; do
   label=${b%%=*} dir=${b#*=}
-  install_wheel --target "$out/$label/lib" "$(ls "$dir"/*.whl | head -1)" || exit 1
+  wheel=$(ls "$dir"/*.whl 2>/dev/null | head -1)
+  install_wheel --target "$out/$label/lib" "${wheel:-$(ls .device/wheel/*.whl | head -1)}" || exit 1
+  if [ -f "$dir/_native.so" ]; then
+    cp "$dir/_native.so" "$(ls "$out/$label"/lib/memprof/_native*.so)" || exit 1
+  fi
+  if ls "$dir"/torch_shims/*.so >/dev/null 2>&1; then
+    cp "$dir"/torch_shims/*.so "$out/$label/lib/memprof/torch_shims/" || exit 1
+  fi
   for c in $cases; do
     case $c in
       resnet) workload=(benches/workloads.py resnet) ;;
@@ -27,6 +35,8 @@ for b in $BUILDS; do
       { echo "$label $c failed: $(tail -3 "$out/$label-$c.log")"; status=1; }
     if [ -n "$first" ]; then
       "$device_venv/bin/python" benches/modules_rows.py "$c ($first -> $label)" \
+        "$out/$first-$c.json" "$out/$label-$c.json" || status=1
+      "$device_venv/bin/python" benches/peak_rows.py "$c ($first -> $label)" \
         "$out/$first-$c.json" "$out/$label-$c.json" || status=1
     fi
   done

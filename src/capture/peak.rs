@@ -5,9 +5,11 @@
 //! copied at the moment `allocated_bytes.all.current` reached its maximum: for the whole run, and
 //! for each targeted function while its calls run; the same events feed the run's timeline
 //! (`timeline`, bounded). Its memory is the live blocks and the distinct sites, never the run's
-//! length. The reporter queues the events and the tracker records them in batches (`queue`).
+//! length. The reporter queues the events and the tracker records them in batches (`queue`),
+//! on a thread of its own where the measured device is a GPU (`worker`).
 //! Uses `torch` (device stats), `int_hash` and `timeline`.
 mod queue;
+mod worker;
 
 use super::growth::Ledger;
 use super::int_hash::IntMap;
@@ -1253,6 +1255,7 @@ pub fn restart() {
 /// first (the events queued before it are the child's history too).
 pub fn forked() {
     queue::forked();
+    worker::forked();
     with(|t| t.forked());
 }
 
@@ -1362,6 +1365,7 @@ pub extern "C" fn mp_rust_allocation_event(
         };
         if has_totals != 0 && bytes > 0 {
             super::device_use::first_allocation(reserved);
+            worker::start();
         }
         let mut q = queue::Queued {
             event: Event {
@@ -1390,6 +1394,7 @@ pub extern "C" fn mp_rust_allocation_event(
         };
         match offer {
             queue::Offer::Queued => {}
+            queue::Offer::Wake => worker::wake(),
             queue::Offer::Full => drop(lock()),
             queue::Offer::Decide => {
                 let mut tracker = lock();

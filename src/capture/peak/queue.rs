@@ -21,6 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// events' cache misses are a small part of it, few enough (44 KiB of 88-byte events) to stay in cache.
 pub const BATCH: usize = 512;
 
+/// Events queued before the tracker's thread (worker.rs), where it runs, is woken to record
+/// them: a wake costs the allocating thread a system call when the thread sleeps, so not every
+/// event; few enough that a reader's own recording of the queue (`peak::lock`) stays short.
+pub const WAKE_AT: usize = 128;
+
 /// An event as queued: what the reporter knew when it happened.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Queued {
@@ -41,6 +46,8 @@ pub struct Queued {
 pub enum Offer {
     /// Queued.
     Queued,
+    /// Queued, and `WAKE_AT` events wait: wake the tracker's thread.
+    Wake,
     /// Queued, and the queue is full: record it now.
     Full,
     /// Not queued: a free whose line may be needed; the tracker decides, the queue recorded
@@ -155,11 +162,16 @@ pub fn offer(q: Queued) -> Offer {
         queue.events.reserve_exact(BATCH);
     }
     queue.events.push(q);
-    if queue.events.len() >= BATCH {
-        Offer::Full
-    } else {
-        Offer::Queued
+    match queue.events.len() {
+        n if n >= BATCH => Offer::Full,
+        WAKE_AT => Offer::Wake,
+        _ => Offer::Queued,
     }
+}
+
+/// How many events wait.
+pub fn pending() -> usize {
+    queue().events.len()
 }
 
 /// The events queued so far, in order (the tracker records them, then gives the buffer back).

@@ -322,3 +322,69 @@ fn the_shims_segment_actions_are_the_traces_segment_kinds_and_nothing_else_is() 
         ]
     );
 }
+
+/// The tests that turn the process's tracker on, one at a time.
+static GLOBAL_TRACKER: Mutex<()> = Mutex::new(());
+
+#[test]
+fn the_trackers_thread_records_the_queue_the_allocating_thread_leaves() {
+    // 300 allocations (no free, which the tracker may decide at once), more than the thread's
+    // wake and fewer than a full queue, which the allocating thread would record itself.
+    let _serial = GLOBAL_TRACKER.lock().unwrap_or_else(|e| e.into_inner());
+    start();
+    worker::start();
+    for i in 0..300u64 {
+        mp_rust_allocation_event(0x1000 + 64 * i, 64, 0, 0, 0, 0, 0, 0);
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while queue::pending() >= queue::WAKE_AT && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(
+        queue::pending() < queue::WAKE_AT,
+        "the thread recorded the events queued before its wake"
+    );
+    // A reader records what is left first: every event, in order.
+    let (serial, peak) = with(|t| (t.serial(), t.peak().map(|p| p.moment.allocated))).unwrap();
+    stop();
+    assert_eq!(serial, 300);
+    assert_eq!(peak, Some(300 * 64));
+}
+
+#[test]
+fn a_child_forked_while_the_trackers_thread_records_finds_the_tracker_free() {
+    // Forks right after waking the thread, when it is most likely recording: without the
+    // thread's fork handlers the child would find the tracker locked by a thread it lacks.
+    let _serial = GLOBAL_TRACKER.lock().unwrap_or_else(|e| e.into_inner());
+    start();
+    worker::start();
+    for round in 0..60u64 {
+        for i in 0..queue::WAKE_AT as u64 {
+            mp_rust_allocation_event(0x100_0000 * (round + 1) + 64 * i, 64, 0, 0, 0, 0, 0, 0);
+        }
+        // SAFETY: the child runs memprof's own code and leaves through _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            forked();
+            let status = if with(|t| t.serial()).is_some() { 0 } else { 1 };
+            unsafe { libc::_exit(status) };
+        }
+        assert!(pid > 0, "fork");
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let mut status = 0;
+        loop {
+            // SAFETY: waits for the child forked above.
+            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if done == pid {
+                break;
+            }
+            if Instant::now() > deadline {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("round {round}: the child found the tracker locked");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    }
+    stop();
+}
