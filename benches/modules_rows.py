@@ -13,14 +13,19 @@ def rows(path):
             for e in json.load(open(path))["modules"]["modules"]]
 
 
-def main():
-    case, before, after = sys.argv[1:4]
-    ra, rb = rows(before), rows(after)
+def compare(case, what, ra, rb):
+    """Prints how many of `rb`'s rows are `ra`'s, in order (and the first that are not): 0 when
+    all are, else 1."""
     same = sum(x == y for x, y in zip(ra, rb))
-    print(f"{case}: {len(rb)} module rows; {same} the same as before's (calls, peak, saved bytes)"
+    print(f"{case}: {len(rb)} {what}; {same} the same as before's"
           + ("" if same == len(ra) == len(rb) else "; first differences: "
              + "; ".join(f"{x} -> {y}" for x, y in zip(ra, rb) if x != y)[:600]))
     return 0 if same == len(ra) == len(rb) else 1
+
+
+def main():
+    case, before, after = sys.argv[1:4]
+    return compare(case, "module rows (calls, peak, saved bytes)", rows(before), rows(after))
 
 
 if __name__ == "__main__":

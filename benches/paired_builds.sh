@@ -20,15 +20,7 @@ rm -rf "$out" && mkdir -p "$out"
 . benches/device_wheel.sh
 for b in $BUILDS; do
   label=${b%%=*} dir=${b#*=}
-  wheel=$(ls "$dir"/*.whl 2>/dev/null | head -1)
-  install_wheel --target "$out/$label/lib" "${wheel:-$(ls .device/wheel/*.whl | head -1)}" || exit 1
-  if [ -f "$dir/_native.so" ]; then
-    cp "$dir/_native.so" "$(ls "$out/$label"/lib/memprof/_native*.so)" || exit 1
-  fi
-  # The core's torch shims, where the build's differ from the wheel's (a function added).
-  if ls "$dir"/torch_shims/*.so >/dev/null 2>&1; then
-    cp "$dir"/torch_shims/*.so "$out/$label/lib/memprof/torch_shims/" || exit 1
-  fi
+  install_build "$dir" "$out/$label/lib" || exit 1
 done
 for r in $(seq "$repeats"); do
   for b in $BUILDS; do

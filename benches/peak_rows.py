@@ -1,11 +1,13 @@
-"""Whether two reports have the same peak: its allocated and reserved bytes, and every site row
-(file, line, function, bytes, blocks, categories) in order: what a change to how the tracker records its
-events must keep exactly. Used by benches/modules_rows.sh.
+"""Whether two reports have the same peak: its allocated, reserved and unseen bytes, and every
+site row (file, line, function, bytes, blocks, categories) in order: what a change to how the
+tracker records its events must keep exactly. Used by benches/modules_rows.sh.
 
     python3 benches/peak_rows.py CASE BEFORE.json AFTER.json
 """
 import json
 import sys
+
+from modules_rows import compare
 
 
 def rows(path):
@@ -19,12 +21,7 @@ def rows(path):
 
 def main():
     case, before, after = sys.argv[1:4]
-    ra, rb = rows(before), rows(after)
-    same = sum(x == y for x, y in zip(ra, rb))
-    print(f"{case}: the peak's {len(rb)} rows (bytes, then sites); {same} the same as before's"
-          + ("" if same == len(ra) == len(rb) else "; first differences: "
-             + "; ".join(f"{x} -> {y}" for x, y in zip(ra, rb) if x != y)[:600]))
-    return 0 if same == len(ra) == len(rb) else 1
+    return compare(case, "rows of the peak (its bytes, then its sites)", rows(before), rows(after))
 
 
 if __name__ == "__main__":

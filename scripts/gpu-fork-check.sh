@@ -8,11 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 . benches/device_wheel.sh
 lib=/tmp/memprof-fork-check
-rm -rf "$lib" && install_wheel --target "$lib" .device/wheel/*.whl || exit 1
-if [ -n "${NATIVE:-}" ]; then
-  cp "$NATIVE/_native.so" "$(ls "$lib"/memprof/_native*.so)" || exit 1
-  cp "$NATIVE"/torch_shims/*.so "$lib/memprof/torch_shims/" 2>/dev/null
-fi
+rm -rf "$lib" && install_build "${NATIVE:-.device/wheel}" "$lib" || exit 1
 unset LD_LIBRARY_PATH VIRTUAL_ENV
 plain=$("$device_venv/bin/python" fixtures/fork_while_recording.py) || exit 1
 profiled=$(PYTHONPATH=$lib timeout "${TIMEOUT:-300}" "$device_venv/bin/python" -m memprof run \

@@ -326,13 +326,19 @@ fn the_shims_segment_actions_are_the_traces_segment_kinds_and_nothing_else_is() 
 /// The tests that turn the process's tracker on, one at a time.
 static GLOBAL_TRACKER: Mutex<()> = Mutex::new(());
 
+/// The process's tracker on, a fresh one, and its thread running: held until the guard drops.
+fn tracker_and_its_thread() -> std::sync::MutexGuard<'static, ()> {
+    let one_at_a_time = GLOBAL_TRACKER.lock().unwrap_or_else(|e| e.into_inner());
+    start();
+    worker::start();
+    one_at_a_time
+}
+
 #[test]
 fn the_trackers_thread_records_the_queue_the_allocating_thread_leaves() {
     // 300 allocations (no free, which the tracker may decide at once), more than the thread's
     // wake and fewer than a full queue, which the allocating thread would record itself.
-    let _serial = GLOBAL_TRACKER.lock().unwrap_or_else(|e| e.into_inner());
-    start();
-    worker::start();
+    let _tracker = tracker_and_its_thread();
     for i in 0..300u64 {
         mp_rust_allocation_event(0x1000 + 64 * i, 64, 0, 0, 0, 0, 0, 0);
     }
@@ -355,9 +361,7 @@ fn the_trackers_thread_records_the_queue_the_allocating_thread_leaves() {
 fn a_child_forked_while_the_trackers_thread_records_finds_the_tracker_free() {
     // Forks right after waking the thread, when it is most likely recording: without the
     // thread's fork handlers the child would find the tracker locked by a thread it lacks.
-    let _serial = GLOBAL_TRACKER.lock().unwrap_or_else(|e| e.into_inner());
-    start();
-    worker::start();
+    let _tracker = tracker_and_its_thread();
     for round in 0..60u64 {
         for i in 0..queue::WAKE_AT as u64 {
             mp_rust_allocation_event(0x100_0000 * (round + 1) + 64 * i, 64, 0, 0, 0, 0, 0, 0);
