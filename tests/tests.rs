@@ -37,3 +37,4 @@ mod simulate;
 mod snapshot;
 mod tensors;
 mod third_hour;
+mod tracker_thread;

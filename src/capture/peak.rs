@@ -1222,6 +1222,7 @@ pub fn start() {
     super::device_use::reset();
     *lock() = Some(Tracker::default());
     ON.store(true, Ordering::Release);
+    worker::start_if_asked();
 }
 
 /// Stops tracking; what was tracked stays readable.

@@ -24,6 +24,14 @@ static RUNNING: AtomicBool = AtomicBool::new(false);
 /// Set by the one caller that starts it.
 static STARTED: AtomicBool = AtomicBool::new(false);
 
+/// Whether the thread runs on the CPU too: `MEMPROF_TRACKER_THREAD=1`, for memprof's own tests
+/// and benchmarks (tests/tracker_thread.rs runs the CPU's reports with it, and compares).
+pub fn start_if_asked() {
+    if std::env::var_os("MEMPROF_TRACKER_THREAD").is_some_and(|v| v == "1") {
+        start();
+    }
+}
+
 /// Starts the thread, once per process: at the measured GPU's first allocation (the CUDA
 /// runtime's own threads run by then, so the program's `os.fork()` finds it no more threaded
 /// than without memprof). Called inside the allocator: a failure to start leaves the recording
