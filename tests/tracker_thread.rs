@@ -1,8 +1,7 @@
 //! The tracker's own thread (src/capture/peak/worker.rs), which records the allocator's events
-//! where the measured device is a GPU, changes no number: on the CPU, where
-//! `MEMPROF_TRACKER_THREAD=1` starts it, a report is the one memprof writes without it (the
-//! peak, its sites and categories, every module row, every line, the timeline's points and
-//! marks), times and the process's own readings aside.
+//! where `MEMPROF_TRACKER_THREAD=1` asks for it, changes no number: a report is the one memprof
+//! writes without it (the peak, its sites and categories, every module row, every line, the
+//! timeline's points and marks), times and the process's own readings aside.
 use crate::common::*;
 use serde_json::Value;
 

@@ -6,7 +6,7 @@
 //! for each targeted function while its calls run; the same events feed the run's timeline
 //! (`timeline`, bounded). Its memory is the live blocks and the distinct sites, never the run's
 //! length. The reporter queues the events and the tracker records them in batches (`queue`),
-//! on a thread of its own where the measured device is a GPU (`worker`).
+//! on a thread of its own where `MEMPROF_TRACKER_THREAD=1` asks for it (`worker`).
 //! Uses `torch` (device stats), `int_hash` and `timeline`.
 mod queue;
 mod worker;
@@ -1366,7 +1366,6 @@ pub extern "C" fn mp_rust_allocation_event(
         };
         if has_totals != 0 && bytes > 0 {
             super::device_use::first_allocation(reserved);
-            worker::start();
         }
         let mut q = queue::Queued {
             event: Event {

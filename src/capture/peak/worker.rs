@@ -1,11 +1,14 @@
-//! The tracker's own thread: where the measured device is a GPU, it records the reporter's
-//! queue (queue.rs) each time `queue::WAKE_AT` events wait, so that the tracker's maps, the
-//! sites' tallies and the timeline are read and written on a core of their own, not between the
-//! launches of the threads that set a GPU step's pace (the program's and autograd's), whose
-//! caches they also pushed the program's own lines out of. A full queue is still recorded by the
-//! thread that fills it: where this thread lags, and where there is none (a CPU run, before the
-//! first CUDA allocation, in a forked child). Whatever reads the tracker records the queue
-//! first (`peak::lock`), as before, so every reading sees every event before it, in order.
+//! The tracker's own thread, where `MEMPROF_TRACKER_THREAD=1` asks for it (off by default: not
+//! yet measured on a GPU, and on this project's 2-core build machine no cheaper than recording
+//! inline; BENCHMARKS.md, "The tracker on a thread of its own"). It records the reporter's queue
+//! (queue.rs) while events come (it looks every `POLL`, and sleeps once none came for a while;
+//! the allocating thread wakes it at `queue::WAKE_AT` waiting events), so that the tracker's
+//! maps, the sites' tallies and the timeline are read and written on a core of their own, not
+//! between the launches of the threads that set a GPU step's pace (the program's and
+//! autograd's). A full queue is still recorded by the thread that fills it: where this thread
+//! lags, and where there is none (in a forked child). Whatever reads the tracker records the
+//! queue first (`peak::lock`), as before, so every reading sees every event before it, in
+//! order.
 //!
 //! It runs no Python and never takes the allocator's lock (recording is the tracker's own
 //! arithmetic), so the threads that wait on it inside the allocator cannot deadlock with it;
@@ -24,18 +27,16 @@ static RUNNING: AtomicBool = AtomicBool::new(false);
 /// Set by the one caller that starts it.
 static STARTED: AtomicBool = AtomicBool::new(false);
 
-/// Whether the thread runs on the CPU too: `MEMPROF_TRACKER_THREAD=1`, for memprof's own tests
-/// and benchmarks (tests/tracker_thread.rs runs the CPU's reports with it, and compares).
+/// Starts the thread when tracking starts, where `MEMPROF_TRACKER_THREAD=1` asks for it
+/// (tests/tracker_thread.rs runs a report with it and without, and compares).
 pub fn start_if_asked() {
     if std::env::var_os("MEMPROF_TRACKER_THREAD").is_some_and(|v| v == "1") {
         start();
     }
 }
 
-/// Starts the thread, once per process: at the measured GPU's first allocation (the CUDA
-/// runtime's own threads run by then, so the program's `os.fork()` finds it no more threaded
-/// than without memprof). Called inside the allocator: a failure to start leaves the recording
-/// to the allocating threads.
+/// Starts the thread, once per process; a failure to start leaves the recording to the
+/// allocating threads.
 pub fn start() {
     if STARTED.load(Ordering::Relaxed) || STARTED.swap(true, Ordering::AcqRel) {
         return;
