@@ -1,6 +1,7 @@
-//! The tracker's own thread, where `MEMPROF_TRACKER_THREAD=1` asks for it (off by default: not
-//! yet measured on a GPU, and on this project's 2-core build machine no cheaper than recording
-//! inline; BENCHMARKS.md, "The tracker on a thread of its own"). It records the reporter's queue
+//! The tracker's own thread, where `MEMPROF_TRACKER_THREAD=1` asks for it (off by default: on an
+//! H100 it halved memprof's code on the launching thread and left that thread's time the same,
+//! and on this project's 2-core build machine it was no cheaper than recording inline;
+//! BENCHMARKS.md, "The tracker on a thread of its own"). It records the reporter's queue
 //! (queue.rs) while events come (it looks every `POLL`, and sleeps once none came for a while;
 //! the allocating thread wakes it at `queue::WAKE_AT` waiting events), so that the tracker's
 //! maps, the sites' tallies and the timeline are read and written on a core of their own, not
