@@ -21,6 +21,7 @@ CASES=${CASES:-resnet} BUILDS="ref=$REF ref2=$REF new=$NEW" timeout 300 benches/
 echo "== 2. forks"
 NATIVE=$NEW timeout 200 scripts/gpu-fork-check.sh || status=1
 echo "== 3. the thread"
+# NEW's build as step 1 installed it.
 PYTHONPATH=/tmp/memprof-modules-rows/new/lib /opt/torch/.venv/bin/python -c "
 import os, memprof, torch
 def names():

@@ -1256,7 +1256,6 @@ pub fn restart() {
 /// first (the events queued before it are the child's history too).
 pub fn forked() {
     queue::forked();
-    worker::forked();
     with(|t| t.forked());
 }
 

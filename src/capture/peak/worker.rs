@@ -106,11 +106,6 @@ pub fn wake() {
     }
 }
 
-/// This process was just forked: the thread stayed in the parent.
-pub fn forked() {
-    RUNNING.store(false, Ordering::Release);
-}
-
 /// Whether the thread sleeps until woken, as it does once no event came for `IDLE_POLLS` looks;
 /// else it looks at the queue every `POLL` and records it when `DRAIN_AT` events wait. Waking
 /// it costs the allocating thread a system call (0.13 ms a step of the CPU's MLP here, where the
