@@ -20,6 +20,16 @@ pub struct ScopeReading {
     pub collectives: Option<Vec<i64>>,
 }
 
+impl ScopeReading {
+    /// A placeholder for a reading moved out.
+    pub const EMPTY: ScopeReading = ScopeReading {
+        start: 0,
+        end: 0,
+        peak: 0,
+        collectives: None,
+    };
+}
+
 /// One open window.
 struct Window {
     id: u64,

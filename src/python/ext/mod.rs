@@ -5,6 +5,7 @@ pub mod history;
 mod impl_list;
 pub mod inventory;
 mod module_calls;
+mod module_calls_fast;
 pub mod saved;
 mod saved_state;
 mod tensor_object;

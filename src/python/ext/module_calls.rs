@@ -16,6 +16,7 @@ use super::impl_list::ImplList;
 use crate::capture::int_hash::IntMap;
 use crate::capture::module_windows::ScopeReading;
 use crate::capture::{module_windows, recorder};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple, PyType, PyWeakrefReference};
 use std::cell::RefCell;
@@ -112,20 +113,58 @@ static COMPILER: OnceLock<Py<PyDict>> = OnceLock::new();
 /// dynamo's `get_eval_frame_callback` (torch._C), where memprof stands in for torch's
 /// `Module.__call__` (modules.py, _stand_in): a frame of torch's file, which dynamo runs as it
 /// is when the callback is set rather than compile it, as it compiled the wrapper of
-/// `_call_impl` (whose `_enter` answered PASS in the graph).
-static DYNAMO_CALLBACK: OnceLock<Py<PyAny>> = OnceLock::new();
+/// `_call_impl` (whose `_enter` answered PASS in the graph). Kept as its C function and `self`
+/// where it is a C function without arguments (it is: a thread-specific read), which
+/// `compiling()` calls directly: through Python's call machinery, the object's call cost about
+/// 100 instructions a module call.
+enum CallbackGetter {
+    Direct(ffi::PyCFunction, usize),
+    Object(Py<PyAny>),
+}
+
+static DYNAMO_CALLBACK: OnceLock<CallbackGetter> = OnceLock::new();
 
 fn compiling(py: Python<'_>) -> bool {
     COMPILER.get().is_some_and(|namespace| {
-        matches!(
-            namespace.bind(py).get_item(pyo3::intern!(py, "_is_compiling_flag")),
-            Ok(Some(flag)) if flag.is_truthy().unwrap_or(false)
-        )
+        // SAFETY: a borrowed read of a live dict with an interned key; the GIL is held.
+        let flag = unsafe {
+            ffi::PyDict_GetItemWithError(
+                namespace.as_ptr(),
+                pyo3::intern!(py, "_is_compiling_flag").as_ptr(),
+            )
+        };
+        if flag.is_null() {
+            // SAFETY: the GIL is held; a lookup error is not the program's.
+            unsafe { ffi::PyErr_Clear() };
+            return false;
+        }
+        // SAFETY: `flag` is a borrowed reference the dict holds.
+        flag != unsafe { ffi::Py_False() }
+            && unsafe { Bound::from_borrowed_ptr(py, flag) }
+                .is_truthy()
+                .unwrap_or(false)
     }) || DYNAMO_CALLBACK.get().is_some_and(|get| {
         // Set while a compiled function runs (and its frames would be compiled), None else.
-        get.bind(py)
-            .call0()
-            .is_ok_and(|callback| !callback.is_none())
+        match get {
+            CallbackGetter::Direct(function, slf) => {
+                // SAFETY: a METH_NOARGS C function called as CPython calls it (its `self`, no
+                // argument), with the GIL held; it returns a new reference or NULL.
+                let callback =
+                    unsafe { function(*slf as *mut ffi::PyObject, std::ptr::null_mut()) };
+                if callback.is_null() {
+                    unsafe { ffi::PyErr_Clear() };
+                    return false;
+                }
+                // SAFETY: the new reference is let go here.
+                let set = callback != unsafe { ffi::Py_None() };
+                unsafe { ffi::Py_DECREF(callback) };
+                set
+            }
+            CallbackGetter::Object(get) => get
+                .bind(py)
+                .call0()
+                .is_ok_and(|callback| !callback.is_none()),
+        }
     })
 }
 
@@ -133,7 +172,26 @@ fn compiling(py: Python<'_>) -> bool {
 /// (`get_eval_frame_callback()`) is set runs as torch's, unmeasured, as inside a graph.
 #[pyfunction]
 fn modules_under_dynamo(get_eval_frame_callback: Bound<'_, PyAny>) {
-    let _ = DYNAMO_CALLBACK.set(get_eval_frame_callback.unbind());
+    let ptr = get_eval_frame_callback.as_ptr();
+    // SAFETY: type checks and reads of a live object's fields through CPython's API, the GIL
+    // held. A C function's `self` (dynamo's module) lives as long as the function, which the
+    // getter keeps.
+    let direct = unsafe {
+        (ffi::PyCFunction_Check(ptr) != 0
+            && ffi::PyCFunction_GetFlags(ptr) & !ffi::METH_COEXIST == ffi::METH_NOARGS)
+            .then(|| ffi::PyCFunction_GetFunction(ptr))
+            .flatten()
+            .map(|function| (function, ffi::PyCFunction_GetSelf(ptr) as usize))
+    };
+    let getter = match direct {
+        Some((function, slf)) => {
+            // The function object holds its `self`; kept alive with it.
+            std::mem::forget(get_eval_frame_callback);
+            CallbackGetter::Direct(function, slf)
+        }
+        None => CallbackGetter::Object(get_eval_frame_callback.unbind()),
+    };
+    let _ = DYNAMO_CALLBACK.set(getter);
 }
 
 /// A module under a root, found once: its forward entry.
@@ -176,8 +234,10 @@ struct Tracker {
     /// The root pass that saved the most, which checkpoint suggestions plan on: its root
     /// call's entry, what it saved, and its calls.
     best: Option<(u32, u64, Vec<PassCall>)>,
-    /// The backwards taken from src/capture/backward.rs, empty between takes.
+    /// The backwards taken from src/capture/backward.rs, and the order they started in (scope
+    /// id, index), empty between takes.
     finished: Vec<crate::capture::backward::Finished>,
+    finished_order: Vec<(u64, u32)>,
 }
 
 static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
@@ -263,16 +323,24 @@ impl Tracker {
         }
         let mut finished = std::mem::take(&mut self.finished);
         crate::capture::backward::take_finished(&mut finished);
-        // Scope ids are unique: an unstable sort orders them alike, without a scratch buffer.
-        finished.sort_unstable_by_key(|f| f.1);
-        for (forward, _, reading) in finished.drain(..) {
-            let entry = self.backward_entry(forward);
+        // The order they started in is sorted by its keys alone (scope ids, unique), not the
+        // 64-byte readings, whose moves (calls of memcpy) were a visible part of a module call.
+        let mut order = std::mem::take(&mut self.finished_order);
+        order.extend(finished.iter().enumerate().map(|(i, f)| (f.1, i as u32)));
+        order.sort_unstable();
+        for &(_, i) in order.iter() {
+            let (forward, _, reading) = &mut finished[i as usize];
+            let reading = std::mem::replace(reading, ScopeReading::EMPTY);
+            let entry = self.backward_entry(*forward);
             self.record(entry, &reading, None);
             if let Some(slot) = self.slot(entry) {
                 self.timeline[slot].reading = Some(reading);
             }
         }
+        order.clear();
+        finished.clear();
         self.finished = finished;
+        self.finished_order = order;
     }
 
     /// The module's forward entry under `root`, if its site is known and both are alive.
@@ -440,8 +508,8 @@ fn enter(
 
 /// A module's forward starts (the `_call_impl` wrapper, at every call). PASS while torch is
 /// compiling; dynamo, which cannot trace this, is told that it answers PASS (modules.py).
-#[pyfunction]
-fn module_enter(module: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> Entered {
+/// Python calls it through module_calls_fast.rs.
+pub(super) fn module_enter(module: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> Entered {
     let py = module.py();
     if compiling(py) {
         return Some((PASS, 0, -1));
@@ -532,9 +600,8 @@ fn module_skip(module: &Bound<'_, PyAny>) {
 type Exited = Option<(u8, u64, i64, i64, bool)>;
 
 /// A module's forward ends (the `_call_impl` wrapper, after the compile check; `output` is None
-/// when an exception leaves it).
-#[pyfunction]
-fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
+/// when an exception leaves it). Python calls it through module_calls_fast.rs.
+pub(super) fn module_exit(module: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> Exited {
     let id = module.as_ptr() as usize;
     let native = NATIVE.load(Ordering::Relaxed);
     // Pop this module's call (and any whose post-hook an exception skipped), each ended here.
@@ -767,11 +834,10 @@ fn modules_data() -> (Vec<EntryData>, Vec<SlotData>, u64, ChainData) {
 }
 
 pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(module_enter, m)?)?;
     m.add_function(wrap_pyfunction!(module_enter_site, m)?)?;
     m.add_function(wrap_pyfunction!(module_enter_root, m)?)?;
     m.add_function(wrap_pyfunction!(module_skip, m)?)?;
-    m.add_function(wrap_pyfunction!(module_exit, m)?)?;
+    super::module_calls_fast::add_functions(m)?;
     m.add_function(wrap_pyfunction!(modules_configure, m)?)?;
     m.add_function(wrap_pyfunction!(modules_under_dynamo, m)?)?;
     m.add_function(wrap_pyfunction!(modules_entry, m)?)?;

@@ -1,0 +1,154 @@
+//! `module_enter` and `module_exit` as CPython calls them, at every module call: METH_FASTCALL
+//! functions made here rather than by pyo3's `#[pyfunction]`, whose wrapper (its arguments
+//! matched by name, the thread's attach count kept in a thread-local, a panic guard) cost about
+//! 300 instructions a module call over the work itself (`benches/module_call_instructions.sh`).
+//! These take their two positional arguments as CPython passes them, keep the panic guard, and
+//! are otherwise what module_calls.rs's functions were: the same names, signatures (`__text_signature__`,
+//! which dynamo's `substitute_in_graph` reads) and answers.
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use std::os::raw::c_char;
+
+/// The signature of a METH_FASTCALL function.
+type Fast = unsafe extern "C" fn(
+    *mut ffi::PyObject,
+    *mut *mut ffi::PyObject,
+    ffi::Py_ssize_t,
+) -> *mut ffi::PyObject;
+
+/// Adds `name` to `m` as a METH_FASTCALL function `meth`, documented (and given its text
+/// signature) by `doc`.
+fn add(
+    m: &Bound<'_, PyModule>,
+    name: &'static std::ffi::CStr,
+    doc: &'static std::ffi::CStr,
+    meth: Fast,
+) -> PyResult<()> {
+    let py = m.py();
+    // CPython keeps a pointer to the definition for the function's life: one per process (the
+    // module is made once).
+    let def = Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFast: meth,
+        },
+        ml_flags: ffi::METH_FASTCALL,
+        ml_doc: doc.as_ptr(),
+    }));
+    let module_name = m.name()?;
+    // SAFETY: `def` lives forever; the module and its name are live objects; the GIL is held.
+    let function = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyCFunction_NewEx(def, m.as_ptr(), module_name.as_ptr()),
+        )?
+    };
+    m.add(name.to_str().unwrap_or_default(), function)
+}
+
+/// The two arguments of a call, or a TypeError set (NULL returned by the caller).
+///
+/// # Safety
+/// `args` holds `nargs` borrowed references, as CPython passes them; the GIL is held.
+unsafe fn two(
+    name: &str,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+    if nargs == 2 {
+        return Some((*args, *args.add(1)));
+    }
+    let message = format!("{name}() takes 2 positional arguments but {nargs} were given\0");
+    ffi::PyErr_SetString(ffi::PyExc_TypeError, message.as_ptr() as *const c_char);
+    None
+}
+
+/// Runs `f` with a panic guard: a panic becomes a RuntimeError (NULL returned), as pyo3's
+/// wrapper made it, instead of unwinding into CPython.
+fn guarded(f: impl FnOnce() -> *mut ffi::PyObject) -> *mut ffi::PyObject {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        // SAFETY: the GIL is held (the caller is CPython calling this function).
+        unsafe {
+            ffi::PyErr_SetString(
+                ffi::PyExc_RuntimeError,
+                c"memprof: an internal error in a module call's bookkeeping".as_ptr(),
+            )
+        };
+        std::ptr::null_mut()
+    })
+}
+
+/// A new reference to what a hook answers: None, or its tuple.
+fn answer<'py, T: pyo3::conversion::IntoPyObjectExt<'py>>(
+    py: Python<'py>,
+    value: Option<T>,
+) -> *mut ffi::PyObject {
+    match value.map(|v| v.into_bound_py_any(py)) {
+        None => py.None().into_ptr(),
+        Some(Ok(tuple)) => tuple.into_ptr(),
+        Some(Err(e)) => {
+            e.restore(py);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+unsafe extern "C" fn module_enter(
+    _module: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    guarded(|| {
+        // SAFETY: CPython calls this with the GIL held and `nargs` borrowed arguments.
+        let py = unsafe { Python::assume_attached() };
+        let Some((module, call_args)) = (unsafe { two("module_enter", args, nargs) }) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: borrowed references, alive for the call.
+        let module = unsafe { Bound::from_borrowed_ptr(py, module) };
+        let call_args = unsafe { Bound::from_borrowed_ptr(py, call_args) };
+        let Ok(call_args) = call_args.cast::<PyTuple>() else {
+            unsafe {
+                ffi::PyErr_SetString(
+                    ffi::PyExc_TypeError,
+                    c"module_enter(): args must be a tuple".as_ptr(),
+                )
+            };
+            return std::ptr::null_mut();
+        };
+        answer(py, super::module_calls::module_enter(&module, call_args))
+    })
+}
+
+unsafe extern "C" fn module_exit(
+    _module: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    guarded(|| {
+        // SAFETY: as module_enter's.
+        let py = unsafe { Python::assume_attached() };
+        let Some((module, output)) = (unsafe { two("module_exit", args, nargs) }) else {
+            return std::ptr::null_mut();
+        };
+        let module = unsafe { Bound::from_borrowed_ptr(py, module) };
+        let output = unsafe { Bound::from_borrowed_ptr(py, output) };
+        answer(py, super::module_calls::module_exit(&module, &output))
+    })
+}
+
+pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    add(
+        m,
+        c"module_enter",
+        c"module_enter(module, args)\n--\n\nA module's forward starts: None, or what Python is asked to do.",
+        module_enter,
+    )?;
+    add(
+        m,
+        c"module_exit",
+        c"module_exit(module, output)\n--\n\nA module's forward ends: None, or what Python is asked to do.",
+        module_exit,
+    )
+}
