@@ -839,3 +839,40 @@ fn lines_and_module_calls_measured_together_read_what_each_reads_alone() {
         &["lines_in_modules.py"],
     );
 }
+
+/// `module_enter` and `module_exit`, made by hand as METH_FASTCALL functions
+/// (src/python/ext/module_calls_fast.rs): their text signatures (dynamo's `substitute_in_graph`
+/// reads them) and the errors a wrong call gets, as pyo3's wrapper gave them.
+#[test]
+fn the_module_call_hooks_take_their_arguments_as_a_python_function_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hooks.py");
+    std::fs::write(
+        &script,
+        "import inspect, sys, torch\n\
+         native = sys.modules['_memprof']\n\
+         torch.nn.Linear(2, 2)(torch.ones(2))\n\
+         print(inspect.signature(native.module_enter), inspect.signature(native.module_exit))\n\
+         for call in (lambda: native.module_enter(1), lambda: native.module_exit(1, 2, 3),\n\
+         \x20            lambda: native.module_enter(torch.nn.ReLU(), [1])):\n\
+         \x20   try:\n\
+         \x20       call()\n\
+         \x20   except TypeError as e:\n\
+         \x20       print('TypeError:', e)\n",
+    )
+    .unwrap();
+    let r = run(&["--modules", script.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let printed: Vec<&str> = r.stdout.lines().take(4).collect();
+    assert_eq!(
+        printed,
+        [
+            "(module, args) (module, output)",
+            "TypeError: module_enter() takes 2 positional arguments but 1 were given",
+            "TypeError: module_exit() takes 2 positional arguments but 3 were given",
+            "TypeError: module_enter(): args must be a tuple",
+        ],
+        "{}",
+        r.stdout
+    );
+}
