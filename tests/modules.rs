@@ -868,7 +868,7 @@ fn the_module_call_hooks_take_their_arguments_as_a_python_function_would() {
         printed,
         [
             "(module, args) (module, output)",
-            "TypeError: module_enter() takes 2 positional arguments but 1 were given",
+            "TypeError: module_enter() takes 2 positional arguments but 1 was given",
             "TypeError: module_exit() takes 2 positional arguments but 3 were given",
             "TypeError: module_enter(): args must be a tuple",
         ],

@@ -1,13 +1,14 @@
 //! `module_enter` and `module_exit` as CPython calls them, at every module call: METH_FASTCALL
 //! functions made here rather than by pyo3's `#[pyfunction]`, whose wrapper (its arguments
-//! matched by name, the thread's attach count kept in a thread-local, a panic guard) cost about
-//! 300 instructions a module call over the work itself (`benches/module_call_instructions.sh`).
+//! matched by name, the thread's attach count kept in a thread-local, a panic guard) cost some
+//! 340 instructions a module call over the work itself (`benches/module_call_instructions.sh`).
 //! These take their two positional arguments as CPython passes them, keep the panic guard, and
 //! are otherwise what module_calls.rs's functions were: the same names, signatures (`__text_signature__`,
 //! which dynamo's `substitute_in_graph` reads) and answers.
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use std::ffi::CStr;
 use std::os::raw::c_char;
 
 /// The signature of a METH_FASTCALL function.
@@ -17,34 +18,50 @@ type Fast = unsafe extern "C" fn(
     ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject;
 
-/// Adds `name` to `m` as a METH_FASTCALL function `meth`, documented (and given its text
-/// signature) by `doc`.
-fn add(
-    m: &Bound<'_, PyModule>,
-    name: &'static std::ffi::CStr,
-    doc: &'static std::ffi::CStr,
-    meth: Fast,
-) -> PyResult<()> {
+/// A function's definition, which CPython reads for the function's whole life: a static (the
+/// `_memprof` module is made afresh for each in-process session).
+struct Definition(std::cell::UnsafeCell<ffi::PyMethodDef>);
+
+// SAFETY: CPython only reads a definition, with the GIL held; nothing here writes it.
+unsafe impl Sync for Definition {}
+
+impl Definition {
+    const fn new(name: &'static CStr, doc: &'static CStr, meth: Fast) -> Self {
+        Definition(std::cell::UnsafeCell::new(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer {
+                PyCFunctionFast: meth,
+            },
+            ml_flags: ffi::METH_FASTCALL,
+            ml_doc: doc.as_ptr(),
+        }))
+    }
+}
+
+static ENTER: Definition = Definition::new(
+    c"module_enter",
+    c"module_enter(module, args)\n--\n\nA module's forward starts: None, or what Python is asked to do.",
+    module_enter,
+);
+static EXIT: Definition = Definition::new(
+    c"module_exit",
+    c"module_exit(module, output)\n--\n\nA module's forward ends: None, or what Python is asked to do.",
+    module_exit,
+);
+
+/// Adds the function of `definition` to `m`, as `name`.
+fn add(m: &Bound<'_, PyModule>, name: &str, definition: &'static Definition) -> PyResult<()> {
     let py = m.py();
-    // CPython keeps a pointer to the definition for the function's life: one per process (the
-    // module is made once).
-    let def = Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer {
-            PyCFunctionFast: meth,
-        },
-        ml_flags: ffi::METH_FASTCALL,
-        ml_doc: doc.as_ptr(),
-    }));
     let module_name = m.name()?;
-    // SAFETY: `def` lives forever; the module and its name are live objects; the GIL is held.
+    // SAFETY: the definition is static; the module and its name are live objects; the GIL is
+    // held.
     let function = unsafe {
         Bound::from_owned_ptr_or_err(
             py,
-            ffi::PyCFunction_NewEx(def, m.as_ptr(), module_name.as_ptr()),
+            ffi::PyCFunction_NewEx(definition.0.get(), m.as_ptr(), module_name.as_ptr()),
         )?
     };
-    m.add(name.to_str().unwrap_or_default(), function)
+    m.add(name, function)
 }
 
 /// The two arguments of a call, or a TypeError set (NULL returned by the caller).
@@ -59,7 +76,8 @@ unsafe fn two(
     if nargs == 2 {
         return Some((*args, *args.add(1)));
     }
-    let message = format!("{name}() takes 2 positional arguments but {nargs} were given\0");
+    let verb = if nargs == 1 { "was" } else { "were" };
+    let message = format!("{name}() takes 2 positional arguments but {nargs} {verb} given\0");
     ffi::PyErr_SetString(ffi::PyExc_TypeError, message.as_ptr() as *const c_char);
     None
 }
@@ -139,16 +157,6 @@ unsafe extern "C" fn module_exit(
 }
 
 pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    add(
-        m,
-        c"module_enter",
-        c"module_enter(module, args)\n--\n\nA module's forward starts: None, or what Python is asked to do.",
-        module_enter,
-    )?;
-    add(
-        m,
-        c"module_exit",
-        c"module_exit(module, output)\n--\n\nA module's forward ends: None, or what Python is asked to do.",
-        module_exit,
-    )
+    add(m, "module_enter", &ENTER)?;
+    add(m, "module_exit", &EXIT)
 }
