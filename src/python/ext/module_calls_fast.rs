@@ -112,21 +112,42 @@ fn answer<'py, T: pyo3::conversion::IntoPyObjectExt<'py>>(
     }
 }
 
+/// A function's body: `f` with its two arguments (borrowed, as `Bound`s), under the panic guard;
+/// a wrong count is a TypeError.
+///
+/// # Safety
+/// As CPython calls a METH_FASTCALL function: the GIL held, `nargs` borrowed arguments.
+unsafe fn with_two(
+    name: &str,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    f: impl FnOnce(Python<'_>, Bound<'_, PyAny>, Bound<'_, PyAny>) -> *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    guarded(|| {
+        // SAFETY: the caller's contract: the GIL is held, so the thread is attached.
+        let py = unsafe { Python::assume_attached() };
+        let Some((first, second)) = (unsafe { two(name, args, nargs) }) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: borrowed references, alive for the call.
+        let (first, second) = unsafe {
+            (
+                Bound::from_borrowed_ptr(py, first),
+                Bound::from_borrowed_ptr(py, second),
+            )
+        };
+        f(py, first, second)
+    })
+}
+
 unsafe extern "C" fn module_enter(
     _module: *mut ffi::PyObject,
     args: *mut *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
-    guarded(|| {
-        // SAFETY: CPython calls this with the GIL held and `nargs` borrowed arguments.
-        let py = unsafe { Python::assume_attached() };
-        let Some((module, call_args)) = (unsafe { two("module_enter", args, nargs) }) else {
-            return std::ptr::null_mut();
-        };
-        // SAFETY: borrowed references, alive for the call.
-        let module = unsafe { Bound::from_borrowed_ptr(py, module) };
-        let call_args = unsafe { Bound::from_borrowed_ptr(py, call_args) };
+    let body = |py: Python<'_>, module: Bound<'_, PyAny>, call_args: Bound<'_, PyAny>| {
         let Ok(call_args) = call_args.cast::<PyTuple>() else {
+            // SAFETY: the GIL is held.
             unsafe {
                 ffi::PyErr_SetString(
                     ffi::PyExc_TypeError,
@@ -136,7 +157,9 @@ unsafe extern "C" fn module_enter(
             return std::ptr::null_mut();
         };
         answer(py, super::module_calls::module_enter(&module, call_args))
-    })
+    };
+    // SAFETY: CPython calls this as a METH_FASTCALL function.
+    unsafe { with_two("module_enter", args, nargs, body) }
 }
 
 unsafe extern "C" fn module_exit(
@@ -144,16 +167,11 @@ unsafe extern "C" fn module_exit(
     args: *mut *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
-    guarded(|| {
-        // SAFETY: as module_enter's.
-        let py = unsafe { Python::assume_attached() };
-        let Some((module, output)) = (unsafe { two("module_exit", args, nargs) }) else {
-            return std::ptr::null_mut();
-        };
-        let module = unsafe { Bound::from_borrowed_ptr(py, module) };
-        let output = unsafe { Bound::from_borrowed_ptr(py, output) };
+    let body = |py: Python<'_>, module: Bound<'_, PyAny>, output: Bound<'_, PyAny>| {
         answer(py, super::module_calls::module_exit(&module, &output))
-    })
+    };
+    // SAFETY: CPython calls this as a METH_FASTCALL function.
+    unsafe { with_two("module_exit", args, nargs, body) }
 }
 
 pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
