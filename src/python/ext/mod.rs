@@ -337,6 +337,7 @@ pub fn create(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(history::targeted_functions, &m)?)?;
     saved::add_functions(&m)?;
     module_calls::add_functions(&m)?;
+    module_calls_fast::add_functions(&m)?;
     crate::python::tracing::add_functions(&m)?;
     Ok(m)
 }

@@ -837,7 +837,6 @@ pub fn add_functions(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(module_enter_site, m)?)?;
     m.add_function(wrap_pyfunction!(module_enter_root, m)?)?;
     m.add_function(wrap_pyfunction!(module_skip, m)?)?;
-    super::module_calls_fast::add_functions(m)?;
     m.add_function(wrap_pyfunction!(modules_configure, m)?)?;
     m.add_function(wrap_pyfunction!(modules_under_dynamo, m)?)?;
     m.add_function(wrap_pyfunction!(modules_entry, m)?)?;
