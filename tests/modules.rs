@@ -842,7 +842,7 @@ fn lines_and_module_calls_measured_together_read_what_each_reads_alone() {
 
 /// `module_enter` and `module_exit`, made by hand as METH_FASTCALL functions
 /// (src/python/ext/module_calls_fast.rs): their text signatures (dynamo's `substitute_in_graph`
-/// reads them) and the errors a wrong call gets, as pyo3's wrapper gave them.
+/// reads them) and the TypeErrors a wrong call gets, worded as CPython words a function's.
 #[test]
 fn the_module_call_hooks_take_their_arguments_as_a_python_function_would() {
     let dir = tempfile::tempdir().unwrap();

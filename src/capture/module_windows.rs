@@ -12,22 +12,12 @@ use std::sync::{Mutex, MutexGuard};
 
 /// What a window measured of `allocated_bytes.all`: at its start and end, and its peak; and
 /// with `--collectives`, the collectives' bytes per kind, then their calls per kind.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScopeReading {
     pub start: i64,
     pub end: i64,
     pub peak: i64,
     pub collectives: Option<Vec<i64>>,
-}
-
-impl ScopeReading {
-    /// A placeholder for a reading moved out.
-    pub const EMPTY: ScopeReading = ScopeReading {
-        start: 0,
-        end: 0,
-        peak: 0,
-        collectives: None,
-    };
 }
 
 /// One open window.

@@ -330,7 +330,7 @@ impl Tracker {
         order.sort_unstable();
         for &(_, i) in order.iter() {
             let (forward, _, reading) = &mut finished[i as usize];
-            let reading = std::mem::replace(reading, ScopeReading::EMPTY);
+            let reading = std::mem::take(reading);
             let entry = self.backward_entry(*forward);
             self.record(entry, &reading, None);
             if let Some(slot) = self.slot(entry) {
