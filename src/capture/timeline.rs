@@ -136,9 +136,10 @@ pub struct Timeline {
     /// the search was a line of its own, out of the cache after the step's work: the tracker's
     /// costliest function on the launching thread of an H100's resnet50 step.
     ends: Vec<u64>,
-    /// Every kept point's site changes, point after point (each point's `Stretch`).
+    /// Every kept point's site changes, point after point (each point's `Stretch`), each
+    /// point's in site order.
     site_store: Vec<(u32, i64)>,
-    /// A merge's buffer for two points' changes, kept for the next merge.
+    /// Where a merge sets a point's changes aside, kept for the next merge.
     merge_scratch: Vec<(u32, i64)>,
     /// Events per point (doubles at each merge).
     width: u64,
@@ -157,12 +158,21 @@ pub struct Timeline {
     reserved: i64,
 }
 
+/// The site changes' room made at the start (16 bytes each): the first points' changes, a
+/// change or two each while the points are narrow, fit without the buffer growing.
+const SITE_CHANGES_AT_START: usize = 2 * MAX_POINTS;
+
 impl Default for Timeline {
+    /// An empty record, its room for every point it keeps (and the first points' site changes)
+    /// made at once: grown point by point, the lists were copied into larger rooms a dozen times
+    /// in a session's first steps, when every event closes a point (a fresh in-process session's
+    /// first steps cost a third more than its later ones: `Timeline::close`'s reallocations,
+    /// 180,000 instructions in the second step of benches/module_call_model.py's MLP).
     fn default() -> Self {
         Timeline {
-            points: Vec::new(),
-            ends: Vec::new(),
-            site_store: Vec::new(),
+            points: Vec::with_capacity(MAX_POINTS),
+            ends: Vec::with_capacity(MAX_POINTS),
+            site_store: Vec::with_capacity(SITE_CHANGES_AT_START),
             merge_scratch: Vec::new(),
             width: 1,
             open: Open::new(0, 0, 0),
@@ -314,6 +324,10 @@ impl Timeline {
                 self.site_store.push((site, change));
             }
         }
+        // Each point's changes in site order, so that a merge joins two sorted lists.
+        if self.site_store.len() - from > 1 {
+            self.site_store[from..].sort_unstable_by_key(|s| s.0);
+        }
         self.epoch = self.epoch.wrapping_add(1).max(1);
         let o = self.open;
         self.points.push(Kept {
@@ -338,49 +352,61 @@ impl Timeline {
     }
 
     /// Each pair of neighbouring points becomes one, covering twice the events; their site
-    /// changes are summed per site, in site order, those that cancel left out. In place: the
-    /// merged points and their changes never run ahead of the ones read.
+    /// changes (each point's in site order) are joined in site order and summed per site, those
+    /// that cancel left out. In place: the first point's changes are set aside, and what is
+    /// written never runs ahead of the second's still to be read. (It sorted the two lists
+    /// together, most of a merge's time: one in each doubling of the points' width, a fresh
+    /// session's first steps.)
     fn merge(&mut self) {
-        let mut scratch = std::mem::take(&mut self.merge_scratch);
+        let mut aside = std::mem::take(&mut self.merge_scratch);
         let (mut read, mut written, mut store_len) = (0, 0, 0);
         while read < self.points.len() {
             let a = self.points[read];
+            let from = store_len;
             let merged = match self.points.get(read + 1).copied() {
                 Some(b) => {
-                    scratch.clear();
-                    scratch.extend_from_slice(a.sites_in(&self.site_store));
-                    scratch.extend_from_slice(b.sites_in(&self.site_store));
-                    scratch.sort_unstable_by_key(|s| s.0);
-                    let from = store_len;
-                    for &(site, change) in scratch.iter() {
-                        match self.site_store[from..store_len].last_mut() {
-                            Some(last) if last.0 == site => last.1 += change,
-                            _ => {
-                                self.site_store[store_len] = (site, change);
-                                store_len += 1;
+                    aside.clear();
+                    aside.extend_from_slice(a.sites_in(&self.site_store));
+                    let store = &mut self.site_store;
+                    let (mut i, mut j, b_end) = (0, b.sites.from, b.sites.from + b.sites.len);
+                    while i < aside.len() || j < b_end {
+                        let next = match (aside.get(i), (j < b_end).then(|| store[j])) {
+                            (Some(&x), Some(y)) if x.0 == y.0 => {
+                                i += 1;
+                                j += 1;
+                                (x.0, x.1 + y.1)
                             }
+                            (Some(&x), Some(y)) if x.0 < y.0 => {
+                                i += 1;
+                                x
+                            }
+                            (Some(&x), None) => {
+                                i += 1;
+                                x
+                            }
+                            (_, Some(y)) => {
+                                j += 1;
+                                y
+                            }
+                            (None, None) => unreachable!(),
+                        };
+                        // At most i + (j - b.from) - 1 written before this one, from a.from =
+                        // b.from - a's length: the slot is at most j - 1, already read.
+                        if next.1 != 0 {
+                            store[store_len] = next;
+                            store_len += 1;
                         }
                     }
-                    // The sums that came to nothing, left out.
-                    let mut kept = from;
-                    for i in from..store_len {
-                        if self.site_store[i].1 != 0 {
-                            self.site_store[kept] = self.site_store[i];
-                            kept += 1;
-                        }
-                    }
-                    store_len = kept;
                     merged(
                         a,
                         b,
                         Stretch {
                             from,
-                            len: kept - from,
+                            len: store_len - from,
                         },
                     )
                 }
                 None => {
-                    let from = store_len;
                     let Stretch { from: at, len } = a.sites;
                     self.site_store.copy_within(at..at + len, from);
                     store_len += len;
@@ -398,7 +424,7 @@ impl Timeline {
         self.ends.clear();
         self.ends.extend(self.points.iter().map(|p| p.allocations));
         self.site_store.truncate(store_len);
-        self.merge_scratch = scratch;
+        self.merge_scratch = aside;
         self.width *= 2;
     }
 
