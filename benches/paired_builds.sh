@@ -9,7 +9,7 @@
 # it where the shim changed too (target/device/release/torch_shims); each is installed apart
 # (pip --target) and put first on PYTHONPATH, and each ratio stays within one process (a
 # build's profiled blocks against its own unprofiled ones). CASES, VARIANTS, GPUS, PROCS,
-# ROUNDS, STEPS as paired_cost.sh. Then one table per build over all its repeats. On the GPU
+# ROUNDS, STEPS, LEAD as paired_cost.sh. Then one table per build over all its repeats. On the GPU
 # machine:
 #   run(command="BUILDS='before=.device/wheel-before after=.device/wheel' CASES=resnet VARIANTS=none GPUS='0 1 2 3' benches/paired_builds.sh", kind="nvidia-h100-x4", carry=[".device"])
 set -uo pipefail

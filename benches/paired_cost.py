@@ -4,7 +4,7 @@ without, in an order shuffled per round, so that both sides of every ratio ran o
 the same GPU, the same clocks and the same neighbours, seconds apart.
 
     python3 benches/paired_cost.py resnet|gpt2|mlp [--device cuda] [--rounds 16] [--steps 6]
-        [--variants none,f,modules,tensors] [--seed N]
+        [--lead 0] [--variants none,f,modules,tensors] [--seed N]
 
 Why: on the shared GPU hosts the step of a CPU-bound workload (resnet50, batch 32) moves by
 ±20% from process to process (20.5 to 26 ms for python3 alone in one set), and sets of
@@ -32,7 +32,11 @@ on every event), `torch_history_alloc` (on allocations only), `torch_history_nos
 A session starts before its block's first step and stops after the last, outside the timed
 steps; each block's
 first step is not counted (a session's first call does one-time work: wrapping the modules, the
-first inventory's walk of every object).
+first inventory's walk of every object). With `--lead N`, N more steps run uncounted at each
+block's start, inside its session: the block then measures the session's steady state, as a
+training run's later steps pay it; without, its first steps, which on the CPU's MLP step cost
+no flags about a fifth more (a fresh session's timeline closes a point per event at first and
+merges its points at each doubling of their width).
 What stays in the process between sessions is memprof's allocation reporter in libtorch's
 profiler slot (installed once per process), which then returns at once: its cost is in the
 process-level method (benches/modes_cost.sh), not in these ratios.
@@ -150,8 +154,9 @@ def _saved_hooks(memprof, which):
         del os.environ["MEMPROF_SAVED_HOOKS"]
 
 
-def block(step, steps, cuda, spans=None):
-    """Times `steps` steps, each waited for, the first left out: the whole step, and the
+def block(step, steps, cuda, spans=None, lead=0):
+    """Times `steps` steps, each waited for, the first (and `lead` more before it) left out:
+    the whole step, and the
     launching thread's part of it (until the step's Python returned, before waiting for the
     GPU), which is where memprof's work is. Where the GPU is the bottleneck, the whole step
     hides that work (the thread runs ahead and then waits); the launching part shows it.
@@ -159,6 +164,8 @@ def block(step, steps, cuda, spans=None):
     nanoseconds (perf_counter's clock: `perf record -k CLOCK_MONOTONIC` stamps its samples with
     it), so that a profile's samples can be told apart by block (benches/paired_profile.py)."""
     times, host = [], []
+    for _ in range(lead):
+        step()
     for i in range(steps):
         if cuda:
             torch.cuda.synchronize()
@@ -185,6 +192,9 @@ def main():
     p.add_argument("--rounds", type=int, default=16)
     p.add_argument("--steps", type=int, default=6, help="steps per block, the first not counted")
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--lead", type=int, default=0,
+                   help="steps more at each block's start, not counted (inside its session): "
+                        "a session's steady state rather than its first steps")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--spans", action="store_true",
@@ -223,10 +233,10 @@ def main():
             s = session(memprof, v, step_fn)
             with s if s is not None else contextlib.nullcontext():
                 whole, launching = block(step, args.steps, cuda,
-                                         spans[v] if args.spans else None)
+                                         spans[v] if args.spans else None, args.lead)
             times[v].append(whole)
             host[v].append(launching)
-    out = {"case": args.case, "device": args.device, "steps": args.steps,
+    out = {"case": args.case, "device": args.device, "steps": args.steps, "lead": args.lead,
            "blocks": times, "host_blocks": host, "orders": orders}
     if args.spans:
         out["spans"] = spans

@@ -12,11 +12,15 @@
 # and a step whose time follows its launching thread's, as resnet50's does on an H100 or H200
 # (what the per-allocation work costs, measurable without a GPU):
 #   DEVICE=cpu CASES=mlp PROCS=1 PYTHON=.venv/bin/python benches/paired_cost.sh
+# LEAD=N runs N more steps, uncounted, at the start of every block (inside its session): each
+# block then measures a session's steady state, as a training run's later steps pay it, not its
+# first steps (a fresh session's timeline has a point per event at first and merges its points
+# at each doubling of their width; default 0, the method as before).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cases=${CASES:-resnet gpt2}
 variants=${VARIANTS:-none,f,modules,tensors}
-rounds=${ROUNDS:-16} steps=${STEPS:-6} procs=${PROCS:-2} device=${DEVICE:-cuda}
+rounds=${ROUNDS:-16} steps=${STEPS:-6} procs=${PROCS:-2} device=${DEVICE:-cuda} lead=${LEAD:-0}
 out=/tmp/memprof-paired-cost
 rm -rf "$out" && mkdir -p "$out"
 if [ -z "${PYTHON:-}" ]; then
@@ -29,7 +33,7 @@ unset LD_LIBRARY_PATH VIRTUAL_ENV
 extra=(); [ -z "${TINY:-}" ] || extra=(--tiny)
 { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
   date -u; "$PYTHON" --version; "$PYTHON" -c 'import memprof, sys; print("memprof", memprof.__file__)'
-  echo "$procs processes per GPU per case over GPUs ${gpus[*]}; $rounds rounds of $steps steps per variant"; } |
+  echo "$procs processes per GPU per case over GPUs ${gpus[*]}; $rounds rounds of $steps steps per variant (after $lead more)"; } |
   tee "$out/machine.txt"
 worker() { # the processes of GPU number i
   local i=$1 gpu=${gpus[$1]} cores pin=()
@@ -39,7 +43,7 @@ worker() { # the processes of GPU number i
     for c in $cases; do
       local log=$out/$c-gpu$gpu-$p.log
       CUDA_VISIBLE_DEVICES=$gpu "${pin[@]}" "$PYTHON" benches/paired_cost.py "$c" --device "$device" \
-        --rounds "$rounds" --steps "$steps" --variants "$variants" --seed $((i * 100 + p)) \
+        --rounds "$rounds" --steps "$steps" --lead "$lead" --variants "$variants" --seed $((i * 100 + p)) \
         "${extra[@]}" >"$log" 2>&1 || echo "gpu $gpu: $c process $p failed: $(tail -3 "$log")"
       grep -h '^BENCH' "$log" >>"$out/bench.txt"
     done

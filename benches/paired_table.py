@@ -105,6 +105,10 @@ def main():
                   f"| {min(medians):.3f}x, {max(medians):.3f}x | {len(all_rounds)} | {verdict} "
                   f"| {launching(mine, v)} |")
     print()
+    leads = sorted({p.get("lead", 0) for p in processes})
+    if leads != [0]:
+        print("each block measured after %s uncounted steps of its session (--lead)"
+              % "/".join(map(str, leads)))
     print("goals: " + ("all met" if not missed else "missed: " + ", ".join(missed)))
 
 
