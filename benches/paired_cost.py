@@ -34,9 +34,10 @@ steps; each block's
 first step is not counted (a session's first call does one-time work: wrapping the modules, the
 first inventory's walk of every object). With `--lead N`, N more steps run uncounted at each
 block's start, inside its session: the block then measures the session's steady state, as a
-training run's later steps pay it; without, its first steps, which on the CPU's MLP step cost
-no flags about a fifth more (a fresh session's timeline closes a point per event at first and
-merges its points at each doubling of their width).
+training run's later steps pay it; without, its first steps, in which no flags' work on the
+CPU's MLP step is over a quarter more in instructions (a fresh session's timeline closes a point
+per event at first and merges its points at each doubling of their width;
+benches/session_steps_instructions.py counts it step by step).
 What stays in the process between sessions is memprof's allocation reporter in libtorch's
 profiler slot (installed once per process), which then returns at once: its cost is in the
 process-level method (benches/modes_cost.sh), not in these ratios.

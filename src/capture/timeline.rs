@@ -165,9 +165,8 @@ const SITE_CHANGES_AT_START: usize = 2 * MAX_POINTS;
 impl Default for Timeline {
     /// An empty record, its room for every point it keeps (and the first points' site changes)
     /// made at once: grown point by point, the lists were copied into larger rooms a dozen times
-    /// in a session's first steps, when every event closes a point (a fresh in-process session's
-    /// first steps cost a third more than its later ones: `Timeline::close`'s reallocations,
-    /// 180,000 instructions in the second step of benches/module_call_model.py's MLP).
+    /// in a session's first steps, when every event closes a point (180,000 instructions in one
+    /// of those steps on benches/module_call_model.py's MLP, an eighth of no flags' work in it).
     fn default() -> Self {
         Timeline {
             points: Vec::with_capacity(MAX_POINTS),
