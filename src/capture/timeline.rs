@@ -354,8 +354,8 @@ impl Timeline {
     /// changes (each point's in site order) are joined in site order and summed per site, those
     /// that cancel left out. In place: the first point's changes are set aside, and what is
     /// written never runs ahead of the second's still to be read. (It sorted the two lists
-    /// together, most of a merge's time: one in each doubling of the points' width, a fresh
-    /// session's first steps.)
+    /// together: a third of a merge's instructions, and a merge comes at each doubling of the
+    /// points' width, in a fresh session's first steps most often.)
     fn merge(&mut self) {
         let mut aside = std::mem::take(&mut self.merge_scratch);
         let (mut read, mut written, mut store_len) = (0, 0, 0);
@@ -387,10 +387,11 @@ impl Timeline {
                                 j += 1;
                                 y
                             }
-                            (None, None) => unreachable!(),
+                            (None, None) => break, // the loop's condition: never
                         };
-                        // At most i + (j - b.from) - 1 written before this one, from a.from =
-                        // b.from - a's length: the slot is at most j - 1, already read.
+                        // Before this one, at most i + (j - b.from) - 1 changes were written
+                        // from `from` (at most a.from, which is b.from less a's length): the
+                        // slot is at most j - 1, already read.
                         if next.1 != 0 {
                             store[store_len] = next;
                             store_len += 1;
