@@ -368,7 +368,7 @@ impl Timeline {
                     aside.extend_from_slice(a.sites_in(&self.site_store));
                     let store = &mut self.site_store;
                     let (mut i, mut j, b_end) = (0, b.sites.from, b.sites.from + b.sites.len);
-                    while i < aside.len() || j < b_end {
+                    loop {
                         let next = match (aside.get(i), (j < b_end).then(|| store[j])) {
                             (Some(&x), Some(y)) if x.0 == y.0 => {
                                 i += 1;
@@ -387,7 +387,7 @@ impl Timeline {
                                 j += 1;
                                 y
                             }
-                            (None, None) => break, // the loop's condition: never
+                            (None, None) => break,
                         };
                         // Before this one, at most i + (j - b.from) - 1 changes were written
                         // from `from` (at most a.from, which is b.from less a's length): the
