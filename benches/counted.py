@@ -1,6 +1,6 @@
 """The counted benches' marks (benches/counted.sh runs them under callgrind): `counted(mode, step,
-steps)` runs `step` 3 times uncounted, then `steps` times between benches/counted.c's marks (built
-here with cc), which dump the counts of what ran between them under `mode`; Python's garbage
+steps)` runs `step` 3 times uncounted (`warmup`), then `steps` times between benches/counted.c's
+marks (built here with cc), which dump the counts of what ran between them under `mode`; Python's garbage
 collector is off while they run (when it runs depends on how many objects were made since it
 last ran, which moved the counts by a quarter from run to run). Outside valgrind the marks do
 nothing."""
@@ -17,8 +17,8 @@ subprocess.run(["cc", "-O1", "-shared", "-fPIC", os.path.join(_here, "counted.c"
 _marks = ctypes.PyDLL(_lib)
 
 
-def counted(mode, step, steps):
-    for _ in range(3):
+def counted(mode, step, steps, warmup=3):
+    for _ in range(warmup):
         step()
     gc.collect()
     gc.disable()

@@ -9,14 +9,13 @@ at each doubling of their width, which the steps where that happens show.
         (default 30 none; about 3 minutes here at 30 steps)
 
 The model is benches/module_call_model.py's MLP (181 module calls and 722 allocator events a
-step); Python's garbage collector is off inside each mark, as benches/counted.py keeps it."""
-import gc
+step); each step is counted by benches/counted.py's `counted`, none run before it in the session."""
 import sys
 
 import torch
 
-import counted as marks
 import memprof
+from counted import counted
 from module_call_model import build
 
 torch.set_num_threads(1)
@@ -29,21 +28,10 @@ def step():
     model(x).sum().backward()
 
 
-def one(label):
-    gc.collect()
-    gc.disable()
-    marks._marks.memprof_counted_begin()
-    step()
-    marks._marks.memprof_counted_end(label.encode())
-    gc.enable()
-
-
-for _ in range(3):
-    step()
-one("unprofiled")
+counted("unprofiled", step, 1)
 with memprof.profile(modules=modules):
     for i in range(steps):
-        one("s%03d" % i)
+        counted("s%03d" % i, step, 1, warmup=0)
 print("NOTE %s, each step of one session over an unprofiled step"
       % ("--modules" if modules else "no flags"))
 for i in range(steps):
