@@ -259,57 +259,43 @@ pub unsafe fn walk(tstate: *mut ffi::PyThreadState, mut visit: impl FnMut(RawFra
     }
 }
 
-/// Whether the thread's frames are `expected` (code object and instruction offset, innermost
-/// first), as `walk` would give them: compared as the walk goes, given up at the first that
-/// differs. A frame that runs the code and the instruction expected there is read for those
-/// and its caller alone (not its owner, nor its code's type: a miss to memory per frame, where
-/// the stack is the one expected).
+/// The thread's frames as `--history` keys a stack it has seen: each frame's instruction
+/// address, innermost first, its low bit set where the frame is a C stack's shim (none is odd:
+/// instructions are two-byte code units), into `chain` (cleared first); returns the chain's
+/// hash. One read of each frame's instruction, caller and owner, no code object read: while no
+/// code object has been created or destroyed (the code watcher's epoch), an instruction address
+/// names one code object and one instruction of it, so two equal chains are two walks that
+/// `walk` would visit alike, frame for frame (an unstarted frame's address lies before its
+/// code's first instruction, inside that code object, where no other code's instructions are).
 ///
 /// # Safety
-/// As `walk`'s; and each code object in `expected` was a live code object found by `walk` in
-/// the code watcher's epoch still current (none at those addresses has been destroyed since).
-pub unsafe fn walk_same(tstate: *mut ffi::PyThreadState, expected: &[(usize, i32)]) -> bool {
+/// As `walk`'s.
+pub unsafe fn chain(tstate: *mut ffi::PyThreadState, chain: &mut Vec<usize>) -> u64 {
+    chain.clear();
     // SAFETY: the caller's promise.
     let Some((l, mut frame)) = (unsafe { innermost(tstate) }) else {
-        return false;
+        return 0;
     };
-    // SAFETY: as in `walk`; the caller's promise for the expected code objects.
+    // The offsets and the chain in locals: the loop then keeps them in registers rather than
+    // reading the layout and the chain's length back after every write (this is the loop every
+    // `--history` event runs).
+    let (instr_at, previous_at, owner_at) = (l.frame_instr, l.frame_previous, l.frame_owner);
+    let mut keys = std::mem::take(chain);
+    let mut hash: u64 = 0;
+    // SAFETY: as in `walk`.
     unsafe {
-        let none = none_address();
-        let mut at = 0;
-        // `walk`'s bound, so that a stack it cuts short is matched as it cut it.
         let mut left = MOST_FRAMES;
         while frame != 0 && left > 0 {
             left -= 1;
-            let code = read::<usize>(frame, l.frame_code) & !l.code_tag_mask;
-            let expected_here = expected.get(at).filter(|e| e.0 == code);
-            // The common case, first and with the fewest reads: the frame runs the code expected
-            // here at the instruction expected (compared as the address `started_at` subtracts
-            // from: this is `--history`'s hottest loop). Such a frame is one `walk` visits (a C
-            // stack's entry runs no code `walk` visits, and an unstarted frame points before its
-            // code's first instruction), so its owner and its code's type need no reading.
-            if expected_here.is_some_and(|e| {
-                read::<usize>(frame, l.frame_instr) == code + l.code_start + e.1 as usize
-            }) {
-                at += 1;
-            } else if !is_shim(l, frame) {
-                // A frame `walk` visits: a code object's, started.
-                let visited = if runs_code(code, none) {
-                    started_at(l, frame, code)
-                } else {
-                    None
-                };
-                if let Some(offset) = visited {
-                    if expected_here.map(|e| e.1) != Some(offset) {
-                        return false;
-                    }
-                    at += 1;
-                }
-            }
-            frame = read(frame, l.frame_previous);
+            let shim = owner_at.is_some_and(|at| read::<u8>(frame, at) >= FIRST_SHIM_OWNER);
+            let key = read::<usize>(frame, instr_at) | usize::from(shim);
+            keys.push(key);
+            hash = (hash.rotate_left(23) ^ key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            frame = read(frame, previous_at);
         }
-        at == expected.len()
     }
+    *chain = keys;
+    hash
 }
 
 /// The address of `None`, which a frame's executable is where it runs no code.

@@ -3,11 +3,11 @@
 //! distinct stack kept once by its frames' code objects and instructions and its frames named
 //! when first seen, so that an event made again from a stack seen before (the next step's)
 //! costs a walk, a hash and one lookup: no GIL, no Python object, no allocation; and a stack
-//! this thread made lately (`Recent`: the same line's in the next step) costs only the walk,
-//! matched frame by frame as it goes, with no hash, lock or table. memprof's own
-//! frames (its bootstrap's `<memprof ...>` code, its package's) are left out, and under the
-//! wheel's `memprof run` the command's frames that run the script (the console script, the
-//! launcher, runpy's below them): a plain `python` run has none.
+//! this thread has seen (`Known`: the same line's in the next step, each of a block's layers)
+//! costs one read of each frame's instruction and a comparison, in a table of the thread's own,
+//! with no lock. memprof's own frames (its bootstrap's `<memprof ...>` code, its package's) are
+//! left out, and under the wheel's `memprof run` the command's frames that run the script (the
+//! console script, the launcher, runpy's below them): a plain `python` run has none.
 use super::layout;
 use super::Place;
 use crate::capture::int_hash::{IntHasher, IntMap};
@@ -56,35 +56,49 @@ static STACKS: Mutex<Option<Stacks>> = Mutex::new(None);
 /// How many stacks are looked up by their frames before the lookups start again.
 const LOOKUPS: usize = 1 << 16;
 
-/// Advanced by every new table of stacks (`start`): a thread's recent stacks name ids of the
+/// Advanced by every new table of stacks (`start`): a thread's known stacks name ids of the
 /// table they were looked up in.
 static TABLE: AtomicU64 = AtomicU64::new(0);
 
-/// A stack this thread looked up lately, kept in the slot of its innermost frame: its frames'
-/// code objects and instructions (innermost first) and its id, valid in the table and the code
-/// watcher's epoch it was looked up in.
+/// A stack this thread looked up: its chain (`layout::chain`: each frame's instruction,
+/// innermost first) and id, valid in the table and the code watcher's epoch it was looked up
+/// in.
 #[derive(Default)]
-struct Recent {
+struct Known {
+    hash: u64,
     table: u64,
     epoch: u64,
-    frames: Vec<(usize, i32)>,
     id: u32,
+    chain: Vec<usize>,
 }
 
-/// Recent stacks kept per thread (a step's distinct allocating lines, most of them).
-const RECENT: usize = 256;
+/// Stacks known per thread, two to a hash's pair of slots: a step's distinct allocating
+/// stacks (resnet50's, about a hundred; a bottleneck block's three convolutions differ only in
+/// an outer frame, which a table keyed by the innermost frame alone made miss in turn).
+const KNOWN: usize = 1024;
+
+/// What a thread keeps from event to event.
+struct Thread {
+    /// The chain of the walk under way.
+    chain: Vec<usize>,
+    /// The frames of a full walk (`looked_up`).
+    walked: Vec<FrameKey>,
+    known: Vec<Known>,
+}
 
 thread_local! {
-    /// The frames of this thread's walk, reused from event to event.
-    static WALKED: RefCell<Vec<FrameKey>> = const { RefCell::new(Vec::new()) };
-    static RECENT_STACKS: RefCell<Vec<Recent>> = const { RefCell::new(Vec::new()) };
+    static THREAD: RefCell<Thread> = const {
+        RefCell::new(Thread {
+            chain: Vec::new(),
+            walked: Vec::new(),
+            known: Vec::new(),
+        })
+    };
 }
 
-/// The slot of a stack whose innermost frame is at `frame`, running `code` at `offset`.
-fn recent_slot(frame: usize, code: usize, offset: i32) -> usize {
-    let h = (frame ^ code.rotate_left(21) ^ (offset as usize).rotate_left(42))
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    h >> (usize::BITS - RECENT.trailing_zeros())
+/// The first of the pair of slots a chain's hash keeps it in (the other: this one's neighbour).
+fn known_slot(hash: u64) -> usize {
+    (hash >> (u64::BITS - KNOWN.trailing_zeros())) as usize & !1
 }
 
 /// Starts a table of stacks (a run's or an in-process session's), leaving out the frames of
@@ -149,112 +163,99 @@ impl Stacks {
 /// # Safety
 /// `tstate` must be the calling thread's state, the layout checked (`layout::walk`'s promise).
 pub(super) unsafe fn stack_here(tstate: *mut pyo3::ffi::PyThreadState, epoch: Option<u64>) -> u32 {
-    if let Some(epoch) = epoch {
-        // SAFETY: the caller's promise.
-        if let Some(id) = unsafe { recent(tstate, epoch) } {
-            return id;
-        }
-    }
-    // SAFETY: the caller's promise.
-    unsafe { looked_up(tstate, epoch) }
-}
-
-/// The thread's stack, if it is the one this thread made last from the same innermost frame:
-/// compared with it frame by frame as the walk goes, stopping at the first that differs.
-///
-/// # Safety
-/// As `stack_here`'s.
-unsafe fn recent(tstate: *mut pyo3::ffi::PyThreadState, epoch: u64) -> Option<u32> {
-    let table = TABLE.load(Ordering::Acquire);
-    let mut innermost = None;
-    // SAFETY: the caller's promise.
-    unsafe {
-        layout::walk(tstate, |f| {
-            innermost = Some(f);
-            false
-        })
-    };
-    let f = innermost?;
-    RECENT_STACKS
-        .try_with(|recent| {
-            let recent = recent.borrow();
-            let e = recent.get(recent_slot(f.frame, f.code, f.offset))?;
-            // SAFETY: the caller's promise; the entry's code objects were found by a walk in
-            // `epoch`, still the watcher's.
-            (e.table == table
-                && e.epoch == epoch
-                && e.id != 0
-                && unsafe { layout::walk_same(tstate, &e.frames) })
-            .then_some(e.id)
-        })
-        .ok()
-        .flatten()
-}
-
-/// The thread's stack looked up in the table by its frames (named there if new), and kept as
-/// this thread's recent one from its innermost frame.
-///
-/// # Safety
-/// As `stack_here`'s.
-unsafe fn looked_up(tstate: *mut pyo3::ffi::PyThreadState, epoch: Option<u64>) -> u32 {
-    WALKED
-        .try_with(|walked| {
-            let mut walked = walked.borrow_mut();
-            walked.clear();
-            let mut innermost = 0;
+    THREAD
+        .try_with(|thread| {
+            let mut thread = thread.borrow_mut();
+            let Some(epoch) = epoch else {
+                // Without the code watcher (3.11) an instruction's address may be another code
+                // object's since: every stack is looked up by its frames.
+                // SAFETY: the caller's promise.
+                return unsafe { looked_up(tstate, None, &mut thread.walked) };
+            };
             // SAFETY: the caller's promise.
-            unsafe {
-                layout::walk(tstate, |f| {
-                    if walked.is_empty() {
-                        innermost = f.frame;
-                    }
-                    // With the code watcher (3.12+) an address names one code object for the
-                    // whole epoch: the code object's fields need not be read.
-                    let (file, name) = if epoch.is_some() {
-                        (0, 0)
-                    } else {
-                        let id = layout::identity(f.code);
-                        (id.filename, id.qualname)
-                    };
-                    walked.push((f.code, file, name, f.offset));
-                    true
-                })
-            };
-            if walked.is_empty() {
-                return 0;
-            }
-            let h = hash(&walked);
-            let mut guard = STACKS.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(stacks) = guard.as_mut() else {
-                return 0;
-            };
-            let table = TABLE.load(Ordering::Acquire);
-            let id = stacks.id_of(&walked, h, epoch);
-            drop(guard);
-            if let Some(epoch) = epoch {
-                remember(innermost, table, epoch, &walked, id);
-            }
-            id
+            unsafe { known(tstate, epoch, &mut thread) }
         })
         .unwrap_or(0)
 }
 
-/// Keeps `walked`'s id as the thread's recent stack from its innermost frame (at `frame`).
-fn remember(frame: usize, table: u64, epoch: u64, walked: &[FrameKey], id: u32) {
-    let (code, _, _, offset) = walked[0];
-    let _ = RECENT_STACKS.try_with(|recent| {
-        let mut recent = recent.borrow_mut();
-        if recent.len() < RECENT {
-            recent.resize_with(RECENT, Recent::default);
+/// The thread's stack from its table of known stacks, looked up (and kept there) where it is
+/// not in it.
+///
+/// # Safety
+/// As `stack_here`'s.
+unsafe fn known(tstate: *mut pyo3::ffi::PyThreadState, epoch: u64, thread: &mut Thread) -> u32 {
+    let Thread {
+        chain,
+        walked,
+        known,
+    } = thread;
+    // SAFETY: the caller's promise.
+    let hash = unsafe { layout::chain(tstate, chain) };
+    if chain.is_empty() {
+        return 0;
+    }
+    let table = TABLE.load(Ordering::Acquire);
+    if known.is_empty() {
+        known.resize_with(KNOWN, Known::default);
+    }
+    let first = known_slot(hash);
+    let same = |k: &Known| {
+        k.hash == hash && k.table == table && k.epoch == epoch && k.id != 0 && k.chain == *chain
+    };
+    for slot in [first, first + 1] {
+        if same(&known[slot]) {
+            return known[slot].id;
         }
-        let slot = &mut recent[recent_slot(frame, code, offset)];
-        slot.table = table;
-        slot.epoch = epoch;
-        slot.id = id;
-        slot.frames.clear();
-        slot.frames
-            .extend(walked.iter().map(|&(code, _, _, offset)| (code, offset)));
-    });
+    }
+    // SAFETY: the caller's promise.
+    let id = unsafe { looked_up(tstate, Some(epoch), walked) };
+    if id != 0 {
+        // The newest in the pair's first slot, the one it displaces in the second.
+        known.swap(first, first + 1);
+        let k = &mut known[first];
+        k.hash = hash;
+        k.table = table;
+        k.epoch = epoch;
+        k.id = id;
+        k.chain.clone_from(chain);
+    }
+    id
+}
+
+/// The thread's stack looked up in the table by its frames (named there if new).
+///
+/// # Safety
+/// As `stack_here`'s.
+unsafe fn looked_up(
+    tstate: *mut pyo3::ffi::PyThreadState,
+    epoch: Option<u64>,
+    walked: &mut Vec<FrameKey>,
+) -> u32 {
+    walked.clear();
+    // SAFETY: the caller's promise.
+    unsafe {
+        layout::walk(tstate, |f| {
+            // With the code watcher (3.12+) an address names one code object for the whole
+            // epoch: the code object's fields need not be read.
+            let (file, name) = if epoch.is_some() {
+                (0, 0)
+            } else {
+                let id = layout::identity(f.code);
+                (id.filename, id.qualname)
+            };
+            walked.push((f.code, file, name, f.offset));
+            true
+        })
+    };
+    if walked.is_empty() {
+        return 0;
+    }
+    let h = hash(walked);
+    let mut guard = STACKS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(stacks) = guard.as_mut() else {
+        return 0;
+    };
+    stacks.id_of(walked, h, epoch)
 }
 
 impl Stacks {
