@@ -181,6 +181,8 @@ unsafe fn read<T: Copy>(base: usize, offset: usize) -> T {
 
 /// The most frames a walk follows, in case a chain is ever not what it should be.
 const MOST_FRAMES: usize = 4096;
+/// The frames a chain makes room for at a time (most stacks fit at once).
+const CHAIN_ROOM: usize = 64;
 
 /// The layout and the thread's innermost frame (0: it runs no Python); None where the layout is
 /// not known or there is no thread state.
@@ -281,18 +283,28 @@ pub unsafe fn chain(tstate: *mut ffi::PyThreadState, chain: &mut Vec<usize>) -> 
     // `--history` event runs).
     let (instr_at, previous_at, owner_at) = (l.frame_instr, l.frame_previous, l.frame_owner);
     let mut keys = std::mem::take(chain);
+    keys.reserve(CHAIN_ROOM);
+    let (mut at, mut room, mut to) = (0, keys.capacity(), keys.as_mut_ptr());
     let mut hash: u64 = 0;
-    // SAFETY: as in `walk`.
+    // SAFETY: as in `walk`; each key is written below the chain's capacity, and its length set
+    // to the keys written.
     unsafe {
         let mut left = MOST_FRAMES;
         while frame != 0 && left > 0 {
             left -= 1;
             let shim = owner_at.is_some_and(|at| read::<u8>(frame, at) >= FIRST_SHIM_OWNER);
             let key = read::<usize>(frame, instr_at) | usize::from(shim);
-            keys.push(key);
+            if at == room {
+                keys.set_len(at);
+                keys.reserve(CHAIN_ROOM);
+                (room, to) = (keys.capacity(), keys.as_mut_ptr());
+            }
+            to.add(at).write(key);
+            at += 1;
             hash = (hash.rotate_left(23) ^ key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             frame = read(frame, previous_at);
         }
+        keys.set_len(at);
     }
     *chain = keys;
     hash
