@@ -165,7 +165,11 @@ impl Stacks {
 pub(super) unsafe fn stack_here(tstate: *mut pyo3::ffi::PyThreadState, epoch: Option<u64>) -> u32 {
     THREAD
         .try_with(|thread| {
-            let mut thread = thread.borrow_mut();
+            // Never borrowed twice (nothing below allocates through torch's allocator), but a
+            // panic has no place on the allocator's path: a second borrow reads no stack.
+            let Ok(mut thread) = thread.try_borrow_mut() else {
+                return 0;
+            };
             let Some(epoch) = epoch else {
                 // Without the code watcher (3.11) an instruction's address may be another code
                 // object's since: every stack is looked up by its frames.
