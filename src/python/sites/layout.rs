@@ -292,7 +292,7 @@ pub unsafe fn chain(tstate: *mut ffi::PyThreadState, chain: &mut Vec<usize>) -> 
         let mut left = MOST_FRAMES;
         while frame != 0 && left > 0 {
             left -= 1;
-            let shim = owner_at.is_some_and(|at| read::<u8>(frame, at) >= FIRST_SHIM_OWNER);
+            let shim = owner_at.is_some_and(|owner| read::<u8>(frame, owner) >= FIRST_SHIM_OWNER);
             let key = read::<usize>(frame, instr_at) | usize::from(shim);
             if at == room {
                 keys.set_len(at);
