@@ -9,11 +9,15 @@
 # mode's work between benches/counted.c's marks, each mode dumped under its name, and prints
 # "ROW <label> <mode> <base mode> <units>" for each row: (mode - base mode) / units.
 # Needs valgrind (Debian's package also gives <valgrind/callgrind.h>, which counted.c includes)
-# and cc. KEEP=DIR keeps callgrind's dumps, one per mode (callgrind_annotate --inclusive=yes
-# DIR/cg.N). CACHE passes callgrind's cache geometry, e.g. CACHE="--LL=262144,8,64": a last
+# and cc. KEEP=DIR keeps callgrind's dumps, one per mode (DIR/cg.N; with FUNCTIONS set,
+# `python3 benches/counted_functions.py DIR/cg.MODE DIR/cg.BASE UNITS` reads them). CACHE passes callgrind's cache geometry, e.g. CACHE="--LL=262144,8,64": a last
 # level of 256 KiB, which the step's own work fills between memprof's calls, as cuDNN and the
 # driver fill a GPU host's caches between them (this machine's last level, the default, keeps
 # every line a small step touches): DLmr then counts the lines memprof fetched from memory.
+# FUNCTIONS=N prints, under each row, the N functions whose own counts moved most (ordered by
+# ORDER, default DLmr; benches/counted_functions.py), the dumps then written with their names in
+# full (--compress-strings=no: a compressed dump names a function only in the first part that
+# met it, so that callgrind_annotate puts a later part's counts under __libc_start_main).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script=$1
@@ -21,15 +25,19 @@ shift
 python=${PYTHON:-python3}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-PYTHONHASHSEED=0 valgrind --tool=callgrind --cache-sim=yes ${CACHE:-} --collect-atstart=no --callgrind-out-file="$out/cg" \
+names=(); [ -z "${FUNCTIONS:-}" ] || names=(--compress-strings=no)
+PYTHONHASHSEED=0 valgrind --tool=callgrind --cache-sim=yes ${CACHE:-} "${names[@]}" --collect-atstart=no --callgrind-out-file="$out/cg" \
   "$python" "$script" "$@" \
   >"$out/stdout" 2>"$out/stderr" || { tail -20 "$out/stderr"; exit 1; }
 [ -z "${KEEP:-}" ] || cp -r "$out" "$KEEP"
 # Each mode's dump (cg.N): its label in "desc: Trigger: Client Request: LABEL", its counts on
 # the "summary:" line, in the order of "events:".
 "$python" - "$out/stdout" "$out"/cg.* <<'PY'
+import os
 import sys
-rows = {}
+sys.path.insert(0, "benches")
+import counted_functions
+rows, dumps = {}, {}
 for path in sys.argv[2:]:
     label, events, summary = None, None, None
     for line in open(path):
@@ -41,6 +49,7 @@ for path in sys.argv[2:]:
             summary = [int(n) for n in line.split()[1:]]
     if label and events and summary:
         rows[label] = dict(zip(events, summary))
+        dumps[label] = path
 want = ["Ir", "Dr", "Dw", "D1mr", "D1mw", "DLmr", "DLmw"]
 printed = False
 for line in open(sys.argv[1]):
@@ -56,4 +65,7 @@ for line in open(sys.argv[1]):
         printed = True
     print("%-40s" % label + "".join("%10.1f" % ((rows[a].get(e, 0) - rows[b].get(e, 0)) / per)
                                      for e in want))
+    if os.environ.get("FUNCTIONS"):
+        counted_functions.table(dumps[a], dumps[b], per, os.environ.get("ORDER", "DLmr"),
+                                int(os.environ["FUNCTIONS"]))
 PY
