@@ -19,8 +19,9 @@ under `memprof.profile(modules=True)` (saved bytes counted without a hook), `mod
 `modules_python` the same counting through saved-tensors hooks in C++ or in Python
 (MEMPROF_SAVED_HOOKS=hooks or python, as before), `tensors` under
 `memprof.profile(STEP, tensors=True)` (an inventory when each step ends), `history` under
-`memprof.profile(STEP, history=FILE)` (`-f STEP --history FILE`: torch's allocator history, with
-Python stacks in every step, each block's file written when its session stops),
+`memprof.profile(STEP, history=FILE)` (`-f STEP --history FILE`: memprof's record of every
+allocator event with its whole Python stack, in every step, each block's file written when its
+session stops),
 `history_calls` the same with `calls=1` (`--calls 1`: the block's first step, which is not
 counted, recorded with stacks, and then nothing: the history taken and recording stopped, what
 a long run that records a few calls pays for the rest); two floors without memprof, `wrapper`
