@@ -10,14 +10,16 @@
 # "ROW <label> <mode> <base mode> <units>" for each row: (mode - base mode) / units.
 # Needs valgrind (Debian's package also gives <valgrind/callgrind.h>, which counted.c includes)
 # and cc. KEEP=DIR keeps callgrind's dumps, one per mode (DIR/cg.N; with FUNCTIONS set,
-# `python3 benches/counted_functions.py DIR/cg.MODE DIR/cg.BASE UNITS` reads them). CACHE passes callgrind's cache geometry, e.g. CACHE="--LL=262144,8,64": a last
+# `python3 benches/counted_functions.py DIR/cg.MODE DIR/cg.BASE UNITS` reads them;
+# callgrind_annotate put every count of such a part under __libc_start_main here). CACHE passes
+# callgrind's cache geometry, e.g. CACHE="--LL=262144,8,64": a last
 # level of 256 KiB, which the step's own work fills between memprof's calls, as cuDNN and the
 # driver fill a GPU host's caches between them (this machine's last level, the default, keeps
 # every line a small step touches): DLmr then counts the lines memprof fetched from memory.
 # FUNCTIONS=N prints, under each row, the N functions whose own counts moved most (ordered by
 # ORDER, default DLmr; benches/counted_functions.py), the dumps then written with their names in
-# full (--compress-strings=no: a compressed dump names a function only in the first part that
-# met it, so that callgrind_annotate puts a later part's counts under __libc_start_main).
+# full (--compress-strings=no: a compressed dump names a function only in the part that met it
+# first, and a later part's file has its number alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 script=$1

@@ -6,9 +6,9 @@ change moved). Each function's own counts (its callees' not included), summed ov
 
 EVENT (default DLmr: lines read from memory) orders the functions; TOP (default 30) of them are
 printed. The dumps must be written with --compress-strings=no (benches/counted.sh passes it when
-FUNCTIONS is set): a compressed dump names each function once, in the dump of the part that met
-it first, so a later part's functions would go unnamed (callgrind_annotate then puts every
-count under __libc_start_main)."""
+FUNCTIONS is set): a compressed dump names each function once, in the file of the part that met
+it first, so a later part's functions would go unnamed. (callgrind_annotate put every count of
+such a part under __libc_start_main on this machine, names in full or not.)"""
 import collections
 import sys
 
