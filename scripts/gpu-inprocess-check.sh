@@ -11,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 venv=/opt/torch/.venv
-wheel=$(ls .device/wheel/memprof-*.whl | head -n 1)
+wheel=$(ls .device/wheel/torch_memprof-*.whl | head -n 1)
 unset LD_LIBRARY_PATH VIRTUAL_ENV
 export PATH=$venv/bin:$PATH
 install() {

@@ -67,11 +67,11 @@ fn every_n_prints_each_groups_table_with_those_calls_deltas() {
     assert_eq!(group["calls"], 3);
     let lines = &group["lines"];
     assert_eq!(
-        lines["a = torch.empty(MIB, dtype=torch.uint8)"],
+        lines["a = torch.empty(MIB, dtype=torch.uint8, device=DEV)"],
         serde_json::json!([3, 3 * MIB])
     );
     assert_eq!(
-        lines["b = torch.empty(2 * MIB, dtype=torch.uint8)"],
+        lines["b = torch.empty(2 * MIB, dtype=torch.uint8, device=DEV)"],
         serde_json::json!([3, 6 * MIB])
     );
     assert_eq!(lines["del a"], serde_json::json!([3, -3 * MIB]));
@@ -97,7 +97,7 @@ fn warmup_and_calls_schedule_the_groups() {
 fn every_n_under_memprof_run_prints_the_runs_lines_so_far() {
     let r = finish(
         memprof()
-            .args(["--device", "cpu", "run"])
+            .args(["--device", device_flag(), "run"])
             .arg(fixture("memlab_api.py"))
             .arg("every")
             .output()
@@ -118,7 +118,7 @@ fn every_n_under_memprof_run_prints_the_runs_lines_so_far() {
     let group = tagged(&r.stdout, "GROUP");
     assert_eq!(group["calls"], 7);
     assert_eq!(
-        group["lines"]["b = torch.empty(2 * MIB, dtype=torch.uint8)"],
+        group["lines"]["b = torch.empty(2 * MIB, dtype=torch.uint8, device=DEV)"],
         serde_json::json!([7, 14 * MIB])
     );
 }
