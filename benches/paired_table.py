@@ -64,10 +64,10 @@ def launching(processes, variant):
     return f"{statistics.median(base):.2f}, {ratio:.3f}x [{low:.3f}, {high:.3f}]"
 
 
-def interval(values, resamples=2000):
+def interval(values, resamples=2000, statistic=statistics.median):
+    """The 90% interval of `statistic` over `values` resampled with replacement (seeded)."""
     rng = random.Random(53)
-    draws = sorted(statistics.median(rng.choices(values, k=len(values)))
-                   for _ in range(resamples))
+    draws = sorted(statistic(rng.choices(values, k=len(values))) for _ in range(resamples))
     return draws[resamples // 20], draws[resamples - 1 - resamples // 20]
 
 
