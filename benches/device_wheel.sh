@@ -5,14 +5,8 @@
 # WHEEL [pip options]` for another wheel, and `install_build DIR TARGET` for a build apart
 # (paired_builds.sh, modules_rows.sh, scripts/gpu-fork-check.sh).
 device_venv=/opt/torch/.venv
-install_wheel() {
-  if command -v uv >/dev/null; then
-    uv pip install --quiet --python "$device_venv/bin/python" --no-deps "$@"
-  else
-    /usr/bin/python3 -m pip --python "$device_venv/bin/python" install --quiet --no-deps \
-      --break-system-packages "$@"
-  fi
-}
+. scripts/device/venv-install.sh
+install_wheel() { venv_install "$device_venv/bin/python" --no-deps "$@"; }
 # The build in DIR installed apart into TARGET (pip --target): DIR's wheel, or .device/wheel's
 # with DIR's native core (`_native.so`, as `../shared/gpu/build-for-device.sh --features wheel
 # --lib` leaves it in target/device/release/libmemprof.so) in place of its own, and DIR's

@@ -11,13 +11,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
 # pytest for the suite's pytest-plugin tests (second_hour's limits), where the machine's venv
 # lacks it: from the wheels scripts/build-device.sh packs into .device/pywheels (no registry there).
+. scripts/device/venv-install.sh
 if ! python3 -c 'import pytest' 2>/dev/null; then
-  if command -v uv >/dev/null; then
-    uv pip install --quiet --python "$(command -v python3)" --no-index --find-links .device/pywheels pytest
-  else
-    /usr/bin/python3 -m pip --python "$(command -v python3)" install --quiet --break-system-packages \
-      --no-index --find-links .device/pywheels pytest
-  fi || echo "gpu-check: pytest did not install: the pytest-plugin tests will fail"
+  venv_install "$(command -v python3)" --no-index --find-links .device/pywheels pytest ||
+    echo "gpu-check: pytest did not install: the pytest-plugin tests will fail"
 fi
 status=0
 for t in .device/tests/*; do

@@ -14,10 +14,8 @@ venv=/opt/torch/.venv
 wheel=$(ls .device/wheel/torch_memprof-*.whl | head -n 1)
 unset LD_LIBRARY_PATH VIRTUAL_ENV
 export PATH=$venv/bin:$PATH
-install() {
-  if command -v uv >/dev/null; then uv pip install --python "$venv/bin/python" "$@"
-  else /usr/bin/python3 -m pip --python "$venv/bin/python" install --quiet --break-system-packages "$@"; fi
-}
+. scripts/device/venv-install.sh
+install() { venv_install "$venv/bin/python" "$@"; }
 echo "== $wheel and pytest into $venv"
 install --no-deps "$wheel" || { echo "gpu-inprocess-check: FAILED (install)"; exit 1; }
 install --no-index --find-links .device/pywheels pytest || { echo "gpu-inprocess-check: FAILED (pytest)"; exit 1; }
